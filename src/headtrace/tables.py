@@ -1,0 +1,132 @@
+"""Every Parquet table headtrace writes: its schema, and one atomic writer.
+
+The schemas below are the output contract documented in the README (same names, same order).
+Tables are long format: one row per model x revision x layer x head (or x condition, ...).
+Writers may add columns beyond the schema; the schema's columns must be present with these dtypes.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from headtrace.probe import CLASSES
+
+CLASS_COLUMNS = [c.replace("-", "_") for c in CLASSES]  # induction, duplicate_token, ...
+
+CELL_KEY = {"model": pl.String, "revision": pl.String, "tokens": pl.Int64}
+HEAD_KEY = {**CELL_KEY, "layer": pl.Int32, "head": pl.Int32}
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    # results/probes/{model}/induction_batch.parquet
+    "probe": {
+        "seq": pl.Int32,
+        "tokens": pl.List(pl.Int64),
+        "ab": pl.Int32,
+        "target": pl.Int64,
+        "valid": pl.Boolean,
+    },
+    # results/cells/{model}/{revision}/attention.parquet: the capture pass's attention masses.
+    "attention": {
+        **HEAD_KEY,
+        **{f"attn_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        "attn_baseline_sampled": pl.Float64,
+        "attn_baseline_uniform": pl.Float64,
+        "n_sequences": pl.Int32,
+        "n_valid": pl.Int32,
+    },
+    # results/cells/{model}/{revision}/pr.parquet
+    "pr": {**HEAD_KEY, "pr": pl.Float64},
+    # results/cells/{model}/{revision}/screen.parquet
+    "screen": {
+        **HEAD_KEY,
+        **{f"sel_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        **{f"attn_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        "attn_baseline": pl.Float64,
+        "best_class": pl.String,
+        "best_selectivity": pl.Float64,
+        "classification": pl.String,
+        "in_induction_circuit": pl.Boolean,
+    },
+    # results/models/{model}/trajectory.parquet: every revision x head, screen joined with PR.
+    "trajectory": {
+        **HEAD_KEY,
+        "pr": pl.Float64,
+        **{f"sel_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        "best_class": pl.String,
+        "best_selectivity": pl.Float64,
+        "classification": pl.String,
+        "in_induction_circuit": pl.Boolean,
+    },
+    # results/cells/{model}/{revision}/ablation.parquet
+    "ablation": {
+        **CELL_KEY,
+        "condition": pl.String,
+        "draw": pl.Int32,
+        "n_heads": pl.Int32,
+        "heads": pl.List(pl.String),
+        "top1": pl.Float64,
+        "top5": pl.Float64,
+        "ce": pl.Float64,
+        "logit_b": pl.Float64,
+    },
+    # results/cells/{model}/{revision}/verdict.parquet
+    "verdict": {
+        **CELL_KEY,
+        "circuit": pl.String,
+        "n_heads": pl.Int32,
+        "heads": pl.List(pl.String),
+        "baseline_top1": pl.Float64,
+        "ablated_top1": pl.Float64,
+        "effect": pl.Float64,
+        "random_effect_mean": pl.Float64,
+        "effect_vs_random": pl.Float64,
+        "p_value": pl.Float64,
+        "upper_bound_top1": pl.Float64,
+        "upper_bound_saturates": pl.Boolean,
+        "causal": pl.Boolean,
+    },
+}
+
+
+def head_name(layer: int, head: int) -> str:
+    """The paper's head label, e.g. L4H4."""
+    return f"L{layer}H{head}"
+
+
+def conform(df: pl.DataFrame, schema: str) -> pl.DataFrame:
+    """Check that ``df`` carries the schema's columns, cast them to its dtypes, schema columns first."""
+    spec = SCHEMAS[schema]
+    missing = [c for c in spec if c not in df.columns]
+    if missing:
+        raise ValueError(f"table '{schema}' is missing columns {missing}")
+    extra = [c for c in df.columns if c not in spec]
+    return df.select([pl.col(c).cast(t, strict=True) for c, t in spec.items()] + extra)
+
+
+def write(df: pl.DataFrame, path: str | os.PathLike, schema: str | None = None) -> None:
+    """Write ``df`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    if schema is not None:
+        df = conform(df, schema)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        df.write_parquet(tmp, compression="zstd", statistics=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read(path: str | os.PathLike) -> pl.DataFrame:
+    return pl.read_parquet(path)
+
+
+def read_many(paths) -> pl.DataFrame:
+    """Concatenate tables of one schema (e.g. every cell of a model)."""
+    frames = [pl.read_parquet(p) for p in paths]
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()

@@ -132,3 +132,30 @@ def key_positions(batch: ProbeBatch) -> dict[str, np.ndarray]:
     out["induction"] = (batch.ab + 1)[:, None]
     out["duplicate-token"] = batch.ab[:, None].copy()
     return {name: out[name] for name in CLASSES}
+
+
+def batch_table(batch: ProbeBatch):
+    """The batch as a table (schema ``probe``): seq, tokens (as fed), ab, target, valid."""
+    import polars as pl
+
+    return pl.DataFrame(
+        {
+            "seq": np.arange(batch.tokens.shape[0], dtype=np.int32),
+            "tokens": batch.tokens.tolist(),
+            "ab": batch.ab.astype(np.int32),
+            "target": batch.target,
+            "valid": batch.valid,
+        }
+    )
+
+
+def batch_from_table(df) -> ProbeBatch:
+    """Inverse of ``batch_table``."""
+    df = df.sort("seq")
+    tokens = np.asarray(df["tokens"].to_list(), dtype=np.int64)
+    return ProbeBatch(
+        tokens=tokens,
+        ab=df["ab"].to_numpy().astype(np.int64),
+        target=df["target"].to_numpy().astype(np.int64),
+        valid=df["valid"].to_numpy().astype(bool),
+    )

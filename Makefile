@@ -1,0 +1,54 @@
+# headtrace: the two commands are `make demo` and `make test`; both set up .venv on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CORES ?= all
+CONFIG ?= config/config.yaml
+
+.PHONY: demo test test-slurm lint dag report install-profile clean-results venv
+
+venv: $(STAMP)
+
+# torch first, pinned: on a CPU machine `pip install torch==2.13.0` takes the CPU wheel;
+# an unpinned torch would pull a multi-GB CUDA build.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $@
+
+demo: $(STAMP)
+	@start=$$(date +%s); \
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete && \
+	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html && \
+	$(BIN)/headtrace summary results && \
+	echo "make demo: $$(( $$(date +%s) - start )) s; report: results/report.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-slurm: $(STAMP)
+	bash slurm/test-slurm.sh
+
+lint: $(STAMP)
+	$(BIN)/snakemake --lint
+
+dag: $(STAMP)
+	$(BIN)/snakemake -n --configfile $(CONFIG)
+
+report: $(STAMP)
+	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html
+
+# `snakemake --profile slurm` resolves bare names in ~/.config/snakemake, not in profiles/.
+install-profile:
+	@dest=$${XDG_CONFIG_HOME:-$$HOME/.config}/snakemake/slurm; \
+	if [ -e "$$dest" ] && [ "$$(readlink -f "$$dest")" != "$$(readlink -f profiles/slurm)" ]; then \
+	  echo "refusing to overwrite existing profile $$dest" >&2; exit 1; fi; \
+	mkdir -p "$$(dirname "$$dest")" && ln -sfn "$$(pwd)/profiles/slurm" "$$dest" && echo "linked $$dest -> profiles/slurm"
+
+clean-results:
+	rm -rf results logs .snakemake

@@ -1,0 +1,24 @@
+# headtrace: when do attention circuits form during pretraining?
+# The DAG expands over models x revisions; see the README for the rules and their outputs.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/checkpoints.smk"
+include: "workflow/rules/cells.smk"
+include: "workflow/rules/ablation.smk"
+include: "workflow/rules/aggregate.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

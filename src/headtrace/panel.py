@@ -1,0 +1,127 @@
+"""The panel: a validated config turned into models, cells and per-cell settings.
+
+The JSON schema (config/schema.yaml) checks types and names; this module checks what a schema
+cannot (tokens known for every revision, a probe that fits the model, a toy revision that is a
+step, ...) and raises one ``ConfigError`` naming the key before any job starts. Snakemake's
+``rules/common.smk`` and the tests use the same functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from headtrace import revisions as revs
+
+PROBE_DEFAULTS = {
+    "n_sequences": 2000,
+    "seq_len": 256,
+    "token_range": [100, 10000],
+    "seed": 42,
+    "ab_range": [20, 128],
+    "prepend_bos": False,
+    "bos_token_id": None,
+}
+
+
+class ConfigError(ValueError):
+    """A configuration problem, named by its key path."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    revision: str
+    tokens: int | None
+
+
+def model_names(config: dict) -> list[str]:
+    return list(config["models"])
+
+
+def model_spec(config: dict, model: str) -> dict:
+    try:
+        return config["models"][model]
+    except KeyError:
+        raise ConfigError(f"models.{model}: no such model in the config") from None
+
+
+def revisions_of(config: dict, model: str) -> list[str]:
+    return list(model_spec(config, model)["revisions"])
+
+
+def final_revision(config: dict, model: str) -> str:
+    return revisions_of(config, model)[-1]
+
+
+def cell_tokens(config: dict, model: str, revision: str) -> int | None:
+    spec = model_spec(config, model)
+    try:
+        return revs.tokens_for(revision, spec)
+    except ValueError as err:
+        raise ConfigError(f"models.{model}.revisions: {err}") from None
+
+
+def cells(config: dict, model: str | None = None) -> list[Cell]:
+    names = [model] if model else model_names(config)
+    return [Cell(m, r, cell_tokens(config, m, r)) for m in names for r in revisions_of(config, m)]
+
+
+def probe_settings(config: dict, model: str) -> dict:
+    """The probe of one model: defaults < global ``probe`` < the model's own ``probe``."""
+    merged = {**PROBE_DEFAULTS, **(config.get("probe") or {}), **(model_spec(config, model).get("probe") or {})}
+    return merged
+
+
+def probe_kwargs(settings: dict) -> dict:
+    """Probe settings -> keyword arguments of ``probe.make_batch``."""
+    return {
+        "n_sequences": settings["n_sequences"],
+        "seq_len": settings["seq_len"],
+        "token_low": settings["token_range"][0],
+        "token_high": settings["token_range"][1],
+        "seed": settings["seed"],
+        "ab_low": settings["ab_range"][0],
+        "ab_high": settings["ab_range"][1],
+        "prepend_bos": settings["prepend_bos"],
+        "bos_token_id": settings["bos_token_id"],
+    }
+
+
+def load_spec(config: dict, model: str) -> dict:
+    """What a per-cell job needs to load one model: never the revision list (so adding a revision
+    does not change the params of the other cells' jobs)."""
+    spec = model_spec(config, model)
+    keys = ("source", "hf_id", "path", "family", "dtype")
+    return {k: spec[k] for k in keys if k in spec}
+
+
+def check(config: dict) -> None:
+    """Cross-field checks the schema cannot express. Raises ConfigError naming the key."""
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        where = f"models.{model}"
+        source = spec["source"]
+        needs = {"hub": "hf_id", "local": "path", "reference": "published"}.get(source)
+        if needs and needs not in spec:
+            raise ConfigError(f"{where}: source '{source}' needs the key '{needs}'")
+        if source == "toy" and spec.get("family", "auto") == "auto":
+            raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
+        for revision in spec["revisions"]:
+            if source == "toy" and revs.parse_step(revision) is None:
+                raise ConfigError(f"{where}.revisions: toy revision '{revision}' must be named step<N>")
+            cell_tokens(config, model, revision)
+        p = probe_settings(config, model)
+        lo, hi = p["token_range"]
+        if hi - lo < 2:
+            raise ConfigError(f"{where}: probe.token_range [{lo}, {hi}) needs at least two tokens")
+        body = p["seq_len"] - (1 if p["prepend_bos"] else 0)
+        a_lo, a_hi = p["ab_range"]
+        if not a_lo < a_hi or a_hi > body - 7:
+            raise ConfigError(
+                f"{where}: probe.ab_range [{a_lo}, {a_hi}) must be non-empty and end at most at "
+                f"seq_len - 7 = {body - 7} so that A B stays clear of the query window"
+            )
+        if p["prepend_bos"] and p["bos_token_id"] is None:
+            raise ConfigError(f"{where}: probe.prepend_bos is true but probe.bos_token_id is not set")
+        vocab = (spec.get("train") or {}).get("arch", {}).get("vocab_size")
+        if vocab is not None and hi > vocab:
+            raise ConfigError(f"{where}: probe.token_range ends at {hi}, beyond the toy vocabulary of {vocab}")

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+
+from headtrace import probe
+
+
+def test_batch_invariants():
+    b = probe.make_batch(n_sequences=200, seq_len=64, token_low=10, token_high=60, ab_low=5, ab_high=30)
+    n, T = b.tokens.shape
+    assert (n, T) == (200, 64)
+    rows = np.arange(n)
+    a = b.tokens[rows, b.ab]
+    assert np.all(b.tokens[:, -1] == a), "query token is A"
+    assert np.all(b.tokens[rows, b.ab + 1] == b.target), "B follows the first A"
+    assert np.all((b.ab >= 5) & (b.ab < 30))
+    assert np.all((b.tokens >= 10) & (b.tokens < 60))
+    assert np.all(a != b.target)
+    # A occurs at ab and at the query; the author's B-resampling pass (run after the A pass) can
+    # re-create an A elsewhere, rarely, and that batch is kept as published.
+    n_a = (b.tokens == a[:, None]).sum(axis=1)
+    assert np.all(n_a >= 2) and (n_a == 2).mean() > 0.9
+    # B occurs once before the query exactly for valid rows
+    n_b = (b.tokens[:, :-1] == b.target[:, None]).sum(axis=1)
+    assert np.array_equal(b.valid, n_b == 1)
+    assert b.valid.mean() > 0.9
+
+
+def test_batch_is_deterministic_and_seeded():
+    kw = dict(n_sequences=20, seq_len=64, token_low=10, token_high=60, ab_low=5, ab_high=30)
+    b1, b2 = probe.make_batch(**kw), probe.make_batch(**kw)
+    assert np.array_equal(b1.tokens, b2.tokens)
+    assert not np.array_equal(b1.tokens, probe.make_batch(**kw, seed=7).tokens)
+
+
+def test_default_batch_follows_the_author_draw_order():
+    # First sequence of the author's batch (RandomState(42)): the first draw is the filler.
+    b = probe.make_batch(n_sequences=1)
+    rng = np.random.RandomState(42)
+    filler = rng.randint(100, 10000, size=256)
+    a, bb = rng.choice(np.arange(100, 10000), size=2, replace=False)
+    ab = rng.randint(20, 128)
+    assert b.ab[0] == ab and b.target[0] == bb and b.tokens[0, -1] == a
+    untouched = [k for k in range(255) if filler[k] not in (a, bb) and k not in (ab, ab + 1)]
+    assert np.array_equal(b.tokens[0, untouched], filler[untouched])
+
+
+def test_prepend_bos_shifts_positions():
+    kw = dict(n_sequences=10, seq_len=64, token_low=10, token_high=60, ab_low=5, ab_high=30)
+    b = probe.make_batch(**kw, prepend_bos=True, bos_token_id=0)
+    assert b.tokens.shape == (10, 64) and np.all(b.tokens[:, 0] == 0)
+    assert np.all(b.tokens[np.arange(10), b.ab + 1] == b.target)
+    with pytest.raises(ValueError, match="bos_token_id"):
+        probe.make_batch(**kw, prepend_bos=True)
+
+
+def test_bad_ranges_are_named():
+    with pytest.raises(ValueError, match="ab_range"):
+        probe.make_batch(n_sequences=2, seq_len=64, ab_low=20, ab_high=60)
+    with pytest.raises(ValueError, match="token_range"):
+        probe.make_batch(n_sequences=2, seq_len=64, token_low=5, token_high=6, ab_low=5, ab_high=20)
+
+
+def test_baseline_positions_match_the_author_rule():
+    pos = probe.baseline_positions(256)
+    assert len(pos) == 50 and len(set(pos.tolist())) == 50
+    assert not set(pos.tolist()) & {0, 255, 254, 253, 252, 251, 250}
+    assert pos.min() >= 1 and pos.max() < 255
+    assert np.array_equal(pos, probe.baseline_positions(256))
+
+
+def test_key_positions_and_table_roundtrip():
+    b = probe.make_batch(n_sequences=5, seq_len=64, token_low=10, token_high=60, ab_low=5, ab_high=30)
+    keys = probe.key_positions(b)
+    assert list(keys) == list(probe.CLASSES)
+    assert np.array_equal(keys["induction"][:, 0], b.ab + 1)
+    assert keys["local"][0].tolist() == [58, 59, 60, 61]
+    assert keys["previous-token"][0, 0] == 62 and keys["self"][0, 0] == 63
+    b2 = probe.batch_from_table(probe.batch_table(b))
+    for f in ("tokens", "ab", "target", "valid"):
+        assert np.array_equal(getattr(b, f), getattr(b2, f))

@@ -1,0 +1,117 @@
+# The per-cell jobs: probe batch, capture pass, participation ratio, screen.
+
+
+rule probe:
+    """Build the synthetic induction batch of one model (the same for all its revisions)."""
+    conda:
+        CONDA_ENV
+    output:
+        PATHS["probe"],
+    params:
+        probe=lambda wc: panel.probe_kwargs(panel.probe_settings(config, wc.model)),
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    log:
+        "logs/probe/{model}.log",
+    script:
+        f"{SCRIPTS}/probe.py"
+
+
+rule capture:
+    """One forward pass over the probe: per-head outputs at the query and class attention masses."""
+    conda:
+        CONDA_ENV
+    input:
+        checkpoint=checkpoint_input,
+        probe=PATHS["probe"],
+    output:
+        attention=PATHS["attention"],
+        head_outputs=PATHS["head_outputs"]
+        if config["capture"]["keep_head_outputs"]
+        else temp(PATHS["head_outputs"]),
+    wildcard_constraints:
+        model=RUN_MODELS,
+    params:
+        load=load_params,
+        tokens=tokens_param,
+        device=config["capture"]["device"],
+        batch_size=config["capture"]["batch_size"],
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    log:
+        log_path("capture"),
+    script:
+        f"{SCRIPTS}/capture.py"
+
+
+rule pr:
+    """Participation ratio of every head's query outputs across the probe sequences."""
+    conda:
+        CONDA_ENV
+    input:
+        head_outputs=PATHS["head_outputs"],
+    output:
+        pr=PATHS["pr"],
+    wildcard_constraints:
+        model=RUN_MODELS,
+    params:
+        tokens=tokens_param,
+        center=config["capture"]["pr_center"],
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    log:
+        log_path("pr"),
+    script:
+        f"{SCRIPTS}/pr.py"
+
+
+rule screen:
+    """Six-class selectivity, classification and induction-circuit membership per head."""
+    conda:
+        CONDA_ENV
+    input:
+        attention=PATHS["attention"],
+    output:
+        screen=PATHS["screen"],
+    wildcard_constraints:
+        model=RUN_MODELS,
+    params:
+        baseline=config["screen"]["baseline"],
+        class_threshold=config["screen"]["class_threshold"],
+        induction_threshold=config["screen"]["induction_threshold"],
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    log:
+        log_path("screen"),
+    script:
+        f"{SCRIPTS}/screen.py"
+
+
+rule import_reference:
+    """Published per-revision screen and PR of the paper's panel, in the per-cell schemas."""
+    conda:
+        CONDA_ENV
+    input:
+        reference=REFERENCE_DIR,
+    output:
+        screen=PATHS["screen"],
+        pr=PATHS["pr"],
+    wildcard_constraints:
+        model=REFERENCE_MODELS,
+    params:
+        published=lambda wc: panel.model_spec(config, wc.model)["published"],
+        tokens=tokens_param,
+        class_threshold=config["screen"]["class_threshold"],
+        induction_threshold=config["screen"]["induction_threshold"],
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    log:
+        log_path("import_reference"),
+    script:
+        f"{SCRIPTS}/import_reference.py"

@@ -1,0 +1,45 @@
+# Where checkpoints come from: trained here (toy) or fetched from the hub.
+
+
+rule train_toy:
+    """Train one toy model from random init and save a checkpoint at each of its revisions."""
+    conda:
+        CONDA_ENV
+    output:
+        directory(PATHS["checkpoints"]),
+    wildcard_constraints:
+        model=TOY_MODELS,
+    params:
+        family=lambda wc: panel.model_spec(config, wc.model)["family"],
+        train=lambda wc: panel.model_spec(config, wc.model).get("train", {}),
+        # Training is one job per model, so it (alone) takes the model's revision list.
+        revisions=lambda wc: panel.revisions_of(config, wc.model),
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    log:
+        "logs/train_toy/{model}.log",
+    script:
+        f"{SCRIPTS}/train_toy.py"
+
+
+localrules:
+    fetch,
+
+
+rule fetch:
+    """Download one revision's safetensors, config and tokenizer into the HF cache (login node)."""
+    conda:
+        CONDA_ENV
+    output:
+        touch(PATHS["fetched"]),
+    params:
+        hf_id=lambda wc: panel.model_spec(config, wc.model)["hf_id"],
+    resources:
+        mem_mb=1000,
+        runtime=60,
+    log:
+        log_path("fetch"),
+    script:
+        f"{SCRIPTS}/fetch.py"

@@ -1,0 +1,112 @@
+# Everything that turns the config into targets: validation, cells, paths, input functions.
+import os
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+# Jobs (local, cluster or conda) import the headtrace package from this checkout's src/.
+SRC = str(Path(workflow.basedir) / "src")
+sys.path.insert(0, SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+
+from headtrace import panel  # noqa: E402
+
+validate(config, "../../config/schema.yaml")
+panel.check(config)
+
+SCRIPTS = "../scripts"
+CONDA_ENV = "../envs/headtrace.yaml"
+# The published panel ships with the workflow (not the working directory).
+REFERENCE_DIR = str(Path(workflow.basedir) / "resources" / "reference")
+
+# Every output path is built here, so renaming a folder is a one-line change.
+PATHS = {
+    "checkpoints": "resources/checkpoints/{model}",
+    "fetched": "results/fetch/{model}/{revision}.done",
+    "probe": "results/probes/{model}/induction_batch.parquet",
+    "head_outputs": "results/cells/{model}/{revision}/head_outputs.safetensors",
+    "attention": "results/cells/{model}/{revision}/attention.parquet",
+    "pr": "results/cells/{model}/{revision}/pr.parquet",
+    "screen": "results/cells/{model}/{revision}/screen.parquet",
+    "ablation": "results/cells/{model}/{revision}/ablation.parquet",
+    "verdict": "results/cells/{model}/{revision}/verdict.parquet",
+    "trajectory": "results/models/{model}/trajectory.parquet",
+    "findings": "results/findings",
+    "summary": "results/findings/summary.md",
+    "figures": "results/figures",
+}
+
+MODELS = panel.model_names(config)
+
+
+def models_by_source(*sources):
+    return [m for m in MODELS if panel.model_spec(config, m)["source"] in sources]
+
+
+def _alternation(names):
+    # A regex matching exactly these model names (or nothing, when the list is empty).
+    import re
+
+    return "|".join(re.escape(n) for n in names) or "(?!x)x"
+
+
+RUN_MODELS = _alternation(models_by_source("toy", "hub", "local"))
+REFERENCE_MODELS = _alternation(models_by_source("reference"))
+TOY_MODELS = _alternation(models_by_source("toy"))
+
+
+wildcard_constraints:
+    model=_alternation(MODELS),
+    revision=r"[A-Za-z0-9._-]+",
+
+
+def cell_paths(key, model, sources=None):
+    spec_ok = sources is None or panel.model_spec(config, model)["source"] in sources
+    return [PATHS[key].format(model=model, revision=r) for r in panel.revisions_of(config, model)] if spec_ok else []
+
+
+def ablation_enabled():
+    return config["ablation"]["enabled"]
+
+
+def all_targets():
+    targets = [PATHS["trajectory"].format(model=m) for m in MODELS]
+    for m in models_by_source("toy", "hub", "local"):
+        if ablation_enabled():
+            targets += cell_paths("verdict", m)
+    targets += findings_outputs()
+    return targets
+
+
+def findings_outputs():
+    return []  # wired once the findings rule lands
+
+
+# ---- input functions and per-cell params -------------------------------------------------
+
+
+def checkpoint_input(wildcards):
+    """What a model-running job needs before it can load (model, revision)."""
+    source = panel.model_spec(config, wildcards.model)["source"]
+    if source == "toy":
+        return PATHS["checkpoints"].format(model=wildcards.model)
+    if source == "hub":
+        return PATHS["fetched"].format(**wildcards)
+    return []
+
+
+def load_params(wildcards):
+    return panel.load_spec(config, wildcards.model)
+
+
+def tokens_param(wildcards):
+    return panel.cell_tokens(config, wildcards.model, wildcards.revision)
+
+
+def final_screen(wildcards):
+    return PATHS["screen"].format(model=wildcards.model, revision=panel.final_revision(config, wildcards.model))
+
+
+def log_path(rule_name, per_cell=True):
+    return f"logs/{rule_name}/{{model}}/{{revision}}.log" if per_cell else f"logs/{rule_name}/{{model}}.log"

@@ -1,0 +1,20 @@
+# rule ablate: causal group ablation of one cell (all conditions batched in one job).
+from headtrace import ablation, hub, logs, probe, screen, tables
+
+with logs.to_file(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size)
+    cell_screen = tables.read(snakemake.input.screen)
+    conditions = ablation.build_conditions(
+        cell_screen,
+        final_circuit=screen.circuit_heads(tables.read(snakemake.input.final_screen)),
+        n_random=p.n_random,
+        seed=p.seed,
+        induction_threshold=p.induction_threshold,
+        previous_token_threshold=p.previous_token_threshold,
+    )
+    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    results = ablation.run(model, family, batch, conditions, batch_size=batch_size, device=device)
+    table = ablation.ablation_table(results, wc.model, wc.revision, p.tokens)
+    tables.write(table, snakemake.output.ablation, schema="ablation")
+    tables.write(ablation.verdict(table), snakemake.output.verdict, schema="verdict")

@@ -1,0 +1,5 @@
+# rule fetch (login node): download one revision into the Hugging Face cache.
+from headtrace import hub, logs
+
+with logs.to_file(snakemake.log[0]):
+    hub.fetch(snakemake.params.hf_id, snakemake.wildcards.revision)

@@ -1,0 +1,6 @@
+# rule screen: six-class selectivity and classification from the attention masses.
+from headtrace import logs, screen, tables
+
+with logs.to_file(snakemake.log[0]):
+    result = screen.screen(tables.read(snakemake.input.attention), **snakemake.params)
+    tables.write(result, snakemake.output.screen, schema="screen")

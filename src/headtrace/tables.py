@@ -88,6 +88,118 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "upper_bound_saturates": pl.Boolean,
         "causal": pl.Boolean,
     },
+    # ---- findings (headtrace.trajectories), results/findings/*.parquet ----
+    # F1: first-token (BOS) heads per layer; first-token = sel_first_token >= class threshold.
+    "f1_bos_floor": {
+        **CELL_KEY,
+        "layer": pl.Int32,
+        "n_first_token": pl.Int32,
+        "n_heads": pl.Int32,
+        "n_first_token_best_class": pl.Int32,
+    },
+    # F1: per model, whether the floor layers (0, 1) have zero first-token heads at every revision.
+    "f1_floor": {
+        "model": pl.String,
+        "n_revisions": pl.Int32,
+        "max_first_token": pl.Int32,
+        "floor_layers": pl.String,
+        "floor_holds": pl.Boolean,
+    },
+    # F2: whole-model first-token fraction (0-1) per revision.
+    "f2_bos_fraction": {
+        **CELL_KEY,
+        "n_first_token": pl.Int32,
+        "n_heads": pl.Int32,
+        "n_first_token_best_class": pl.Int32,
+        "bos_fraction": pl.Float64,
+        "bos_fraction_best_class": pl.Float64,
+    },
+    # F2: per model, emergence shape of the first-token fraction.
+    "f2_shape": {
+        "model": pl.String,
+        "n_revisions": pl.Int32,
+        "first_fraction": pl.Float64,
+        "final_fraction": pl.Float64,
+        "max_fraction": pl.Float64,
+        "largest_jump_pp": pl.Float64,
+        "jump_from_revision": pl.String,
+        "jump_to_revision": pl.String,
+        "jump_from_tokens": pl.Int64,
+        "jump_to_tokens": pl.Int64,
+        "rise_pp": pl.Float64,
+        "jump_share": pl.Float64,
+        "monotone": pl.Boolean,
+        "shape": pl.String,
+    },
+    # Induction circuit size and specialized-head fraction per revision.
+    "circuit_size": {
+        **CELL_KEY,
+        "n_induction_circuit": pl.Int32,
+        "n_induction_class_threshold": pl.Int32,
+        "n_specialized": pl.Int32,
+        "n_heads": pl.Int32,
+        "specialized_fraction": pl.Float64,
+    },
+    # F3: first revision reaching each milestone (null if never).
+    "f3_milestones": {
+        "model": pl.String,
+        "milestone": pl.String,
+        "revision": pl.String,
+        "tokens": pl.Int64,
+    },
+    # F3: token gap between two milestones, per model.
+    "f3_gaps": {
+        "model": pl.String,
+        "later": pl.String,
+        "earlier": pl.String,
+        "later_revision": pl.String,
+        "later_tokens": pl.Int64,
+        "earlier_revision": pl.String,
+        "earlier_tokens": pl.Int64,
+        "gap_ratio": pl.Float64,
+        "same_revision": pl.Boolean,
+    },
+    # F4: recall of the final-revision induction circuit at each revision.
+    "f4_recall": {
+        **CELL_KEY,
+        "n_found": pl.Int32,
+        "n_final_circuit": pl.Int32,
+        "recall": pl.Float64,
+    },
+    # F4: first revision reaching each recall level.
+    "f4_recall_milestones": {
+        "model": pl.String,
+        "level": pl.Float64,
+        "level_label": pl.String,
+        "revision": pl.String,
+        "tokens": pl.Int64,
+        "final_tokens": pl.Int64,
+        "token_share": pl.Float64,
+    },
+    # F5: PR rise vs induction-selectivity crossing, per final induction head.
+    "f5_pr_lead": {
+        "model": pl.String,
+        "layer": pl.Int32,
+        "head": pl.Int32,
+        "pr_rise_revision": pl.String,
+        "pr_rise_tokens": pl.Int64,
+        "selectivity_cross_revision": pl.String,
+        "selectivity_cross_tokens": pl.Int64,
+        "lead_ratio": pl.Float64,
+        "lead_revisions": pl.Int32,
+        "rule": pl.String,
+    },
+    # PR integral per head (paper's and author's definitions) and ranks within the model.
+    "pr_integral": {
+        "model": pl.String,
+        "layer": pl.Int32,
+        "head": pl.Int32,
+        "n_revisions": pl.Int32,
+        "integral_paper": pl.Float64,
+        "integral_author": pl.Float64,
+        "rank_paper": pl.Int32,
+        "rank_author": pl.Int32,
+    },
 }
 
 

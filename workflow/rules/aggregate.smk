@@ -17,3 +17,101 @@ rule trajectory:
         "logs/trajectory/{model}.log",
     script:
         f"{SCRIPTS}/trajectory.py"
+
+
+FINDINGS_TABLES = [
+    "f1_bos_floor",
+    "f1_floor",
+    "f2_bos_fraction",
+    "f2_shape",
+    "circuit_size",
+    "f3_milestones",
+    "f3_gaps",
+    "f4_recall",
+    "f4_recall_milestones",
+    "f5_pr_lead",
+    "pr_integral",
+]
+FIGURES = ["bos_fraction", "bos_heatmap", "circuit_recall", "head_trajectories"]
+
+
+def findings_params():
+    return {
+        "class_threshold": config["screen"]["class_threshold"],
+        "induction_threshold": config["screen"]["induction_threshold"],
+        **config["findings"],
+    }
+
+
+def run_model_ablations(wildcards=None):
+    if not ablation_enabled():
+        return []
+    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("ablation", m)]
+
+
+rule findings:
+    """Findings F1-F5 and the PR integral over every model of the panel, and summary.md."""
+    input:
+        trajectories=expand(PATHS["trajectory"], model=MODELS),
+    output:
+        tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
+        summary=PATHS["summary"],
+    params:
+        **findings_params(),
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/findings/findings.log",
+    script:
+        f"{SCRIPTS}/findings.py"
+
+
+rule figures:
+    """The findings figures (and the ablation figure when the panel ran ablations)."""
+    input:
+        trajectories=expand(PATHS["trajectory"], model=MODELS),
+        ablations=run_model_ablations,
+    output:
+        **{
+            name: report(
+                f"{PATHS['figures']}/{name}.png",
+                caption=f"../report/{name}.rst",
+                category="Findings",
+            )
+            for name in FIGURES
+        },
+    params:
+        **findings_params(),
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/figures/figures.log",
+    script:
+        f"{SCRIPTS}/figures.py"
+
+
+rule ablation_figure:
+    """Circuit ablation against the matched-random distribution, per revision."""
+    input:
+        ablations=run_model_ablations,
+    output:
+        report(
+            f"{PATHS['figures']}/ablation.png",
+            caption="../report/ablation.rst",
+            category="Causal verification",
+        ),
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/figures/ablation.log",
+    script:
+        f"{SCRIPTS}/ablation_figure.py"

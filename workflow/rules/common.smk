@@ -18,7 +18,7 @@ panel.check(config)
 SCRIPTS = "../scripts"
 CONDA_ENV = "../envs/headtrace.yaml"
 # The published panel ships with the workflow (not the working directory).
-REFERENCE_DIR = str(Path(workflow.basedir) / "resources" / "reference")
+REFERENCE_DIR = str(Path(workflow.basedir) / "resources" / "reference" / "spectral-probe-circuits")
 
 # Every output path is built here, so renaming a folder is a one-line change.
 PATHS = {
@@ -80,7 +80,10 @@ def all_targets():
 
 
 def findings_outputs():
-    return []  # wired once the findings rule lands
+    outputs = [PATHS["summary"]] + [f"{PATHS['figures']}/{name}.png" for name in FIGURES]
+    if run_model_ablations():
+        outputs.append(f"{PATHS['figures']}/ablation.png")
+    return outputs
 
 
 # ---- input functions and per-cell params -------------------------------------------------

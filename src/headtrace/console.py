@@ -1,0 +1,65 @@
+"""The one-screen summary `make demo` ends with (``headtrace summary results``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+
+def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -> str:
+    """A short text table per model: circuit formation, first-token heads, final ablation verdict."""
+    results = Path(results)
+    trajectories = sorted(results.glob("models/*/trajectory.parquet"))
+    if not trajectories:
+        return f"no trajectories under {results}/models: has the workflow run?"
+    lines = ["headtrace summary", ""]
+    head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'BOS heads':>9}"
+    lines += [head, "-" * len(head)]
+    verdicts = _verdicts(results)
+    for path in trajectories:
+        t = pl.read_parquet(path)
+        model = t["model"][0]
+        per_rev = (
+            t.group_by("revision", "tokens", maintain_order=True)
+            .agg(
+                n_circuit=pl.col("in_induction_circuit").sum(),
+                n_bos=(pl.col("sel_first_token") >= class_threshold).sum(),
+                n_heads=pl.len(),
+            )
+            .sort("tokens", nulls_last=True)
+        )
+        final = per_rev.row(-1, named=True)
+        formed = per_rev.filter(pl.col("n_circuit") >= 3)
+        first = formed["revision"][0] if formed.height else "never"
+        circuit = (
+            t.filter((pl.col("revision") == final["revision"]) & pl.col("in_induction_circuit"))
+            .sort("layer", "head")
+            .select(pl.format("L{}H{}", "layer", "head"))
+            .to_series()
+            .to_list()
+        )
+        lines.append(
+            f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
+            f"{final['n_bos']:>4}/{final['n_heads']:<4}"
+        )
+        v = verdicts.get((model, final["revision"]))
+        if v is not None:
+            lines.append(
+                f"{'':<4}final ablation: top-1 {v['baseline_top1']:.1%} -> circuit {v['ablated_top1']:.1%}, "
+                f"matched-random mean {v['baseline_top1'] - v['random_effect_mean']:.1%}, "
+                f"upper bound {v['upper_bound_top1']:.1%}, p={v['p_value']:.3f}, causal: {'yes' if v['causal'] else 'no'}"
+            )
+    summary_md = results / "findings" / "summary.md"
+    lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]
+    report = results / "report.html"
+    if report.exists():
+        lines.append(f"report:   {report}")
+    return "\n".join(lines)
+
+
+def _verdicts(results: Path) -> dict:
+    paths = sorted(results.glob("cells/*/*/verdict.parquet"))
+    if not paths:
+        return {}
+    v = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed").filter(pl.col("circuit") == "circuit")
+    return {(r["model"], r["revision"]): r for r in v.iter_rows(named=True)}

@@ -1,0 +1,258 @@
+"""Model source ``reference``: the author's published per-revision results as headtrace cells.
+
+Paper B's 30-run panel (Pythia-1B, OLMo-1B-0724-hf, OLMoE-1B-7B-0924 x 10 revisions) was published
+as one mech-interp JSON per revision (six-class selectivity of every head) and one phase-1 PR
+trajectory JSON per model (PR of every head at the 10 revisions). This module reads those files
+(copied under ``resources/reference/spectral-probe-circuits/``, see its SOURCE.md) into the same
+per-cell tables the pipeline writes, so the findings code runs unchanged on the published panel.
+
+* ``screen_cell`` -> schema ``screen``. The six ``sel_*`` columns are the published selectivities
+  (author's baseline); ``attn_*``/``attn_baseline`` are null (not published). ``best_class``,
+  ``best_selectivity``, ``classification`` and ``in_induction_circuit`` are *recomputed* from the
+  six selectivities with the pipeline's rule (``screen.classify_table``), not copied.
+* ``pr_cell`` -> schema ``pr``: the PR of that revision from the phase-1 trajectory. A revision that
+  the trajectory file does not list gives null PR (never interpolated or invented).
+
+Published model keys: ``pythia1b``, ``olmo``, ``olmoe`` (the file-name prefixes). Training tokens
+(``reference_tokens``): Pythia = step x 2,097,152 (2048-token sequences x 1024 batch); OLMo/OLMoE
+revision names carry them (``step126000-tokens264B`` -> 264 x 10^9).
+"""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import polars as pl
+
+from headtrace.probe import CLASSES, UNCLASSIFIED
+from headtrace.tables import CLASS_COLUMNS, SCHEMAS, conform
+
+RESULTS = Path("cross_architecture") / "results"
+PER_REVISION = RESULTS / "per_revision_mechinterp"
+PYTHIA_TOKENS_PER_STEP = 2_097_152
+
+# published model key -> (mech-interp file prefix, phase-1 trajectory file)
+PUBLISHED: dict[str, tuple[str, str]] = {
+    "pythia1b": ("pythia1b", "pythia_1b_phase1_trajectory.json"),
+    "olmo": ("olmo", "olmo_phase1_trajectory.json"),
+    "olmoe": ("olmoe", "olmoe_phase1_trajectory.json"),
+}
+_HEAD_KEY = re.compile(r"^L(\d+)_H(\d+)$")
+_TOKENS_B = re.compile(r"-tokens(\d+(?:\.\d+)?)B$")
+_STEP = re.compile(r"^step(\d+)")
+
+
+def default_reference_dir() -> Path:
+    """``resources/reference/spectral-probe-circuits`` of this checkout."""
+    return Path(__file__).resolve().parents[2] / "resources" / "reference" / "spectral-probe-circuits"
+
+
+# ---------------------------------------------------------------------------------------------
+# classification rule (the pipeline's; imported from headtrace.screen when it is importable)
+
+
+def _classify_table_local(df: pl.DataFrame, *, class_threshold: float = 30.0,
+                          induction_threshold: float = 50.0) -> pl.DataFrame:
+    """Same rule as ``headtrace.screen.classify_table``: best = arg-max of the six selectivities in
+    ``probe.CLASSES`` order (ties -> first in that order; null selectivities never win),
+    classification = best if best_selectivity >= class_threshold else "unclassified",
+    in_induction_circuit = sel_induction >= induction_threshold."""
+    cols = [f"sel_{c}" for c in CLASS_COLUMNS]
+    best_sel = pl.max_horizontal(cols)
+    best = pl.lit(None, dtype=pl.String)
+    for cls, col in reversed(list(zip(CLASSES, cols))):  # first class in order wins ties
+        best = pl.when(pl.col(col) == best_sel).then(pl.lit(cls)).otherwise(best)
+    df = df.with_columns(best_selectivity=best_sel, best_class=best)
+    return df.with_columns(
+        classification=pl.when(pl.col("best_selectivity") >= class_threshold)
+        .then(pl.col("best_class")).otherwise(pl.lit(UNCLASSIFIED)),
+        in_induction_circuit=(pl.col("sel_induction") >= induction_threshold).fill_null(False),
+    )
+
+
+try:  # the lead's implementation is authoritative once it exists
+    from headtrace.screen import classify_table  # type: ignore[attr-defined]
+except Exception:  # noqa: BLE001 - screen.py absent or not importable here
+    classify_table = _classify_table_local
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+
+
+def _dir(reference_dir) -> Path:
+    return Path(reference_dir) if reference_dir is not None else default_reference_dir()
+
+
+def _check_model(published_model: str) -> None:
+    if published_model not in PUBLISHED:
+        raise ValueError(f"unknown published model {published_model!r}; one of {sorted(PUBLISHED)}")
+
+
+def mechinterp_path(reference_dir, published_model: str, revision: str) -> Path:
+    _check_model(published_model)
+    prefix = PUBLISHED[published_model][0]
+    return _dir(reference_dir) / PER_REVISION / f"{prefix}_mechinterp_{revision}.json"
+
+
+def trajectory_path(reference_dir, published_model: str) -> Path:
+    _check_model(published_model)
+    return _dir(reference_dir) / RESULTS / PUBLISHED[published_model][1]
+
+
+@lru_cache(maxsize=64)
+def _load(path: str) -> dict:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def load_mechinterp(reference_dir, published_model: str, revision: str) -> dict:
+    path = mechinterp_path(reference_dir, published_model, revision)
+    if not path.exists():
+        raise FileNotFoundError(f"no published mech-interp file for {published_model} {revision}: {path}")
+    return _load(str(path))
+
+
+def load_trajectory(reference_dir, published_model: str) -> dict:
+    return _load(str(trajectory_path(reference_dir, published_model)))
+
+
+def published_revisions(reference_dir, published_model: str) -> list[str]:
+    """The revisions that have a published mech-interp file, in training order."""
+    _check_model(published_model)
+    prefix = PUBLISHED[published_model][0] + "_mechinterp_"
+    revs = [p.name[len(prefix):-len(".json")]
+            for p in (_dir(reference_dir) / PER_REVISION).glob(f"{prefix}*.json")]
+    return sorted(revs, key=_step)
+
+
+def _step(revision: str) -> int:
+    m = _STEP.match(revision)
+    if not m:
+        raise ValueError(f"revision {revision!r} is not of the form step<N>[-tokens<T>B]")
+    return int(m.group(1))
+
+
+def reference_tokens(published_model: str, revision: str) -> int | None:
+    """Training tokens seen at ``revision``: Pythia step x 2,097,152; OLMo/OLMoE from the
+    ``-tokens<T>B`` suffix (B = 10^9). None when the name carries no token count."""
+    _check_model(published_model)
+    if published_model == "pythia1b":
+        return _step(revision) * PYTHIA_TOKENS_PER_STEP
+    m = _TOKENS_B.search(revision)
+    return None if m is None else int(round(float(m.group(1)) * 1e9))
+
+
+def _parse_head(key: str) -> tuple[int, int]:
+    m = _HEAD_KEY.match(key)
+    if not m:
+        raise ValueError(f"unexpected head key {key!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# cells
+
+
+def screen_cell(reference_dir, published_model: str, revision: str, model_name: str | None = None,
+                tokens: int | None = None, class_threshold: float = 30.0,
+                induction_threshold: float = 50.0) -> pl.DataFrame:
+    """The published screen of one revision as a ``screen`` table (one row per head).
+
+    ``model_name`` defaults to ``published_model``; ``tokens`` defaults to ``reference_tokens``.
+    """
+    data = load_mechinterp(reference_dir, published_model, revision)
+    if tokens is None:
+        tokens = reference_tokens(published_model, revision)
+    rows = []
+    for key, sel in data["all_head_selectivity"].items():
+        layer, head = _parse_head(key)
+        row = {"layer": layer, "head": head}
+        for cls, col in zip(CLASSES, CLASS_COLUMNS):
+            v = sel.get(cls)
+            row[f"sel_{col}"] = None if v is None else float(v)
+        rows.append(row)
+    df = pl.DataFrame(rows, schema={"layer": pl.Int32, "head": pl.Int32,
+                                    **{f"sel_{c}": pl.Float64 for c in CLASS_COLUMNS}})
+    df = df.with_columns(
+        model=pl.lit(model_name or published_model, dtype=pl.String),
+        revision=pl.lit(revision, dtype=pl.String),
+        tokens=pl.lit(tokens, dtype=pl.Int64),
+        **{f"attn_{c}": pl.lit(None, dtype=pl.Float64) for c in CLASS_COLUMNS},
+        attn_baseline=pl.lit(None, dtype=pl.Float64),
+    )
+    df = classify_table(df, class_threshold=class_threshold, induction_threshold=induction_threshold)
+    return conform(df, "screen").select(list(SCHEMAS["screen"])).sort("layer", "head")
+
+
+def pr_cell(reference_dir, published_model: str, revision: str, model_name: str | None = None,
+            tokens: int | None = None) -> pl.DataFrame:
+    """PR of every head at ``revision`` from the phase-1 trajectory, as a ``pr`` table.
+
+    Heads come from the trajectory file; if it does not list ``revision``, every PR is null.
+    """
+    traj = load_trajectory(reference_dir, published_model)
+    if tokens is None:
+        tokens = reference_tokens(published_model, revision)
+    revs = list(traj["revisions"])
+    idx = revs.index(revision) if revision in revs else None
+    rows = []
+    for key, values in traj["pr"].items():
+        layer, head = _parse_head(key)
+        v = None if idx is None or idx >= len(values) or values[idx] is None else float(values[idx])
+        rows.append({"layer": layer, "head": head, "pr": v})
+    df = pl.DataFrame(rows, schema={"layer": pl.Int32, "head": pl.Int32, "pr": pl.Float64})
+    df = df.with_columns(model=pl.lit(model_name or published_model, dtype=pl.String),
+                         revision=pl.lit(revision, dtype=pl.String),
+                         tokens=pl.lit(tokens, dtype=pl.Int64))
+    return conform(df, "pr").select(list(SCHEMAS["pr"])).sort("layer", "head")
+
+
+def import_model(reference_dir, published_model: str, model_name: str | None = None,
+                 revisions: list[str] | None = None, class_threshold: float = 30.0,
+                 induction_threshold: float = 50.0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(screen, pr) of every published revision of one model, concatenated."""
+    revisions = revisions or published_revisions(reference_dir, published_model)
+    screens = [screen_cell(reference_dir, published_model, r, model_name, None, class_threshold,
+                           induction_threshold) for r in revisions]
+    prs = [pr_cell(reference_dir, published_model, r, model_name) for r in revisions]
+    return pl.concat(screens), pl.concat(prs)
+
+
+def published_classifications(reference_dir, published_model: str, revision: str) -> pl.DataFrame:
+    """The published top-k entries (layer, head, rank, integral, spread, classification,
+    best_class, best_selectivity) of one revision, for comparison with the recomputed screen."""
+    data = load_mechinterp(reference_dir, published_model, revision)
+    rows = [{k: e[k] for k in ("rank", "layer", "head", "integral", "spread", "classification",
+                                "best_class", "best_selectivity")} for e in data["classifications"]]
+    return pl.DataFrame(rows).with_columns(pl.col("layer", "head").cast(pl.Int32))
+
+
+def main(argv=None) -> None:
+    """CLI for the workflow: write one cell's screen.parquet and pr.parquet from the published files."""
+    import argparse
+
+    from headtrace import tables
+
+    ap = argparse.ArgumentParser(description="import one published revision as headtrace cells")
+    ap.add_argument("--reference-dir", default=None)
+    ap.add_argument("--published-model", required=True, choices=sorted(PUBLISHED))
+    ap.add_argument("--revision", required=True)
+    ap.add_argument("--model-name", default=None)
+    ap.add_argument("--tokens", type=int, default=None)
+    ap.add_argument("--class-threshold", type=float, default=30.0)
+    ap.add_argument("--induction-threshold", type=float, default=50.0)
+    ap.add_argument("--screen-out", required=True)
+    ap.add_argument("--pr-out", required=True)
+    a = ap.parse_args(argv)
+    s = screen_cell(a.reference_dir, a.published_model, a.revision, a.model_name, a.tokens,
+                    a.class_threshold, a.induction_threshold)
+    p = pr_cell(a.reference_dir, a.published_model, a.revision, a.model_name, a.tokens)
+    tables.write(s, a.screen_out, schema="screen")
+    tables.write(p, a.pr_out, schema="pr")
+
+
+if __name__ == "__main__":
+    main()

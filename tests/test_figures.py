@@ -1,0 +1,80 @@
+"""Figures render (Agg) from the published panel and from toy tables with tokens 0 / null PR."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from headtrace import figures as Fg
+from headtrace import reference as R
+from headtrace import trajectories as T
+from headtrace.tables import CLASS_COLUMNS, conform
+
+
+def _png_ok(path):
+    assert path.exists() and path.stat().st_size > 5000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def panel():
+    s, p = zip(*(R.import_model(None, m) for m in R.PUBLISHED))
+    return T.assemble(list(s), list(p))
+
+
+def toy_ablation(zero_tokens=True):
+    rng = np.random.default_rng(0)
+    rows = []
+    revs = [("step0", 0 if zero_tokens else 1), ("step3000", 6_291_456_000), ("step143000", 299_892_736_000)]
+    for i, (rev, tok) in enumerate(revs):
+        base = 0.01 * (i + 1)
+        for cond, draws, f in (("baseline", 1, 1.0), ("circuit", 1, 0.1), ("final_circuit", 1, 0.2),
+                               ("matched_random", 20, None)):
+            for d in range(draws):
+                top1 = base * (f if f is not None else rng.uniform(0.8, 1.1))
+                rows.append(dict(model="toy", revision=rev, tokens=tok, condition=cond, draw=d,
+                                 n_heads=0 if cond == "baseline" else 3, heads=[] if cond == "baseline" else ["L4H4"],
+                                 top1=top1, top5=2 * top1, ce=8.0, logit_b=3.0))
+    return conform(pl.DataFrame(rows), "ablation")
+
+
+def toy_traj():
+    rows = []
+    for rev, tok in (("step0", 0), ("step1", 2_000_000), ("step2", 20_000_000), ("stepX", None)):
+        for layer in range(2):
+            for head in range(2):
+                sel = {c: 1.0 for c in CLASS_COLUMNS}
+                if rev != "step0" and (layer, head) == (1, 0):
+                    sel["induction"] = 80.0
+                if rev == "step2" and layer == 1:
+                    sel["first_token"] = 40.0
+                pr = None if rev == "step1" else 1.0 + 10 * (rev == "step2")
+                rows.append(dict(model="toy", revision=rev, tokens=tok, layer=layer, head=head, pr=pr,
+                                 **{f"sel_{c}": v for c, v in sel.items()}))
+    df = pl.DataFrame(rows, schema_overrides={"tokens": pl.Int64})
+    return conform(R.classify_table(df), "trajectory")
+
+
+def test_zero_floor():
+    assert Fg.zero_floor([0, 2_097_152, 10**9]) == 1e5
+    assert Fg.zero_floor([0, None]) == 1.0
+
+
+def test_panel_figures(panel, tmp_path):
+    paths = Fg.plot_all(panel, tmp_path, ablation=toy_ablation())
+    assert set(paths) == {"bos_fraction", "bos_heatmap", "circuit_recall", "head_trajectories", "ablation"}
+    for p in paths.values():
+        _png_ok(p)
+
+
+def test_toy_figures_zero_tokens_and_missing_pr(tmp_path):
+    t = toy_traj()
+    paths = Fg.plot_all(t, tmp_path, ablation=toy_ablation())
+    for p in paths.values():
+        _png_ok(p)
+
+
+def test_head_trajectories_without_induction_heads(tmp_path):
+    t = toy_traj().with_columns(sel_induction=pl.lit(1.0))
+    Fg.plot_head_trajectories(t, tmp_path / "none.png")
+    assert (tmp_path / "none.png").exists()

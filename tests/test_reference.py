@@ -1,0 +1,103 @@
+"""The ``reference`` model source: published per-revision files -> per-cell screen / pr tables."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from headtrace import reference as R
+from headtrace import trajectories as T
+from headtrace.probe import CLASSES
+from headtrace.tables import SCHEMAS
+
+REF = R.default_reference_dir()
+N_HEADS = {"pythia1b": 128, "olmo": 256, "olmoe": 256}
+
+
+def test_reference_files_present():
+    assert (REF / "LICENSE").read_text().startswith("MIT License")
+    assert (REF / "SOURCE.md").exists()
+    assert (REF / "cross_architecture" / "developmental_note.md").exists()
+    for m in R.PUBLISHED:
+        assert len(R.published_revisions(REF, m)) == 10
+        assert R.trajectory_path(REF, m).exists()
+
+
+def test_tokens():
+    assert R.reference_tokens("pythia1b", "step3000") == 3000 * 2_097_152
+    assert R.reference_tokens("olmo", "step126000-tokens264B") == 264_000_000_000
+    assert R.reference_tokens("olmoe", "step1220000-tokens5117B") == 5_117_000_000_000
+    assert R.reference_tokens("olmo", "main") is None
+    with pytest.raises(ValueError):
+        R.reference_tokens("gpt2", "step1")
+
+
+@pytest.mark.parametrize("model", list(R.PUBLISHED))
+def test_screen_and_pr_cells_conform(model):
+    rev = R.published_revisions(REF, model)[-1]
+    s = R.screen_cell(REF, model, rev, model_name=f"ref-{model}")
+    p = R.pr_cell(REF, model, rev, model_name=f"ref-{model}")
+    assert list(s.columns) == list(SCHEMAS["screen"]) and list(p.columns) == list(SCHEMAS["pr"])
+    assert s.height == p.height == N_HEADS[model]
+    assert s["model"].unique().to_list() == [f"ref-{model}"]
+    assert s.select(pl.col("^attn_.*$").is_null().all()).row(0) == (True,) * 7
+    assert s["tokens"].unique().to_list() == [R.reference_tokens(model, rev)]
+    assert p["pr"].null_count() == 0
+
+
+def test_pr_values_match_published_trajectory():
+    p = R.pr_cell(REF, "pythia1b", "step256")
+    l4h4 = p.filter((pl.col("layer") == 4) & (pl.col("head") == 4))["pr"][0]
+    assert l4h4 == pytest.approx(27.35, abs=5e-3)
+
+
+def test_pr_absent_revision_is_null_not_invented():
+    p = R.pr_cell(REF, "pythia1b", "step2000", tokens=123)
+    assert p.height == 128 and p["pr"].null_count() == 128
+    assert p["tokens"].unique().to_list() == [123]
+
+
+def test_thresholds_are_arguments():
+    s = R.screen_cell(REF, "pythia1b", "step143000", induction_threshold=1e9, class_threshold=1e9)
+    assert not s["in_induction_circuit"].any()
+    assert s["classification"].unique().to_list() == ["unclassified"]
+
+
+@pytest.mark.parametrize("model", list(R.PUBLISHED))
+def test_recomputed_classification_agrees_with_published(model):
+    """The published top-k 'classification'/'best_class' equal our recomputation from the six
+    selectivities at every revision (no tie or rounding disagreement on the panel: 0 of 1350)."""
+    n, bad = 0, []
+    for rev in R.published_revisions(REF, model):
+        pub = R.published_classifications(REF, model, rev)
+        ours = R.screen_cell(REF, model, rev)
+        j = pub.join(ours, on=["layer", "head"], suffix="_ours")
+        assert j.height == pub.height
+        n += j.height
+        d = j.filter((pl.col("classification") != pl.col("classification_ours"))
+                     | (pl.col("best_class") != pl.col("best_class_ours")))
+        bad += d.rows()
+        assert (j["best_selectivity"] - j["best_selectivity_ours"]).abs().max() < 1e-6
+    assert n == 450 and bad == []
+
+
+def test_classification_rule_ties_and_threshold():
+    df = pl.DataFrame({f"sel_{c}": [30.0, 10.0, 29.999] for c in
+                       ["induction", "duplicate_token", "previous_token", "first_token", "self", "local"]})
+    out = R.classify_table(df, class_threshold=30.0, induction_threshold=50.0)
+    assert out["best_class"].to_list() == [CLASSES[0]] * 3  # ties -> first class in CLASSES order
+    assert out["classification"].to_list() == ["induction", "unclassified", "unclassified"]
+    assert not out["in_induction_circuit"].any()
+    local = R._classify_table_local(df, class_threshold=30.0, induction_threshold=50.0)
+    assert local.select("best_class", "classification").equals(out.select("best_class", "classification"))
+
+
+def test_author_pr_integral_matches_published_field():
+    """integral_author (trapezoid over ln(max(tokens/1e9, 1)) of max(PR-1, 0)) reproduces the
+    published 'integral' of every top-k head (author used tokens truncated to 1e-3 B)."""
+    for model in R.PUBLISHED:
+        s, p = R.import_model(REF, model)
+        pi = T.pr_integral(T.assemble([s], [p]))
+        pub = R.published_classifications(REF, model, R.published_revisions(REF, model)[0])
+        j = pub.join(pi, on=["layer", "head"])
+        rel = ((j["integral"] - j["integral_author"]).abs() / j["integral"]).max()
+        assert rel < 1e-3, (model, rel)

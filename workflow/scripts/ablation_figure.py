@@ -1,0 +1,5 @@
+# rule ablation_figure: circuit ablation vs the matched-random distribution per revision.
+from headtrace import figures, logs, tables
+
+with logs.to_file(snakemake.log[0]):
+    figures.plot_ablation(tables.read_many(snakemake.input.ablations), snakemake.output[0])

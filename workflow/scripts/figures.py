@@ -1,0 +1,8 @@
+# rule figures: the findings figures over every model of the panel.
+from pathlib import Path
+
+from headtrace import figures, logs, tables
+
+with logs.to_file(snakemake.log[0]):
+    traj = tables.read_many(snakemake.input.trajectories)
+    figures.plot_all(traj, Path(snakemake.output.bos_fraction).parent, **snakemake.params)

@@ -1,0 +1,9 @@
+# rule findings: F1-F5 tables and summary.md over every model of the panel.
+from pathlib import Path
+
+from headtrace import logs, summary, tables
+
+with logs.to_file(snakemake.log[0]):
+    traj = tables.read_many(snakemake.input.trajectories)
+    summary.write_findings(traj, Path(snakemake.output.summary).parent, **snakemake.params)
+    summary.write(traj, snakemake.output.summary, **snakemake.params)

@@ -3,7 +3,9 @@ from headtrace import ablation, hub, logs, probe, screen, tables
 
 with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards
-    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size)
+    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size,
+                                                          seq_len=batch.seq_len)
     cell_screen = tables.read(snakemake.input.screen)
     conditions = ablation.build_conditions(
         cell_screen,
@@ -13,7 +15,6 @@ with logs.to_file(snakemake.log[0]):
         induction_threshold=p.induction_threshold,
         previous_token_threshold=p.previous_token_threshold,
     )
-    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
     results = ablation.run(model, family, batch, conditions, batch_size=batch_size, device=device)
     table = ablation.ablation_table(results, wc.model, wc.revision, p.tokens)
     tables.write(table, snakemake.output.ablation, schema="ablation")

@@ -2,11 +2,11 @@
 from headtrace import capture, hub, logs, probe, tables
 
 with logs.to_file(snakemake.log[0]):
-    p = snakemake.params
-    model, family, device, batch_size = hub.load_for_cell(p.load, snakemake.wildcards.model,
-                                                          snakemake.wildcards.revision, p.device, p.batch_size)
+    p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size,
+                                                          seq_len=batch.seq_len)
     result = capture.run(model, family, batch, batch_size=batch_size, device=device)
     capture.save_head_outputs(result, snakemake.output.head_outputs)
-    tables.write(capture.attention_table(result, snakemake.wildcards.model, snakemake.wildcards.revision, p.tokens),
+    tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens),
                  snakemake.output.attention, schema="attention")

@@ -1,0 +1,237 @@
+"""Checkpoint (revision) names, their training-token counts, and picking a log-spaced panel.
+
+Pure functions (no network) except :func:`list_hub_revisions`. Revision names seen in practice:
+
+* Pythia: ``step0``, ``step1``, ``step2``, ``step4`` … ``step512``, ``step1000`` … ``step143000``;
+  tokens are not in the name (2,097,152 tokens per step: 1024 sequences × 2048 tokens).
+* OLMo / OLMoE / OLMo-2: ``step126000-tokens264B``, ``stage1-step1000-tokens5B``; tokens in the name.
+* ``main``: the final model; no step.
+
+A model's config entry says how to get tokens (see :func:`tokens_for`)::
+
+    tokens_per_step: 2097152           # tokens = step × tokens_per_step
+    tokens_from_name: true             # "…-tokens264B" → 264e9
+    tokens: {main: 300000000000}       # explicit map, wins over everything
+"""
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Iterable
+
+__all__ = [
+    "parse_step", "parse_tokens", "parse_count", "tokens_for", "log_spaced", "sort_revisions",
+    "list_hub_revisions", "config_block", "KNOWN_TOKENS_PER_STEP",
+]
+
+_STEP_RE = re.compile(r"(?:^|[-_/])step(\d+)(?=$|[-_/])", re.IGNORECASE)
+_TOKENS_RE = re.compile(r"(?:^|[-_/])tokens?(\d+(?:\.\d+)?)([KMBT]?)(?=$|[-_/])", re.IGNORECASE)
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+
+# Tokens per optimizer step for well-known suites whose revision names carry no token count.
+# Pythia (all sizes, deduped or not): batch 1024 sequences × 2048 tokens.
+KNOWN_TOKENS_PER_STEP = {"EleutherAI/pythia-": 1024 * 2048}
+
+
+def parse_step(revision: str) -> int | None:
+    """Training step in a revision name: ``"step126000-tokens264B"`` → 126000, ``"main"`` → None."""
+    m = _STEP_RE.search(revision)
+    return int(m.group(1)) if m else None
+
+
+def parse_count(text: str | int | float) -> int:
+    """An integer count with an optional K/M/B/T suffix: ``"264B"``, ``"1.5T"``, ``"2097152"``, 2e6.
+
+    Decimals are exact (``"0.5B"`` → 500_000_000); a result that is not a whole number is an error.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a count: {text!r}")
+    if isinstance(text, int):
+        return text
+    if isinstance(text, float):
+        if not text.is_integer():
+            raise ValueError(f"not a whole count: {text!r}")
+        return int(text)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:[eE]\d+)?)\s*([KMBTGkmbtg]?)\s*", str(text).replace("_", ""))
+    if not m:
+        raise ValueError(f"not a count: {text!r} (expected e.g. 2097152, 264B, 1.5T)")
+    try:
+        value = Decimal(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    except InvalidOperation:  # pragma: no cover - regex guards this
+        raise ValueError(f"not a count: {text!r}") from None
+    if value != value.to_integral_value():
+        raise ValueError(f"not a whole count: {text!r}")
+    return int(value)
+
+
+def parse_tokens(revision: str) -> int | None:
+    """Training tokens in a revision name: ``"step126000-tokens264B"`` → 264_000_000_000.
+
+    Suffixes K/M/B/T (case-insensitive), integers or decimals (``tokens1.5T``); None if absent.
+    """
+    m = _TOKENS_RE.search(revision)
+    if not m:
+        return None
+    return parse_count(m.group(1) + m.group(2))
+
+
+_TOKEN_KEYS = ("tokens", "tokens_from_name", "tokens_per_step")
+
+
+def tokens_for(revision: str, spec: dict) -> int | None:
+    """Training tokens seen at ``revision`` of a model whose config entry is ``spec``.
+
+    Precedence: (1) the explicit map ``spec["tokens"][revision]``; (2) the count parsed from the
+    name (``…-tokens264B``) unless ``tokens_from_name: false``; (3) ``tokens_per_step × step``.
+    Returns None when ``spec`` has none of the keys ``tokens``, ``tokens_from_name``,
+    ``tokens_per_step`` (tokens unknown; a workflow may then fall back to steps). Raises
+    ``ValueError`` naming the revision when the spec asks for tokens but none of the rules applies
+    (e.g. ``main`` with only ``tokens_per_step``, or ``tokens_from_name: true`` and no count in the name).
+    """
+    if not any(k in spec and spec[k] is not None for k in _TOKEN_KEYS):
+        return None
+    explicit = spec.get("tokens") or {}
+    if not isinstance(explicit, dict):
+        raise ValueError(f"'tokens' must be a map revision -> count, got {type(explicit).__name__}")
+    if revision in explicit:
+        return parse_count(explicit[revision])
+    from_name = spec.get("tokens_from_name")
+    if from_name is None or from_name:
+        parsed = parse_tokens(revision)
+        if parsed is not None:
+            return parsed
+    per_step = spec.get("tokens_per_step")
+    step = parse_step(revision)
+    if per_step is not None and step is not None:
+        return step * parse_count(per_step)
+    tried = []
+    if explicit:
+        tried.append("not in the 'tokens' map")
+    if from_name is None or from_name:
+        tried.append("no '-tokens<N>[KMBT]' in the name")
+    if per_step is not None:
+        tried.append("no 'step<N>' in the name for tokens_per_step")
+    raise ValueError(
+        f"cannot determine training tokens for revision '{revision}': {'; '.join(tried)}. "
+        f"Add it to the model's 'tokens:' map."
+    )
+
+
+def sort_revisions(revisions: Iterable[str]) -> list[str]:
+    """Revisions with a step in step order (ties by tokens, then name), others (``main``) last."""
+    def key(r: str):
+        s = parse_step(r)
+        t = parse_tokens(r)
+        return (s is None, s if s is not None else 0, t if t is not None else -1, r)
+    return sorted(dict.fromkeys(revisions), key=key)
+
+
+def log_spaced(items: list[tuple[str, int | None]], n: int) -> list[str]:
+    """Pick ``n`` approximately log-spaced revisions from ``(revision, step_or_tokens)`` pairs.
+
+    * Pairs whose value is None or negative (non-parsable, e.g. ``main``) are skipped; duplicate
+      revisions and duplicate values are dropped (first occurrence wins).
+    * Spacing is geometric in ``log(1 + value)``, so a step-0 checkpoint can be the first one.
+    * The first (smallest) and last (largest) values are always included; the other ``n - 2``
+      targets ``exp(linspace(log1p(first), log1p(last), n)) - 1`` each take the nearest unused
+      revision (nearest in log1p). Dense regions are therefore thinned, sparse regions kept.
+    * If ``n`` ≥ the number of usable revisions, all of them are returned.
+
+    Returns the chosen revision names ordered by value.
+    """
+    if n < 1:
+        raise ValueError(f"n must be ≥ 1, got {n}")
+    seen_rev: set[str] = set()
+    seen_val: set[int] = set()
+    pts: list[tuple[int, str]] = []
+    for rev, val in items:
+        if val is None or rev in seen_rev:
+            continue
+        val = int(val)
+        if val < 0 or val in seen_val:
+            continue
+        seen_rev.add(rev)
+        seen_val.add(val)
+        pts.append((val, rev))
+    pts.sort()
+    if not pts:
+        return []
+    if n >= len(pts):
+        return [r for _, r in pts]
+    if n == 1:
+        return [pts[-1][1]]
+    logs = [math.log1p(v) for v, _ in pts]
+    lo, hi = logs[0], logs[-1]
+    chosen = {0, len(pts) - 1}
+    for k in range(1, n - 1):
+        target = lo + (hi - lo) * k / (n - 1)
+        free = [i for i in range(len(pts)) if i not in chosen]
+        chosen.add(min(free, key=lambda i: (abs(logs[i] - target), i)))
+    return [pts[i][1] for i in sorted(chosen)]
+
+
+def list_hub_revisions(hf_id: str, token: str | bool | None = None) -> list[str]:
+    """Branch names of a Hub model repo (network), sorted with :func:`sort_revisions`."""
+    from huggingface_hub import list_repo_refs
+
+    refs = list_repo_refs(hf_id, token=token)
+    return sort_revisions(b.name for b in refs.branches)
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
+_YAML_SPECIAL = {"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"}
+
+
+def _scalar(s: str) -> str:
+    """A YAML scalar for a string: plain when unambiguous, double-quoted otherwise."""
+    if _PLAIN.match(s) and s.lower() not in _YAML_SPECIAL and not re.fullmatch(r"[\d._eE+-]+", s):
+        return s
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def config_block(
+    hf_id: str,
+    model_name: str | None,
+    revisions: list[str],
+    *,
+    family: str = "auto",
+    tokens_per_step: int | str | None = None,
+    tokens_from_name: bool | None = None,
+    tokens: dict[str, int] | None = None,
+) -> str:
+    """A YAML block for the ``models:`` section of a headtrace config (indented under ``models:``).
+
+    Tokens: ``tokens_from_name: true`` when every revision that has a step carries a token count
+    in its name (OLMo style) or when asked; else ``tokens_per_step`` when given or known for the
+    suite (:data:`KNOWN_TOKENS_PER_STEP`, e.g. Pythia); an explicit ``tokens`` map is written as
+    given. Otherwise a comment says what to fill in.
+    """
+    name = model_name or hf_id.rsplit("/", 1)[-1].lower().replace(".", "_")
+    revisions = list(dict.fromkeys(revisions))
+    if tokens_from_name is None:
+        stepped = [r for r in revisions if parse_step(r) is not None]
+        tokens_from_name = bool(stepped) and all(parse_tokens(r) is not None for r in stepped)
+    if tokens_per_step is None and not tokens_from_name and not tokens:
+        for prefix, tps in KNOWN_TOKENS_PER_STEP.items():
+            if hf_id.startswith(prefix):
+                tokens_per_step = tps
+    lines = [
+        "models:",
+        f"  {_scalar(name)}:",
+        "    source: hub",
+        f"    hf_id: {_scalar(hf_id)}",
+        f"    family: {_scalar(family)}",
+        "    revisions:",
+    ]
+    lines += [f"      - {_scalar(r)}" for r in revisions]
+    if tokens_from_name:
+        lines.append("    tokens_from_name: true")
+    if tokens_per_step is not None:
+        lines.append(f"    tokens_per_step: {parse_count(tokens_per_step)}")
+    if tokens:
+        lines.append("    tokens:")
+        lines += [f"      {_scalar(r)}: {parse_count(v)}" for r, v in tokens.items()]
+    if not (tokens_from_name or tokens_per_step is not None or tokens):
+        lines.append("    # tokens unknown: set tokens_per_step (tokens = step × it) or a tokens: map")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,141 @@
+"""hub.load_model / fetch against a local Hugging Face cache (no network).
+
+The fixture lays out a cache exactly as huggingface_hub writes it:
+``models--org--tiny/{refs/<branch>, snapshots/<commit>/...}`` with two branches holding
+different weights, so the test checks that a branch name pins the right snapshot.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from headtrace import hub
+from tiny import tiny_model
+
+REPO = "org/tiny"
+
+
+def _commit(name: str) -> str:
+    return hashlib.sha1(name.encode()).hexdigest()
+
+
+def _add_revision(cache, repo: str, branch: str, model: torch.nn.Module, *, safetensors: bool = True) -> str:
+    storage = cache / ("models--" + repo.replace("/", "--"))
+    commit = _commit(repo + branch)
+    snap = storage / "snapshots" / commit
+    model.save_pretrained(snap)
+    if not safetensors:  # transformers 5 always writes safetensors: turn it into a pickle-only repo
+        for f in snap.glob("*.safetensors"):
+            f.unlink()
+        torch.save(model.state_dict(), snap / "pytorch_model.bin")
+    (storage / "refs").mkdir(parents=True, exist_ok=True)
+    (storage / "refs" / branch).write_text(commit)
+    return commit
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf") / "hub"
+    models = {"step0": tiny_model("gpt_neox", seed=0), "step1000": tiny_model("gpt_neox", seed=1)}
+    for branch, m in models.items():
+        _add_revision(root, REPO, branch, m)
+    _add_revision(root, "org/binonly", "main", tiny_model("gpt_neox", seed=2), safetensors=False)
+    return root, models
+
+
+def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.parametrize("branch", ["step0", "step1000"])
+def test_revision_pins_weights(cache, branch):
+    root, models = cache
+    model, family = hub.load_model("hub", REPO, branch, offline=True, cache_dir=str(root))
+    assert family == "gpt_neox"
+    assert not model.training
+    assert _same(model, models[branch])
+    other = "step1000" if branch == "step0" else "step0"
+    assert not _same(model, models[other])
+
+
+def test_commit_hash_and_env_cache(cache, monkeypatch):
+    """A commit hash works as revision, and HF_HUB_CACHE is honoured when cache_dir is not given."""
+    root, models = cache
+    import huggingface_hub.constants as c
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(root))  # constants are read at import
+    model, _ = hub.load_model("hub", REPO, _commit(REPO + "step1000"), offline=True)
+    assert _same(model, models["step1000"])
+
+
+def test_dtype_and_family(cache):
+    root, models = cache
+    model, family = hub.load_model("hub", REPO, "step0", family="gpt_neox", dtype="bf16", cache_dir=str(root))
+    assert family == "gpt_neox" and next(model.parameters()).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="unknown model family"):
+        hub.load_model("hub", REPO, "step0", family="nope", cache_dir=str(root))
+    with pytest.raises(ValueError, match="dtype"):
+        hub.load_model("hub", REPO, "step0", dtype="fp8", cache_dir=str(root))
+
+
+def test_missing_revision_names_model_and_revision(cache):
+    root, _ = cache
+    with pytest.raises(hub.CheckpointError) as err:
+        hub.load_model("hub", REPO, "step999", offline=True, cache_dir=str(root))
+    assert "org/tiny" in str(err.value) and "step999" in str(err.value)
+    with pytest.raises(hub.CheckpointError, match="org/absent.*step1"):
+        hub.load_model("hub", "org/absent", "step1", offline=True, cache_dir=str(root))
+
+
+def test_bin_only_refused(cache):
+    root, _ = cache
+    with pytest.raises(hub.CheckpointError, match=r"org/binonly.*main.*safetensors") as err:
+        hub.load_model("hub", "org/binonly", "main", offline=True, cache_dir=str(root))
+    assert "*.bin" in str(err.value)
+
+
+def test_local_and_toy(tmp_path):
+    m = tiny_model("olmo", seed=3)
+    path = tmp_path / "resources" / "checkpoints" / "toy-olmo" / "step5"
+    m.save_pretrained(path, safe_serialization=True)
+    model, family = hub.load_model("toy", str(path), "step5")
+    assert family == "olmo" and _same(model, m)
+    loaded, fam, dev, bs = hub.load_for_cell({"source": "local", "path": str(path.parent), "family": "olmo"},
+                                             "toy-olmo", "step5", "cpu", "auto")
+    assert fam.name == "olmo" and dev.type == "cpu" and bs == 16 and _same(loaded, m)
+    with pytest.raises(hub.CheckpointError, match="no config.json"):
+        hub.load_model("local", str(tmp_path), None)
+
+
+def test_resolve_device_and_batch_size():
+    assert hub.resolve_device("cpu").type == "cpu"
+    assert hub.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA"):
+            hub.resolve_device("cuda")
+    m = tiny_model("gpt_neox")
+    assert hub.auto_batch_size(m, 256, "cpu", 7) == 7
+    assert hub.auto_batch_size(m, 256, "cpu", "auto") == 16
+
+
+def test_fetch_refuses_bin_only(cache, monkeypatch):
+    """fetch() checks the downloaded snapshot for safetensors (snapshot_download stubbed: no network)."""
+    root, _ = cache
+    snap = next((root / "models--org--binonly" / "snapshots").iterdir())
+    seen = {}
+
+    def fake_snapshot_download(repo_id, **kw):
+        seen.update(kw, repo_id=repo_id)
+        return str(snap)
+
+    import huggingface_hub
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    with pytest.raises(hub.CheckpointError, match="org/binonly.*main"):
+        hub.fetch("org/binonly", "main")
+    assert seen["revision"] == "main" and seen["allow_patterns"] == hub.ALLOW_PATTERNS
+    assert not any(p.endswith(".bin") for p in seen["allow_patterns"])
+    assert "cache_dir" not in seen  # HF_HOME / HF_HUB_CACHE decide unless cache_dir is given

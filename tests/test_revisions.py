@@ -1,0 +1,148 @@
+"""Revision names, tokens, log-spaced selection and the `headtrace revisions` command (no network)."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from headtrace import cli
+from headtrace import revisions as rv
+
+# Recorded branch lists (abridged from the Hub).
+PYTHIA = (["main", "step0"] + [f"step{2 ** i}" for i in range(10)]
+          + [f"step{k * 1000}" for k in range(1, 144)])
+OLMO = ["main", "step1000-tokens2B", "step2000-tokens4B", "step5000-tokens10B", "step11000-tokens23B",
+        "step25000-tokens52B", "step56000-tokens117B", "step126000-tokens264B", "step285000-tokens597B",
+        "step644000-tokens1350B", "step1454000-tokens3048B"]
+OLMO2 = ["stage1-step0-tokens0B", "stage1-step1000-tokens5B", "stage1-step928646-tokens3896B",
+         "stage2-ingredient1-step11931-tokens50B"]
+
+
+@pytest.mark.parametrize("name, step", [
+    ("step126000-tokens264B", 126000), ("step1", 1), ("step0", 0), ("main", None),
+    ("stage1-step1000-tokens5B", 1000), ("stage2-ingredient1-step11931-tokens50B", 11931),
+    ("mystep5", None), ("step5x", None), ("", None),
+])
+def test_parse_step(name, step):
+    assert rv.parse_step(name) == step
+
+
+@pytest.mark.parametrize("name, tokens", [
+    ("step126000-tokens264B", 264_000_000_000), ("step1000-tokens1.5T", 1_500_000_000_000),
+    ("step10-tokens40M", 40_000_000), ("step0-tokens0B", 0), ("step3-tokens2.25B", 2_250_000_000),
+    ("step5-tokens12345", 12345), ("step1000-tokens5b", 5_000_000_000),
+    ("step1000", None), ("main", None),
+])
+def test_parse_tokens(name, tokens):
+    assert rv.parse_tokens(name) == tokens
+
+
+def test_parse_count():
+    assert rv.parse_count("2M") == 2_000_000
+    assert rv.parse_count(2097152) == 2097152
+    assert rv.parse_count("0.5B") == 500_000_000
+    for bad in ("1.5", "x", "", True):
+        with pytest.raises(ValueError):
+            rv.parse_count(bad)
+
+
+def test_tokens_for_precedence():
+    spec = {"tokens_per_step": 2097152, "tokens": {"main": 300_000_000_000, "step1000-tokens2B": 7}}
+    assert rv.tokens_for("main", spec) == 300_000_000_000          # explicit map
+    assert rv.tokens_for("step1000-tokens2B", spec) == 7             # map beats the name
+    assert rv.tokens_for("step2000-tokens4B", spec) == 4_000_000_000  # name beats tokens_per_step
+    assert rv.tokens_for("step143000", spec) == 143000 * 2097152     # tokens_per_step × step
+    assert rv.tokens_for("step143000", {"tokens_per_step": "2M"}) == 143000 * 2_000_000
+    assert rv.tokens_for("step2000-tokens4B", {"tokens_per_step": 10, "tokens_from_name": False}) == 20000
+    assert rv.tokens_for("step2000-tokens4B", {"tokens_from_name": True}) == 4_000_000_000
+
+
+def test_tokens_for_none_and_errors():
+    assert rv.tokens_for("step5-tokens4B", {}) is None
+    assert rv.tokens_for("step5", {"hf_id": "x", "revisions": ["step5"]}) is None
+    with pytest.raises(ValueError, match="'main'"):
+        rv.tokens_for("main", {"tokens_per_step": 100})
+    with pytest.raises(ValueError, match="'step5'"):
+        rv.tokens_for("step5", {"tokens_from_name": True})
+    with pytest.raises(ValueError, match="'step7'.*tokens"):
+        rv.tokens_for("step7", {"tokens": {"step5": 1}})
+
+
+def test_log_spaced_pythia():
+    items = [(r, rv.parse_step(r)) for r in PYTHIA]
+    picked = rv.log_spaced(items, 8)
+    assert len(picked) == 8 and picked[0] == "step0" and picked[-1] == "step143000"
+    steps = [rv.parse_step(r) for r in picked]
+    assert steps == sorted(steps) and "main" not in picked
+    assert steps == [0, 4, 32, 128, 1000, 5000, 26000, 143000]
+    # roughly geometric once past the first few: ratios of consecutive log1p values are stable
+    assert rv.log_spaced(items, 2) == ["step0", "step143000"]
+    assert rv.log_spaced(items, 1) == ["step143000"]
+
+
+def test_log_spaced_dedupe_and_small():
+    items = [("a", 1), ("a", 1), ("b", 1), ("c", None), ("d", 10), ("e", -3)]
+    assert rv.log_spaced(items, 10) == ["a", "d"]
+    assert rv.log_spaced([], 3) == []
+    with pytest.raises(ValueError):
+        rv.log_spaced(items, 0)
+
+
+def test_log_spaced_olmo_tokens():
+    items = [(r, rv.parse_tokens(r)) for r in OLMO]
+    picked = rv.log_spaced(items, 4)
+    assert picked[0] == "step1000-tokens2B" and picked[-1] == "step1454000-tokens3048B"
+    assert len(picked) == 4 and len(set(picked)) == 4
+
+
+def test_sort_revisions():
+    assert rv.sort_revisions(["main", "step10", "step2", "step10"]) == ["step2", "step10", "main"]
+
+
+def test_config_block_parses():
+    block = rv.config_block("EleutherAI/pythia-160m", None, ["step0", "step1000", "step143000"])
+    doc = yaml.safe_load(block)
+    m = doc["models"]["pythia-160m"]
+    assert m == {"source": "hub", "hf_id": "EleutherAI/pythia-160m", "family": "auto",
+                 "revisions": ["step0", "step1000", "step143000"], "tokens_per_step": 2097152}
+    doc = yaml.safe_load(rv.config_block("allenai/OLMo-1B-0724-hf", "olmo1b", OLMO[1:3]))
+    assert doc["models"]["olmo1b"]["tokens_from_name"] is True
+    assert doc["models"]["olmo1b"]["revisions"] == OLMO[1:3]
+    doc = yaml.safe_load(rv.config_block("org/x", "x", ["step1", "main"], tokens={"step1": 5, "main": "1B"}))
+    assert doc["models"]["x"]["tokens"] == {"step1": 5, "main": 1_000_000_000}
+    unknown = rv.config_block("org/y", "y", ["step1"])
+    assert "# tokens unknown" in unknown and "tokens_per_step" not in yaml.safe_load(unknown)["models"]["y"]
+
+
+def test_cli_pythia(tmp_path, capsys):
+    f = tmp_path / "branches.txt"
+    f.write_text("\n".join(PYTHIA) + "\n")
+    assert cli.main(["revisions", "EleutherAI/pythia-1b", "--log-spaced", "8", "--name", "pythia-1b",
+                     "--from-file", str(f)]) == 0
+    doc = yaml.safe_load(capsys.readouterr().out)
+    m = doc["models"]["pythia-1b"]
+    assert m["revisions"] == ["step0", "step4", "step32", "step128", "step1000", "step5000", "step26000",
+                              "step143000"]
+    assert m["source"] == "hub" and m["family"] == "auto" and m["tokens_per_step"] == 2097152
+    # every chosen revision has tokens under the emitted spec
+    assert all(rv.tokens_for(r, m) is not None for r in m["revisions"])
+
+
+def test_cli_olmo(tmp_path, capsys):
+    f = tmp_path / "branches.txt"
+    f.write_text("# recorded\n" + "\n".join(OLMO2 + OLMO) + "\n")
+    assert cli.main(["revisions", "allenai/OLMo-1B-0724-hf", "--log-spaced", "5", "--from-file", str(f)]) == 0
+    m = yaml.safe_load(capsys.readouterr().out)["models"]["olmo-1b-0724-hf"]
+    assert m["tokens_from_name"] is True and len(m["revisions"]) == 5
+    assert all(rv.tokens_for(r, m) is not None for r in m["revisions"])
+    assert "main" not in m["revisions"] and m["revisions"][0] == "stage1-step0-tokens0B"
+
+
+def test_cli_no_steps(tmp_path, capsys):
+    f = tmp_path / "b.txt"
+    f.write_text("main\n")
+    assert cli.main(["revisions", "org/x", "--log-spaced", "3", "--from-file", str(f)]) == 1
+
+
+def test_cli_summary_empty(tmp_path, capsys):
+    assert cli.main(["summary", str(tmp_path)]) == 0
+    assert "no trajectories" in capsys.readouterr().out

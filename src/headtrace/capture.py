@@ -1,0 +1,343 @@
+"""One forward pass per (model, revision) cell: per-head outputs and the screen's attention masses.
+
+What is captured (PAPERS.md, paper A steps 1 and 2), all at the query (the last position T-1):
+
+* **Head outputs** - each head's slice of the *input* to the attention output projection
+  (GPT-NeoX ``attention.dense``, OLMo/OLMoE ``self_attn.o_proj``), i.e. the head's output before
+  it is mixed into the residual stream. Read by a forward pre-hook on the projection that keeps
+  only the last position. Shape ``(n_sequences, n_layers, n_heads, d_head)``, float32.
+* **Attention masses** of the query's attention row, per (layer, head), for each class of
+  ``probe.CLASSES``: induction (key ``ab+1``) and duplicate-token (key ``ab``) averaged over the
+  *valid* sequences only; previous-token (``T-2``), first-token (``0``), self (``T-1``) and local
+  (mean over keys ``T-6..T-3``) averaged over all sequences. Two baselines:
+  ``baseline_sampled`` (the author's code: mean attention to the 50 fixed positions of
+  ``probe.baseline_positions``, over all sequences) and ``baseline_uniform`` (the paper: ``1/T``,
+  the query sees ``T`` keys).
+
+How (the author's code ran the model with eager attention and ``output_attentions=True``, keeping
+every layer's full attention maps; we do not): for the duration of the pass the model's attention
+implementation is switched to a registered ``AttentionInterface`` function that computes the
+output with the stock SDPA kernel and, on the side, only the last query row's softmax
+(``q[:, :, -1:] @ k^T * scaling + mask``, in float32), which it immediately reduces to the class
+masses by gathering the few key positions the screen reads and accumulating sums (float64). No
+(T x T) map is ever materialized, the output path is exactly SDPA, and the model's original
+attention implementation is restored afterwards. The pass runs the base model only (embeddings
+and decoder layers, ``family.backbone``): capture needs no logits, so the unembedding is skipped.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import torch
+from torch import nn
+
+from headtrace import families, probe, tables
+
+ATTN_IMPLEMENTATION = "headtrace_capture"
+HEAD_OUTPUTS_KEY = "head_outputs"
+
+# Columns of the per-chunk weight matrix, in this order: the six classes, then the sampled baseline.
+_MASS_NAMES = (*probe.CLASSES, "baseline_sampled")
+
+
+@dataclass
+class CaptureResult:
+    head_outputs: np.ndarray | None  # (n_sequences, n_layers, n_heads, d_head) float32, or None
+    induction: np.ndarray  # (n_layers, n_heads) float64, over valid sequences
+    duplicate_token: np.ndarray  # over valid sequences
+    previous_token: np.ndarray
+    first_token: np.ndarray
+    self_: np.ndarray  # attention of the query to itself ("self" is a reserved word in methods)
+    local: np.ndarray
+    baseline_sampled: np.ndarray  # author's code: mean over the 50 fixed probe.baseline_positions
+    baseline_uniform: np.ndarray  # paper: 1 / T
+    n_sequences: int
+    n_valid: int
+
+    def mass(self, cls: str) -> np.ndarray:
+        """Attention mass of one class by its ``probe.CLASSES`` name (``"duplicate-token"``, ...),
+        or ``"baseline_sampled"`` / ``"baseline_uniform"``."""
+        attr = {"self": "self_"}.get(cls, cls.replace("-", "_"))
+        return getattr(self, attr)
+
+    @property
+    def masses(self) -> dict[str, np.ndarray]:
+        """``{class name: (n_layers, n_heads)}`` for every class of ``probe.CLASSES``."""
+        return {c: self.mass(c) for c in probe.CLASSES}
+
+
+# --------------------------------------------------------------------------------------------
+# The attention function registered with transformers' AttentionInterface.
+# --------------------------------------------------------------------------------------------
+
+class _Collector:
+    """Accumulates the last-row attention masses of one capture pass."""
+
+    def __init__(self, n_layers: int, n_heads: int, device: torch.device):
+        # fp64 accumulation where the device has it (MPS does not).
+        self.acc_dtype = torch.float32 if device.type == "mps" else torch.float64
+        self.sums = torch.zeros(n_layers, len(_MASS_NAMES), n_heads, dtype=self.acc_dtype, device=device)
+        self.calls = torch.zeros(n_layers, dtype=torch.int64)  # forward calls seen per layer (host)
+        self.index: torch.Tensor | None = None  # (B, K) key positions to gather
+        self.weight: torch.Tensor | None = None  # (B, K, C) gathered keys -> class sums
+
+    def observe(self, layer: int, query: torch.Tensor, key: torch.Tensor,
+                attention_mask: torch.Tensor | None, scaling: float | None) -> None:
+        b, n_heads, _, d = query.shape
+        n_kv = key.shape[1]
+        if scaling is None:
+            scaling = d ** -0.5
+        q = query[:, :, -1, :].float()  # (B, H, D), post-rotary
+        k = key.float()  # (B, Hkv, T, D)
+        if n_kv != n_heads:  # GQA / MQA: head h reads kv head h // (H / Hkv), as repeat_kv
+            rep = n_heads // n_kv
+            scores = torch.einsum("bgrd,bgtd->bgrt", q.view(b, n_kv, rep, d), k).reshape(b, n_heads, -1)
+        else:
+            scores = torch.einsum("bhd,bhtd->bht", q, k)
+        scores = scores * scaling
+        if attention_mask is not None:
+            m = attention_mask[..., -1, :]  # (B|1, H|1, T): the query row of the mask
+            if m.dtype == torch.bool:
+                scores = scores.masked_fill(~m, float("-inf"))
+            else:
+                scores = scores + m.float()
+        probs = torch.softmax(scores, dim=-1)  # (B, H, T) fp32
+        idx = self.index[:, None, :].expand(b, n_heads, -1)
+        picked = probs.gather(-1, idx).to(self.acc_dtype)  # (B, H, K)
+        self.sums[layer] += torch.einsum("bhk,bkc->ch", picked, self.weight)
+        self.calls[layer] += 1
+
+
+# id(attention module) -> (collector, layer index). Only modules of a pass in progress are here;
+# any other model that happens to use this implementation just gets plain SDPA.
+_ACTIVE: dict[int, tuple[_Collector, int]] = {}
+
+
+def _capture_attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    out = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                 **kwargs)
+    entry = _ACTIVE.get(id(module))
+    if entry is not None:
+        collector, layer = entry
+        collector.observe(layer, query, key, attention_mask, scaling)
+    return out
+
+
+def _register() -> None:
+    """Register the capture function (and SDPA's mask builder under the same name) once."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+    if ATTN_IMPLEMENTATION not in AttentionInterface._global_mapping:
+        AttentionInterface.register(ATTN_IMPLEMENTATION, _capture_attention_forward)
+    # Without a mask function of its own the model would build no mask at all for this name
+    # (padding would be silently ignored); SDPA's builder gives exactly what SDPA gets.
+    if ATTN_IMPLEMENTATION not in ALL_MASK_ATTENTION_FUNCTIONS._global_mapping:
+        ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN_IMPLEMENTATION, sdpa_mask)
+
+
+# --------------------------------------------------------------------------------------------
+# The pass
+# --------------------------------------------------------------------------------------------
+
+def _chunk_weights(batch: probe.ProbeBatch, rows: slice, baseline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Key positions to gather (B, K) and their weights into the class sums (B, K, C)."""
+    t = batch.seq_len
+    fixed = probe.fixed_positions(t)
+    ab = batch.ab[rows]
+    valid = batch.valid[rows].astype(np.float64)
+    b = ab.shape[0]
+    cols: list[np.ndarray] = []  # (B, k) position blocks
+    weights: list[np.ndarray] = []  # matching (B, k, C) blocks
+    n_cls = len(_MASS_NAMES)
+    for c, name in enumerate(_MASS_NAMES):
+        if name == "induction":
+            pos, w = (ab + 1)[:, None], valid[:, None]
+        elif name == "duplicate-token":
+            pos, w = ab[:, None], valid[:, None]
+        else:
+            p = baseline if name == "baseline_sampled" else fixed[name]
+            pos = np.broadcast_to(p, (b, p.size))
+            w = np.full((b, p.size), 1.0 / p.size)  # mean over the class's keys
+        block = np.zeros((b, pos.shape[1], n_cls))
+        block[:, :, c] = w
+        cols.append(pos)
+        weights.append(block)
+    return np.concatenate(cols, axis=1).astype(np.int64), np.concatenate(weights, axis=1)
+
+
+def _model_device(model: nn.Module) -> torch.device | None:
+    p = next(model.parameters(), None)
+    return None if p is None else p.device
+
+
+def run(
+    model: nn.Module,
+    family: families.Family,
+    batch: probe.ProbeBatch,
+    *,
+    batch_size: int,
+    device: str | torch.device = "cpu",
+    keep_head_outputs: bool = True,
+    baseline_positions: np.ndarray | None = None,
+    progress: bool = True,
+) -> CaptureResult:
+    """Capture head outputs and attention masses of ``batch`` in one forward pass per chunk.
+
+    ``model`` must already sit on ``device`` (any dtype; the softmax and the sums run in
+    fp32/fp64). ``baseline_positions`` defaults to ``probe.baseline_positions(T)``.
+    The model's attention implementation and train/eval mode are restored on return.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    device = torch.device(device)
+    model_device = _model_device(model)
+    if model_device is not None and model_device.type != device.type:
+        raise ValueError(f"model is on {model_device} but capture was asked to run on {device}; move it first")
+    n, t = batch.tokens.shape
+    baseline = probe.baseline_positions(t) if baseline_positions is None else np.asarray(baseline_positions, np.int64)
+    if baseline.ndim != 1 or baseline.size == 0 or baseline.min() < 0 or baseline.max() >= t:
+        raise ValueError(f"baseline_positions must be a non-empty 1-D array of key positions in [0, {t})")
+
+    n_layers, n_heads, d_head = families.dims(model)
+    attn_modules = family.attention_modules(model)
+    if len(attn_modules) != n_layers:
+        raise ValueError(f"family '{family.name}' finds {len(attn_modules)} attention modules, config says {n_layers}")
+    backbone = family.backbone(model)
+
+    _register()
+    collector = _Collector(n_layers, n_heads, device)
+    head_out = np.empty((n, n_layers, n_heads, d_head), np.float32) if keep_head_outputs else None
+    chunk_buf: dict[str, torch.Tensor] = {}
+
+    def make_hook(layer: int):
+        def hook(_module, args):
+            x = args[0]  # (B, T, n_heads * d_head), head-major
+            chunk_buf["heads"][:, layer] = x[:, -1, :].reshape(x.shape[0], n_heads, d_head)
+        return hook
+
+    original_impl = model.config._attn_implementation
+    was_training = model.training
+    handles = []
+    try:
+        model.eval()
+        model.set_attn_implementation(ATTN_IMPLEMENTATION)
+        if model.config._attn_implementation != ATTN_IMPLEMENTATION:
+            raise RuntimeError(f"{type(model).__name__} does not accept a custom attention implementation")
+        for layer, module in enumerate(attn_modules):
+            _ACTIVE[id(module)] = (collector, layer)
+        if keep_head_outputs:
+            handles = [proj.register_forward_pre_hook(make_hook(layer))
+                       for layer, proj in enumerate(family.out_projs(model))]
+        starts = range(0, n, batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+            starts = tqdm(starts, desc="capture", unit="chunk", file=sys.stderr, leave=False)
+        with torch.inference_mode():
+            for start in starts:
+                rows = slice(start, min(start + batch_size, n))
+                b = rows.stop - rows.start
+                index, weight = _chunk_weights(batch, rows, baseline)
+                collector.index = torch.from_numpy(index).to(device)
+                collector.weight = torch.from_numpy(weight).to(device=device, dtype=collector.acc_dtype)
+                if keep_head_outputs:
+                    chunk_buf["heads"] = torch.empty(b, n_layers, n_heads, d_head, dtype=torch.float32, device=device)
+                ids = torch.from_numpy(batch.tokens[rows]).to(device)
+                backbone(input_ids=ids, use_cache=False)
+                if keep_head_outputs:
+                    head_out[rows] = chunk_buf["heads"].cpu().numpy()
+        n_chunks = len(range(0, n, batch_size))
+        if not bool((collector.calls == n_chunks).all()):
+            raise RuntimeError(f"attention capture saw {collector.calls.tolist()} calls per layer, expected {n_chunks}")
+    finally:
+        for h in handles:
+            h.remove()
+        for module in attn_modules:
+            _ACTIVE.pop(id(module), None)
+        chunk_buf.clear()
+        if model.config._attn_implementation != original_impl:
+            model.set_attn_implementation(original_impl)
+        model.train(was_training)
+
+    sums = collector.sums.to("cpu", torch.float64).numpy()  # (L, C, H)
+    n_valid = int(batch.valid.sum())
+    masses: dict[str, np.ndarray] = {}
+    for c, name in enumerate(_MASS_NAMES):
+        denom = n_valid if name in ("induction", "duplicate-token") else n
+        masses[name] = sums[:, c, :] / denom if denom > 0 else np.full((n_layers, n_heads), np.nan)
+    return CaptureResult(
+        head_outputs=head_out,
+        induction=masses["induction"],
+        duplicate_token=masses["duplicate-token"],
+        previous_token=masses["previous-token"],
+        first_token=masses["first-token"],
+        self_=masses["self"],
+        local=masses["local"],
+        baseline_sampled=masses["baseline_sampled"],
+        baseline_uniform=np.full((n_layers, n_heads), 1.0 / t),
+        n_sequences=int(n),
+        n_valid=n_valid,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Outputs
+# --------------------------------------------------------------------------------------------
+
+def attention_table(result: CaptureResult, model_name: str, revision: str, tokens: int) -> pl.DataFrame:
+    """One row per (layer, head), conforming to ``tables.SCHEMAS["attention"]``."""
+    n_layers, n_heads = result.induction.shape
+    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    n_rows = n_layers * n_heads
+    data = {
+        "model": [model_name] * n_rows,
+        "revision": [revision] * n_rows,
+        "tokens": np.full(n_rows, tokens, np.int64),
+        "layer": layer.ravel().astype(np.int32),
+        "head": head.ravel().astype(np.int32),
+    }
+    for cls, col in zip(probe.CLASSES, tables.CLASS_COLUMNS):
+        data[f"attn_{col}"] = result.mass(cls).ravel().astype(np.float64)
+    data["attn_baseline_sampled"] = result.baseline_sampled.ravel().astype(np.float64)
+    data["attn_baseline_uniform"] = result.baseline_uniform.ravel().astype(np.float64)
+    data["n_sequences"] = np.full(n_rows, result.n_sequences, np.int32)
+    data["n_valid"] = np.full(n_rows, result.n_valid, np.int32)
+    return tables.conform(pl.DataFrame(data), "attention")
+
+
+def save_head_outputs(result: CaptureResult, path: str | os.PathLike) -> None:
+    """Write ``result.head_outputs`` to a safetensors file, atomically (tmp file + rename)."""
+    from safetensors.numpy import save_file
+
+    if result.head_outputs is None:
+        raise ValueError("this capture kept no head outputs (keep_head_outputs=False)")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        arr = np.ascontiguousarray(result.head_outputs, dtype=np.float32)
+        save_file({HEAD_OUTPUTS_KEY: arr}, tmp, metadata={
+            "layout": "sequence,layer,head,d_head",
+            "n_sequences": str(result.n_sequences),
+            "n_valid": str(result.n_valid),
+        })
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_head_outputs(path: str | os.PathLike) -> np.ndarray:
+    """(n_sequences, n_layers, n_heads, d_head) float32 head outputs written by ``save_head_outputs``."""
+    from safetensors.numpy import load_file
+
+    return load_file(str(path))[HEAD_OUTPUTS_KEY]

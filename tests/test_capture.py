@@ -1,0 +1,250 @@
+"""capture: one forward pass per cell, checked against the model itself and an eager reference."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from tiny import FAMILY_NAMES, tiny_model
+
+from headtrace import capture, families, probe, tables
+
+MASS_FIELDS = (*probe.CLASSES, "baseline_sampled")
+
+
+@pytest.fixture(scope="module")
+def batch() -> probe.ProbeBatch:
+    return probe.make_batch(n_sequences=16, seq_len=64, token_low=2, token_high=128, ab_low=10, ab_high=32)
+
+
+def _sharpen(model: torch.nn.Module, factor: float = 15.0, norm_factor: float = 2.0) -> torch.nn.Module:
+    """Scale query/key weights so random-init attention is far from uniform (a stronger test).
+    OLMoE normalizes q and k after the projection, so there its q/k norm weights set the scale."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(k in name for k in ("query_key_value.weight", "q_proj.weight", "k_proj.weight")):
+                p.mul_(factor)
+            elif any(k in name for k in ("q_norm.weight", "k_norm.weight")):
+                p.mul_(norm_factor)
+    return model
+
+
+@pytest.fixture(scope="module", params=FAMILY_NAMES)
+def case(request, batch):
+    """(family name, model, Family, capture result at batch_size 16, attention outputs at the query)."""
+    name = request.param
+    model = _sharpen(tiny_model(name))
+    family = families.get(name)
+    seen: dict[int, list[torch.Tensor]] = {}
+
+    def make_hook(layer):
+        def hook(_module, _args, output):
+            seen.setdefault(layer, []).append(output[0][:, -1].detach().float().clone())
+        return hook
+
+    handles = [m.register_forward_hook(make_hook(i)) for i, m in enumerate(family.attention_modules(model))]
+    try:
+        result = capture.run(model, family, batch, batch_size=16, progress=False)
+    finally:
+        for h in handles:
+            h.remove()
+    attn_out = np.stack([torch.cat(seen[i]).numpy() for i in sorted(seen)], axis=1)  # (N, L, hidden)
+    return name, model, family, result, attn_out
+
+
+def _eager_masses(model, family, batch) -> dict[str, np.ndarray]:
+    """Reference: full eager attention maps, last row reduced by hand (the author's way)."""
+    impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = family.backbone(model)(input_ids=torch.from_numpy(batch.tokens), output_attentions=True,
+                                         use_cache=False)
+    finally:
+        model.set_attn_implementation(impl)
+    row = torch.stack(out.attentions, dim=1)[:, :, :, -1, :].double().numpy()  # (N, L, H, T)
+    t = batch.seq_len
+    n = np.arange(row.shape[0])
+    v = batch.valid
+    ref = {
+        "induction": row[n, :, :, batch.ab + 1][v].mean(0),
+        "duplicate-token": row[n, :, :, batch.ab][v].mean(0),
+        "previous-token": row[:, :, :, t - 2].mean(0),
+        "first-token": row[:, :, :, 0].mean(0),
+        "self": row[:, :, :, t - 1].mean(0),
+        "local": row[:, :, :, t - 6:t - 2].mean((0, 3)),
+        "baseline_sampled": row[:, :, :, probe.baseline_positions(t)].mean((0, 3)),
+        "_row_max": row.max(-1).mean(),
+    }
+    assert ref["local"].shape == ref["self"].shape
+    return ref
+
+
+def test_shapes_and_counts(case, batch):
+    name, model, family, result, _ = case
+    n_layers, n_heads, d_head = families.dims(model)
+    assert result.head_outputs.shape == (16, n_layers, n_heads, d_head)
+    assert result.head_outputs.dtype == np.float32
+    for field in MASS_FIELDS:
+        arr = result.mass(field)
+        assert arr.shape == (n_layers, n_heads) and arr.dtype == np.float64
+        assert np.all(np.isfinite(arr)) and np.all(arr >= 0) and np.all(arr <= 1)
+    np.testing.assert_allclose(result.baseline_uniform, 1 / batch.seq_len)
+    assert result.n_sequences == 16 and result.n_valid == int(batch.valid.sum())
+    assert set(result.masses) == set(probe.CLASSES)
+
+
+def test_head_outputs_reproject_to_attention_output(case):
+    """W_O @ concat(heads) + b equals the attention module's output at the query."""
+    name, model, family, result, attn_out = case
+    n, n_layers = result.head_outputs.shape[:2]
+    for layer, proj in enumerate(family.out_projs(model)):
+        heads = torch.from_numpy(result.head_outputs[:, layer].reshape(n, -1))
+        with torch.no_grad():
+            reproj = proj(heads).numpy()
+        np.testing.assert_allclose(reproj, attn_out[:, layer], rtol=1e-4, atol=1e-5)
+
+
+def test_masses_match_eager_reference(case, batch):
+    name, model, family, result, _ = case
+    ref = _eager_masses(model, family, batch)
+    # The sharpened tiny models must actually be peaky, or this test would prove little.
+    assert ref["_row_max"] > 0.2  # uniform would be 1/64
+    for field in MASS_FIELDS:
+        np.testing.assert_allclose(result.mass(field), ref[field], rtol=1e-4, atol=1e-6, err_msg=f"{name} {field}")
+
+
+def test_restores_implementation_and_logits(batch):
+    for name in FAMILY_NAMES:
+        model = _sharpen(tiny_model(name))
+        family = families.get(name)
+        ids = torch.from_numpy(batch.tokens)
+        with torch.no_grad():
+            before = model(ids).logits
+        impl = model.config._attn_implementation
+        model.train()
+        capture.run(model, family, batch, batch_size=5, progress=False)
+        assert model.config._attn_implementation == impl
+        assert model.training  # mode restored too
+        model.eval()
+        assert not capture._ACTIVE
+        assert all(not m._forward_pre_hooks for m in family.out_projs(model))
+        with torch.no_grad():
+            after = model(ids).logits
+        torch.testing.assert_close(after, before, rtol=0, atol=0)
+
+
+def test_restores_implementation_on_error(batch):
+    model = tiny_model("gpt_neox")
+    family = families.get("gpt_neox")
+    bad = probe.ProbeBatch(tokens=batch.tokens + 10_000, ab=batch.ab, target=batch.target, valid=batch.valid)
+    with pytest.raises(Exception):
+        capture.run(model, family, bad, batch_size=4, progress=False)
+    assert model.config._attn_implementation == "sdpa"
+    assert not capture._ACTIVE
+    assert all(not m._forward_pre_hooks for m in family.out_projs(model))
+
+
+def test_batch_size_independence(case, batch):
+    name, model, family, result, _ = case
+    other = capture.run(model, family, batch, batch_size=3, progress=False)
+    np.testing.assert_allclose(other.head_outputs, result.head_outputs, rtol=1e-4, atol=1e-5)
+    for field in MASS_FIELDS:
+        np.testing.assert_allclose(other.mass(field), result.mass(field), rtol=1e-5, atol=1e-8)
+
+
+def test_keep_head_outputs_false_and_custom_baseline(batch):
+    model = tiny_model("olmo")
+    family = families.get("olmo")
+    pos = np.array([5, 6, 7])
+    result = capture.run(model, family, batch, batch_size=8, keep_head_outputs=False, baseline_positions=pos,
+                         progress=True)
+    assert result.head_outputs is None
+    full = capture.run(model, family, batch, batch_size=8, progress=False)
+    np.testing.assert_allclose(result.induction, full.induction, rtol=1e-6)
+    with pytest.raises(ValueError):
+        capture.save_head_outputs(result, "/nonexistent/never.safetensors")
+    with pytest.raises(ValueError):
+        capture.run(model, family, batch, batch_size=8, baseline_positions=np.array([batch.seq_len]))
+
+
+def test_induction_over_valid_only(batch):
+    """Invalid sequences are excluded from induction / duplicate-token, but not from the others."""
+    model = _sharpen(tiny_model("gpt_neox"))
+    family = families.get("gpt_neox")
+    valid = batch.valid.copy()
+    valid[::2] = False
+    half = probe.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=batch.target, valid=valid)
+    full = capture.run(model, family, batch, batch_size=16, keep_head_outputs=False, progress=False)
+    sub = probe.ProbeBatch(tokens=batch.tokens[1::2], ab=batch.ab[1::2], target=batch.target[1::2],
+                           valid=batch.valid[1::2])
+    r_half = capture.run(model, family, half, batch_size=16, keep_head_outputs=False, progress=False)
+    r_sub = capture.run(model, family, sub, batch_size=16, keep_head_outputs=False, progress=False)
+    assert r_half.n_valid == 8 and r_half.n_sequences == 16
+    np.testing.assert_allclose(r_half.induction, r_sub.induction, rtol=1e-5)
+    np.testing.assert_allclose(r_half.duplicate_token, r_sub.duplicate_token, rtol=1e-5)
+    np.testing.assert_allclose(r_half.previous_token, full.previous_token, rtol=1e-6)
+
+
+def test_gqa_matches_eager(batch):
+    """Grouped-query attention (2 kv heads for 4 query heads) reduces like repeat_kv."""
+    import transformers
+
+    from tiny import tiny_config
+
+    torch.manual_seed(0)
+    cfg = tiny_config("olmo")
+    cfg.num_key_value_heads = 2
+    model = _sharpen(transformers.OlmoForCausalLM(cfg).eval())
+    family = families.get("olmo")
+    result = capture.run(model, family, batch, batch_size=7, progress=False)
+    ref = _eager_masses(model, family, batch)
+    for field in MASS_FIELDS:
+        np.testing.assert_allclose(result.mass(field), ref[field], rtol=1e-4, atol=1e-6, err_msg=field)
+
+
+def test_attention_table_schema(case):
+    name, model, family, result, _ = case
+    df = capture.attention_table(result, f"tiny-{name}", "step0", 0)
+    n_layers, n_heads, _ = families.dims(model)
+    assert df.height == n_layers * n_heads
+    assert list(df.columns[: len(tables.SCHEMAS["attention"])]) == list(tables.SCHEMAS["attention"])
+    assert dict(zip(df.columns, df.dtypes)) == tables.SCHEMAS["attention"]
+    tables.conform(df, "attention")
+    row = df.filter((pl.col("layer") == 1) & (pl.col("head") == 2)).row(0, named=True)
+    assert row["attn_induction"] == pytest.approx(result.induction[1, 2])
+    assert row["attn_duplicate_token"] == pytest.approx(result.duplicate_token[1, 2])
+    assert row["attn_self"] == pytest.approx(result.self_[1, 2])
+    assert row["attn_baseline_sampled"] == pytest.approx(result.baseline_sampled[1, 2])
+    assert row["n_valid"] == result.n_valid
+
+
+def test_head_outputs_roundtrip(case, tmp_path):
+    _, _, _, result, _ = case
+    path = tmp_path / "sub" / "heads.safetensors"
+    capture.save_head_outputs(result, path)
+    loaded = capture.load_head_outputs(path)
+    np.testing.assert_array_equal(loaded, result.head_outputs)
+    assert [p.name for p in path.parent.iterdir()] == ["heads.safetensors"]  # no tmp left behind
+
+
+def test_low_precision_model(batch):
+    """A bf16 model: head outputs come back float32, masses (fp32 softmax, fp64 sums) stay close."""
+    model = _sharpen(tiny_model("olmoe"))
+    family = families.get("olmoe")
+    full = capture.run(model, family, batch, batch_size=16, progress=False)
+    low = capture.run(model.to(torch.bfloat16), family, batch, batch_size=16, progress=False)
+    assert low.head_outputs.dtype == np.float32
+    assert low.induction.dtype == np.float64
+    for field in MASS_FIELDS:
+        np.testing.assert_allclose(low.mass(field), full.mass(field), atol=0.05, err_msg=field)
+
+
+def test_restores_eager_implementation(batch):
+    model = tiny_model("olmo")
+    model.set_attn_implementation("eager")
+    family = families.get("olmo")
+    ref = capture.run(tiny_model("olmo"), family, batch, batch_size=16, progress=False)
+    result = capture.run(model, family, batch, batch_size=16, progress=False)
+    assert model.config._attn_implementation == "eager"
+    np.testing.assert_allclose(result.induction, ref.induction, rtol=1e-5)

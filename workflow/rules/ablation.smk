@@ -23,6 +23,7 @@ rule ablate:
         batch_size=config["ablation"]["batch_size"],
         n_random=config["ablation"]["n_random"],
         seed=config["ablation"]["seed"],
+        final_controls=config["ablation"]["final_controls"],
         induction_threshold=config["screen"]["induction_threshold"],
         previous_token_threshold=config["screen"]["previous_token_threshold"],
     threads: 1

@@ -12,6 +12,7 @@ with logs.to_file(snakemake.log[0]):
         final_circuit=screen.circuit_heads(tables.read(snakemake.input.final_screen)),
         n_random=p.n_random,
         seed=p.seed,
+        final_controls=p.final_controls,
         induction_threshold=p.induction_threshold,
         previous_token_threshold=p.previous_token_threshold,
     )

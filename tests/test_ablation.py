@@ -1,0 +1,299 @@
+"""Causal group ablation: batched engine == naive engine, controls, hand-built models, verdict."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+import transformers
+
+from headtrace import ablation, families, probe, tables
+from headtrace.ablation import Condition
+from tiny import FAMILY_NAMES, tiny_model
+
+METRICS = ablation.METRICS
+
+
+def small_batch(n=6, seq_len=40, vocab=128):
+    return probe.make_batch(n_sequences=n, seq_len=seq_len, token_low=2, token_high=vocab, ab_low=5, ab_high=30)
+
+
+def boosted(family, n_layers=3, seed=0):
+    """A tiny random model with larger weights, so ablations move the metrics visibly."""
+    model = tiny_model(family, seed=seed, n_layers=n_layers)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(8.0)
+    return model
+
+
+def assert_same(fast, naive, atol=1e-5):
+    assert [(r["name"], r["draw"], r["heads"]) for r in fast] == [(r["name"], r["draw"], r["heads"]) for r in naive]
+    for a, b in zip(fast, naive):
+        for m in METRICS:
+            assert a[m] == pytest.approx(b[m], abs=atol), (a["name"], a["heads"], m)
+
+
+# ------------------------------------------------------------------------------ engine
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_batched_equals_naive(family):
+    model, fam, batch = boosted(family), families.get(family), small_batch()
+    conds = [
+        Condition("baseline"),
+        Condition("last", 0, ((2, 1),)),
+        Condition("mid", 0, ((1, 0), (1, 3))),
+        Condition("two_layers", 0, ((0, 2), (2, 0), (2, 3))),
+        Condition("first", 1, ((0, 0),)),
+        Condition("first", 2, ((0, 1), (1, 1))),
+        Condition("all", 0, tuple((l, h) for l in range(3) for h in range(4))),
+        Condition("empty", 0, ()),
+    ]
+    # batch_size 4 leaves a ragged last chunk; max_rows 8 stacks 2 conditions per branch call.
+    fast = ablation.run(model, fam, batch, conds, batch_size=4, max_rows=8, progress=False)
+    naive = ablation.run_naive(model, fam, batch, conds, batch_size=4)
+    assert_same(fast, naive)
+    base = fast[0]
+    assert fast[-1]["ce"] == base["ce"]  # empty = baseline
+    assert any(abs(r["ce"] - base["ce"]) > 1e-3 for r in fast[1:-1])  # the ablations did something
+    # stacking all conditions in one call gives the same numbers
+    one_call = ablation.run(model, fam, batch, conds, batch_size=6, max_rows=1000, progress=False)
+    assert_same(one_call, naive)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_head_with_zero_out_proj_slice_changes_nothing(family):
+    model, fam, batch = boosted(family), families.get(family), small_batch()
+    _, n_heads, d_head = families.dims(model)
+    layer, head = 1, 2
+    with torch.no_grad():
+        fam.out_projs(model)[layer].weight[:, head * d_head:(head + 1) * d_head] = 0
+    conds = [Condition("baseline"), Condition("dead", 0, ((layer, head),)), Condition("live", 0, ((layer, 0),))]
+    res = ablation.run(model, fam, batch, conds, batch_size=6, progress=False)
+    for m in METRICS:
+        assert res[1][m] == pytest.approx(res[0][m], abs=1e-6)
+    assert abs(res[2]["ce"] - res[0]["ce"]) > 1e-4
+
+
+def copy_task_model(vocab=32, markers=16, d_model=64, n_heads=2):
+    """2-layer GPT-NeoX where only L1H1 carries the task: attend to the one marker token
+    (ids >= markers) in the sequence and copy it to the output. Every other weight is zero."""
+    cfg = transformers.GPTNeoXConfig(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=2,
+                                     num_attention_heads=n_heads, intermediate_size=2 * d_model,
+                                     max_position_embeddings=64, rotary_pct=0.25, use_parallel_residual=True,
+                                     bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = transformers.GPTNeoXForCausalLM(cfg).eval()
+    dh = d_model // n_heads
+    n_markers = vocab - markers
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layernorm" in name or "layer_norm" in name:
+                p.fill_(1.0 if name.endswith("weight") else 0.0)
+            else:
+                p.zero_()
+        model.gpt_neox.embed_in.weight[:, :vocab] = 10 * torch.eye(vocab)
+        att = model.gpt_neox.layers[1].attention
+        qkv, dense = att.query_key_value, att.dense
+        base = 1 * 3 * dh  # head 1's rows: q, k, v blocks of dh each
+        qk_dim = dh - 1  # outside the rotary dims
+        qkv.bias[base + qk_dim] = 10.0  # constant query
+        qkv.weight[base + dh + qk_dim, markers:vocab] = 10.0  # key: "is a marker"
+        for j in range(n_markers):
+            qkv.weight[base + 2 * dh + j, markers + j] = 1.0  # value: which marker
+            dense.weight[vocab + j, 1 * dh + j] = 10.0  # output subspace
+        model.get_output_embeddings().weight[markers:vocab, vocab:vocab + n_markers] = 10 * torch.eye(n_markers)
+    return model, markers
+
+
+def copy_task_batch(n=24, seq_len=20, vocab=32, markers=16, seed=0):
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(2, markers, size=(n, seq_len))
+    pos = rng.integers(0, seq_len - 1, size=n)
+    target = rng.integers(markers, vocab, size=n)
+    tokens[np.arange(n), pos] = target
+    return probe.ProbeBatch(tokens=tokens.astype(np.int64), ab=pos.astype(np.int64), target=target.astype(np.int64),
+                            valid=np.ones(n, bool))
+
+
+def test_single_head_carrying_the_task_loses_it():
+    model, markers = copy_task_model()
+    fam, batch = families.get("gpt_neox"), copy_task_batch()
+    conds = [Condition("baseline"), Condition("carrier", 0, ((1, 1),)), Condition("other", 0, ((1, 0),)),
+             Condition("layer0", 0, ((0, 0), (0, 1)))]
+    res = {r["name"]: r for r in ablation.run(model, fam, batch, conds, batch_size=8, max_rows=16, progress=False)}
+    assert res["baseline"]["top1"] == 1.0
+    assert res["carrier"]["top1"] == 0.0
+    assert res["carrier"]["ce"] > res["baseline"]["ce"] + 1.0
+    assert res["carrier"]["logit_b"] < res["baseline"]["logit_b"]
+    for other in ("other", "layer0"):
+        assert res[other]["top1"] == 1.0
+        assert res[other]["ce"] == pytest.approx(res["baseline"]["ce"], abs=1e-5)
+    assert_same(list(res.values()), ablation.run_naive(model, fam, batch, conds, batch_size=8))
+
+
+# ------------------------------------------------------------------------------ conditions
+
+
+def screen_df(n_layers, n_heads, induction=(), prev=()):
+    rows = []
+    for l in range(n_layers):
+        for h in range(n_heads):
+            rows.append({"layer": l, "head": h, "sel_induction": 60.0 if (l, h) in induction else 3.0,
+                         "best_class": "previous-token" if (l, h) in prev else "unclassified",
+                         "best_selectivity": 150.0 if (l, h) in prev else 3.0})
+    return pl.DataFrame(rows)
+
+
+def by_name(conds):
+    out = {}
+    for c in conds:
+        out.setdefault(c.name, []).append(c)
+    return out
+
+
+def test_matched_random_controls():
+    circuit = [(1, 0), (1, 1), (3, 2), (3, 5), (3, 6), (3, 7)]  # layer 1: 2 of 8 heads, layer 3: 4 of 8
+    prev = [(0, 3), (0, 4)]
+    screen = screen_df(4, 8, induction=circuit, prev=prev)
+    conds = ablation.build_conditions(screen, 8, final_circuit=[(1, 0), "L2H1"], n_random=20, seed=7)
+    g = by_name(conds)
+    assert [c.name for c in conds][:2] == ["baseline", "circuit"]
+    assert g["circuit"][0].heads == tuple(sorted(circuit))
+    assert g["final_circuit"][0].heads == ((1, 0), (2, 1))
+    assert g["upper_bound"][0].heads == tuple((l, h) for l in (1, 3) for h in range(8))
+    assert g["previous_token_circuit"][0].heads == tuple(prev)
+    assert g["previous_token_upper_bound"][0].heads == tuple((0, h) for h in range(8))
+    assert len(conds) == 1 + 1 + 20 + 1 + 1 + 1 + 20 + 1
+    for rname, cset in (("matched_random", set(circuit)), ("previous_token_matched_random", set(prev))):
+        draws = g[rname]
+        assert [d.draw for d in draws] == list(range(1, 21))
+        layers = {l for l, _ in cset}
+        for d in draws:
+            assert not set(d.heads) & cset
+            assert {l for l, _ in d.heads} == layers
+            for l in layers:
+                assert sum(1 for x, _ in d.heads if x == l) == sum(1 for x, _ in cset if x == l)
+        assert len({d.heads for d in draws}) > 1
+    # reproducible by seed, different across seeds, independent of the other conditions
+    again = ablation.build_conditions(screen, 8, final_circuit=None, n_random=20, seed=7)
+    assert by_name(again)["matched_random"] == g["matched_random"]
+    other = ablation.build_conditions(screen, 8, final_circuit=None, n_random=20, seed=8)
+    assert by_name(other)["matched_random"] != g["matched_random"]
+    assert "final_circuit" not in by_name(again)
+    # n_heads_per_layer defaults to the screen's
+    assert ablation.build_conditions(screen, final_circuit=None, n_random=20, seed=7) == again
+
+
+def test_matched_random_capped_when_layer_too_small():
+    circuit = [(0, 0), (0, 1), (0, 2), (1, 0)]  # layer 0: 3 of 4 heads, only 1 free
+    conds = ablation.build_conditions(screen_df(2, 4, induction=circuit), 4, final_circuit=None, n_random=10)
+    for d in by_name(conds)["matched_random"]:
+        assert [h for l, h in d.heads if l == 0] == [3]
+        assert len([h for l, h in d.heads if l == 1]) == 1 and (1, 0) not in d.heads
+    full = [(0, h) for h in range(4)]  # nothing free: draws are empty but still rows
+    conds = ablation.build_conditions(screen_df(2, 4, induction=full), 4, final_circuit=None, n_random=3)
+    assert [d.heads for d in by_name(conds)["matched_random"]] == [(), (), ()]
+
+
+def test_empty_circuit_is_evaluated_not_crashing():
+    screen = screen_df(2, 4)
+    conds = ablation.build_conditions(screen, 4, final_circuit=[(1, 2)], n_random=20)
+    g = by_name(conds)
+    for name in ("circuit", "matched_random", "upper_bound", "previous_token_circuit",
+                 "previous_token_matched_random", "previous_token_upper_bound"):
+        assert len(g[name]) == 1 and g[name][0].heads == () and g[name][0].draw == 0
+    model, fam = boosted("gpt_neox", n_layers=2), families.get("gpt_neox")
+    res = ablation.run(model, fam, small_batch(), conds, batch_size=6, progress=False)
+    table = ablation.ablation_table(res, "m", "r0", 0)
+    base = table.filter(pl.col("condition") == "baseline").row(0, named=True)
+    for row in table.filter(pl.col("n_heads") == 0).iter_rows(named=True):
+        assert row["top1"] == base["top1"] and row["ce"] == base["ce"]
+    v = ablation.verdict(table)
+    assert v["circuit"].to_list() == ["circuit", "final_circuit", "previous_token_circuit"]
+    c = v.filter(pl.col("circuit") == "circuit").row(0, named=True)
+    assert c["n_heads"] == 0 and c["effect"] == 0 and not c["causal"] and math.isnan(c["p_value"])
+    assert v.filter(pl.col("circuit") == "final_circuit")["heads"].to_list() == [["L1H2"]]
+
+
+def test_ablation_table_schema():
+    res = [{"name": "baseline", "draw": 0, "heads": (), "n_heads": 0, "top1": 0.5, "top5": 0.7, "ce": 2.0,
+            "logit_b": 3.0, "n_sequences": 10},
+           {"name": "circuit", "draw": 0, "heads": ((4, 4), (7, 0)), "n_heads": 2, "top1": 0.1, "top5": 0.2,
+            "ce": 4.0, "logit_b": 1.0, "n_sequences": 10}]
+    t = ablation.ablation_table(res, "pythia", "step1000", 2097152000)
+    assert list(t.columns[:len(tables.SCHEMAS["ablation"])]) == list(tables.SCHEMAS["ablation"])
+    assert t["heads"].to_list() == [[], ["L4H4", "L7H0"]]
+    assert dict(t.schema) == {**tables.SCHEMAS["ablation"], "n_sequences": pl.Int32}
+
+
+# ------------------------------------------------------------------------------ verdict
+
+
+def table_of(rows):
+    full = [{"model": "m", "revision": "r", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0, "logit_b": 0.0,
+             **r, "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
+    return tables.conform(pl.DataFrame(full), "ablation")
+
+
+def test_verdict_known_answers():
+    draws = [0.38, 0.40, 0.42, 0.36, 0.40] * 4  # 20 draws, mean 0.392 -> random effect 0.008
+    rows = [{"condition": "baseline", "top1": 0.40},
+            {"condition": "circuit", "top1": 0.02, "heads": ["L1H0", "L1H1"]},
+            *({"condition": "matched_random", "draw": i + 1, "top1": t, "heads": ["L1H2", "L1H3"]}
+              for i, t in enumerate(draws)),
+            {"condition": "upper_bound", "top1": 0.01, "heads": ["L1H0", "L1H1", "L1H2", "L1H3"]},
+            {"condition": "final_circuit", "top1": 0.37, "heads": ["L1H0"]},
+            {"condition": "previous_token_circuit", "top1": 0.10, "heads": ["L0H0"]},
+            *({"condition": "previous_token_matched_random", "draw": i + 1, "top1": t, "heads": ["L0H1"]}
+              for i, t in enumerate([0.05] + [0.40] * 19)),
+            {"condition": "previous_token_upper_bound", "top1": 0.30, "heads": ["L0H0", "L0H1"]}]
+    v = {r["circuit"]: r for r in tables.conform(ablation.verdict(table_of(rows)), "verdict").iter_rows(named=True)}
+    c = v["circuit"]
+    assert c["effect"] == pytest.approx(0.38)
+    assert c["random_effect_mean"] == pytest.approx(0.008)
+    assert c["effect_vs_random"] == pytest.approx(0.38 / 0.008)
+    assert c["p_value"] == pytest.approx(1 / 21)
+    assert c["upper_bound_saturates"] and c["causal"] and c["heads"] == ["L1H0", "L1H1"]
+    f = v["final_circuit"]  # 0.37: 3 of 20 draws (top1 0.36) are at least as damaging
+    assert f["control"] == "matched_random" and f["p_value"] == pytest.approx(5 / 21) and not f["causal"]
+    p = v["previous_token_circuit"]  # one draw more damaging; upper bound does not saturate
+    assert p["p_value"] == pytest.approx(2 / 21) and not p["causal"]
+    assert p["upper_bound_top1"] == 0.30 and not p["upper_bound_saturates"]
+
+
+def test_verdict_edge_cases():
+    # random draws do nothing: effect_vs_random = inf, still causal
+    rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": ["L0H1"]} for i in range(20)),
+            {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
+    c = ablation.verdict(table_of(rows)).row(0, named=True)
+    assert math.isinf(c["effect_vs_random"]) and c["p_value"] == pytest.approx(1 / 21) and c["causal"]
+    # baseline 0 (early revision): nothing to lose, never causal, NaN ratio, no saturation
+    rows = [{"condition": "baseline", "top1": 0.0}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.0, "heads": ["L0H1"]} for i in range(20)),
+            {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
+    c = ablation.verdict(table_of(rows)).row(0, named=True)
+    assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
+    assert not c["upper_bound_saturates"]
+    # too few draws: p can never reach 0.05
+    rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": ["L0H1"]} for i in range(5))]
+    c = ablation.verdict(table_of(rows)).row(0, named=True)
+    assert c["p_value"] == pytest.approx(1 / 6) and not c["causal"]
+    assert c["upper_bound_top1"] == 0.5  # no upper-bound row: ablating nothing
+
+
+def test_end_to_end_verdict_on_copy_task():
+    model, markers = copy_task_model()
+    screen = screen_df(2, 2, induction=[(1, 1)])
+    conds = ablation.build_conditions(screen, 2, final_circuit=[(1, 1)], n_random=20)
+    res = ablation.run(model, families.get("gpt_neox"), copy_task_batch(), conds, batch_size=24, progress=False)
+    v = ablation.verdict(ablation.ablation_table(res, "toy", "final", 10))
+    c = v.filter(pl.col("circuit") == "circuit").row(0, named=True)
+    assert c["baseline_top1"] == 1.0 and c["ablated_top1"] == 0.0 and c["random_effect_mean"] == 0.0
+    assert c["causal"] and c["upper_bound_saturates"]

@@ -32,7 +32,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test-slurm: $(STAMP)
-	bash slurm/test-slurm.sh
+	bash slurm/ci.sh
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

@@ -5,7 +5,12 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default; a --configfile on the command line replaces it (rather than being
+# merged into it), so `--configfile config/paper-panel.yaml` runs that panel alone.
+if not config.get("models"):
+
+    configfile: "config/config.yaml"
+
 
 
 report: "workflow/report/workflow.rst"

@@ -19,36 +19,6 @@ rule trajectory:
         f"{SCRIPTS}/trajectory.py"
 
 
-FINDINGS_TABLES = [
-    "f1_bos_floor",
-    "f1_floor",
-    "f2_bos_fraction",
-    "f2_shape",
-    "circuit_size",
-    "f3_milestones",
-    "f3_gaps",
-    "f4_recall",
-    "f4_recall_milestones",
-    "f5_pr_lead",
-    "pr_integral",
-]
-FIGURES = ["bos_fraction", "bos_heatmap", "circuit_recall", "head_trajectories"]
-
-
-def findings_params():
-    return {
-        "class_threshold": config["screen"]["class_threshold"],
-        "induction_threshold": config["screen"]["induction_threshold"],
-        **config["findings"],
-    }
-
-
-def run_model_ablations(wildcards=None):
-    if not ablation_enabled():
-        return []
-    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("ablation", m)]
-
-
 rule findings:
     """Findings F1-F5 and the PR integral over every model of the panel, and summary.md."""
     input:

@@ -1,14 +1,13 @@
 # Everything that turns the config into targets: validation, cells, paths, input functions.
-import os
 import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
-# Jobs (local, cluster or conda) import the headtrace package from this checkout's src/.
-SRC = str(Path(workflow.basedir) / "src")
-sys.path.insert(0, SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+# The Snakefile imports the package from this checkout's src/; job scripts find it through the
+# link workflow/scripts/headtrace -> src/headtrace (Snakemake puts a script's folder on sys.path),
+# so jobs run the same code in a venv, a conda env or on a cluster node.
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from headtrace import panel  # noqa: E402
 
@@ -113,3 +112,35 @@ def final_screen(wildcards):
 
 def log_path(rule_name, per_cell=True):
     return f"logs/{rule_name}/{{model}}/{{revision}}.log" if per_cell else f"logs/{rule_name}/{{model}}.log"
+
+
+# ---- aggregation ---------------------------------------------------------------------------
+
+FINDINGS_TABLES = [
+    "f1_bos_floor",
+    "f1_floor",
+    "f2_bos_fraction",
+    "f2_shape",
+    "circuit_size",
+    "f3_milestones",
+    "f3_gaps",
+    "f4_recall",
+    "f4_recall_milestones",
+    "f5_pr_lead",
+    "pr_integral",
+]
+FIGURES = ["bos_fraction", "bos_heatmap", "circuit_recall", "head_trajectories"]
+
+
+def findings_params():
+    return {
+        "class_threshold": config["screen"]["class_threshold"],
+        "induction_threshold": config["screen"]["induction_threshold"],
+        **config["findings"],
+    }
+
+
+def run_model_ablations(wildcards=None):
+    if not ablation_enabled():
+        return []
+    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("ablation", m)]

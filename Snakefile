@@ -21,6 +21,7 @@ include: "workflow/rules/checkpoints.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/ablation.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/experiments.smk"
 
 
 rule all:

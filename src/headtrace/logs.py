@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sys
+import traceback
 from pathlib import Path
 
 
@@ -22,5 +22,9 @@ def to_file(path: str | None):
         root.setLevel(logging.INFO)
         try:
             yield
+        except BaseException:
+            # The job's error belongs in its log too (Snakemake points users there).
+            traceback.print_exc(file=stream)
+            raise
         finally:
             root.removeHandler(handler)

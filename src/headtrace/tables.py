@@ -200,6 +200,50 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "rank_paper": pl.Int32,
         "rank_author": pl.Int32,
     },
+    # ---- method experiments (headtrace.experiments), results/experiments/*.parquet ----
+    # Seed specificity: seed i's final induction circuit ablated in seed j's final model.
+    "cross_seed_ablation": {
+        "circuit_seed": pl.Int64,
+        "model_seed": pl.Int64,
+        "top1_drop": pl.Float64,
+        "top1_drop_vs_random": pl.Float64,
+        "jaccard": pl.Float64,
+    },
+    # Data shift: induction circuit per revision before (base model) and after (continued) the shift.
+    "data_shift": {
+        **CELL_KEY,
+        "phase": pl.String,
+        "circuit": pl.List(pl.String),
+        "jaccard_to_pre_shift": pl.Float64,
+    },
+    # Composition: previous-token-circuit ablation vs its matched-random control per revision.
+    "composition": {
+        **CELL_KEY,
+        "n_heads": pl.Int32,
+        "baseline_top1": pl.Float64,
+        "ablated_top1": pl.Float64,
+        "random_top1_mean": pl.Float64,
+        "p_value": pl.Float64,
+        "destroys_induction": pl.Boolean,
+        "onset_revision": pl.String,
+        "onset_tokens": pl.Int64,
+    },
+    # Noise floor: heads above the null's quantile per class (class "any": specialized fraction).
+    "noise_floor": {
+        **CELL_KEY,
+        "class": pl.String,
+        "floor": pl.Float64,
+        "n_above": pl.Int32,
+        "fraction_above": pl.Float64,
+    },
+    # The noise floors themselves: per model, class and null (init, shuffled, combined).
+    "noise_floor_null": {
+        "model": pl.String,
+        "class": pl.String,
+        "null": pl.String,
+        "floor": pl.Float64,
+        "n_samples": pl.Int32,
+    },
 }
 
 
@@ -242,3 +286,53 @@ def read_many(paths) -> pl.DataFrame:
     """Concatenate tables of one schema (e.g. every cell of a model)."""
     frames = [pl.read_parquet(p) for p in paths]
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
+# Where each table lives (the README's output contract is generated from this and SCHEMAS).
+LOCATIONS: dict[str, str] = {
+    "probe": "results/probes/{model}/induction_batch.parquet",
+    "attention": "results/cells/{model}/{revision}/attention.parquet",
+    "pr": "results/cells/{model}/{revision}/pr.parquet",
+    "screen": "results/cells/{model}/{revision}/screen.parquet",
+    "ablation": "results/cells/{model}/{revision}/ablation.parquet",
+    "verdict": "results/cells/{model}/{revision}/verdict.parquet",
+    "trajectory": "results/models/{model}/trajectory.parquet",
+}
+
+
+def markdown() -> str:
+    """The README's schema section: one line per table, columns with dtypes, in schema order."""
+    lines = []
+    for name, spec in SCHEMAS.items():
+        where = LOCATIONS.get(name, f"results/findings/{name}.parquet")
+        if name not in LOCATIONS and name not in _FINDINGS_TABLES:
+            where = f"results/experiments/{name}.parquet"
+        cols = ", ".join(f"`{c}` {_dtype_name(t)}" for c, t in spec.items())
+        lines.append(f"- **`{where}`** — {cols}")
+    return "\n".join(lines)
+
+
+_FINDINGS_TABLES = {
+    "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "circuit_size", "f3_milestones",
+    "f3_gaps", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
+}
+
+
+def _dtype_name(dtype) -> str:
+    return {pl.String: "str", pl.Int64: "i64", pl.Int32: "i32", pl.Float64: "f64", pl.Boolean: "bool"}.get(
+        dtype, str(dtype).replace("List(String)", "list[str]").replace("List(Int64)", "list[i64]")
+    )
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write a text file (summary.md) atomically, like ``write``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -9,9 +9,10 @@ from snakemake.utils import validate
 # so jobs run the same code in a venv, a conda env or on a cluster node.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from headtrace import panel  # noqa: E402
+from headtrace import experiments, panel  # noqa: E402
 
 validate(config, "../../config/schema.yaml")
+experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
 panel.check(config)
 
 SCRIPTS = "../scripts"
@@ -75,6 +76,7 @@ def all_targets():
         if ablation_enabled():
             targets += cell_paths("verdict", m)
     targets += findings_outputs()
+    targets += EXPERIMENT_TARGETS  # defined in experiments.smk
     return targets
 
 

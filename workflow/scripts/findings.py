@@ -1,4 +1,4 @@
-# rule findings: F1-F5 tables and summary.md over every model of the panel.
+# rule findings: F1-F5 tables and summary.md over every model of the panel (+ the experiments' section).
 from pathlib import Path
 
 from headtrace import logs, summary, tables
@@ -6,4 +6,7 @@ from headtrace import logs, summary, tables
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
     summary.write_findings(traj, Path(snakemake.output.summary).parent, **snakemake.params)
-    summary.write(traj, snakemake.output.summary, **snakemake.params)
+    text = summary.render(traj, **snakemake.params)
+    if snakemake.input.experiments:
+        text += "\n" + Path(snakemake.input.experiments[0]).read_text()
+    tables.write_text(text, snakemake.output.summary)

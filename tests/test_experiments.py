@@ -1,0 +1,310 @@
+"""Unit tests of headtrace.experiments on hand-built tables (fast, no model training)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from headtrace import experiments as E
+from headtrace import probe, tables
+from headtrace.ablation import Condition
+from headtrace.tables import CLASS_COLUMNS
+
+
+def test_jaccard():
+    assert E.jaccard([(1, 0), (1, 2)], ["L1H0", "L1H2"]) == 1.0
+    assert E.jaccard([(1, 0), (1, 2)], [(1, 0)]) == 0.5
+    assert E.jaccard([(0, 1)], [(1, 1)]) == 0.0
+    assert E.jaccard([(0, 1)], []) == 0.0
+    assert math.isnan(E.jaccard([], []))
+
+
+def _base_config():
+    return {"models": {"toy": {"source": "toy", "family": "gpt_neox", "tokens_per_step": 4096,
+                               "revisions": ["step0", "step1", "step10", "step100"]}}}
+
+
+def test_expand_models_seeds_and_shift():
+    cfg = _base_config()
+    cfg["experiments"] = {"seeds": {"base": "toy", "seeds": [0, 1, 2]},
+                          "data_shift": {"base": "toy", "max_steps": 20, "n_checkpoints": 4,
+                                         "data": {"kind": "zipf"}}}
+    E.expand_models(cfg)
+    assert list(cfg["models"]) == ["toy", "toy-seed1", "toy-seed2", "toy-shift"]
+    assert cfg["models"]["toy-seed1"]["train"]["seed"] == 1
+    assert cfg["models"]["toy-seed1"]["revisions"] == ["step0", "step100"]
+    sh = cfg["models"]["toy-shift"]
+    assert sh["train"]["shift_from"] == "toy" and sh["revisions"][0] == "step0" and sh["revisions"][-1] == "step20"
+    assert len(sh["revisions"]) == 4
+    assert sh["tokens"]["step0"] == 100 * 4096 and sh["tokens"]["step20"] == 120 * 4096
+    assert E.seed_models(cfg) == ["toy", "toy-seed1", "toy-seed2"]
+    assert E.shift_models(cfg) == ["toy-shift"] and E.shift_pair(cfg) == ("toy", "toy-shift")
+    assert [E.model_seed(cfg, m) for m in E.seed_models(cfg)] == [0, 1, 2]
+    # idempotent, explicit specs win
+    before = repr(cfg["models"])
+    E.expand_models(cfg)
+    assert repr(cfg["models"]) == before
+
+
+def test_expand_models_off_and_bad_base():
+    cfg = _base_config()
+    assert E.expand_models(cfg)["models"].keys() == {"toy"}
+    assert E.seed_models(cfg) == [] and E.shift_pair(cfg) is None
+    cfg["experiments"] = {"seeds": {"base": "nope", "seeds": [1]}}
+    with pytest.raises(ValueError, match="nope"):
+        E.expand_models(cfg)
+
+
+def test_shift_train_kwargs_merges_defaults():
+    defaults = {"arch": {"n_layers": 2}, "data": {"kind": "repeat", "token_low": 32, "token_high": 127},
+                "optim": {"lr": 1e-3, "warmup": 100}, "max_steps": 1000}
+    kw = E.shift_train_kwargs("gpt_neox", {"shift_from": "x", "data": {"kind": "zipf"}, "optim": {"warmup": 0},
+                                           "max_steps": 20, "seed": 3},
+                              ["step0", "step5", "step20"], "/ckpt/step1000", defaults=defaults)
+    assert kw["data"] == {"kind": "zipf", "token_low": 32, "token_high": 127}
+    assert kw["optim"] == {"lr": 1e-3, "warmup": 0}
+    assert kw["checkpoint_steps"] == [0, 5, 20] and kw["max_steps"] == 20 and kw["seed"] == 3
+    assert kw["init_from"] == "/ckpt/step1000"
+    assert defaults["optim"]["warmup"] == 100  # not mutated
+
+
+def test_cross_seed_conditions_and_table():
+    circuits = {"a": [(1, 0), (1, 1)], "b": [(1, 2)]}
+    conds = E.cross_seed_conditions(circuits, n_heads_per_layer=4, n_random=3, seed=0)
+    names = [c.name for c in conds]
+    assert names[0] == "baseline" and names.count("random:a") == 3 and names.count("random:b") == 3
+    for c in conds:
+        if c.name == "random:a":
+            assert len(c.heads) == 2 and not set(c.heads) & {(1, 0), (1, 1)}
+    # fake results: baseline 0.5; own circuit a kills (0.0); b does nothing (0.5); random draws 0.4
+    top1 = {"baseline": 0.5, "circuit:a": 0.0, "circuit:b": 0.5, "random:a": 0.4, "random:b": 0.45}
+    results = [{"name": c.name, "draw": c.draw, "heads": c.heads, "top1": top1[c.name]} for c in conds]
+    df = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1})
+    tables.conform(df, "cross_seed_ablation")
+    ra = df.filter(pl.col("circuit_model") == "a").row(0, named=True)
+    rb = df.filter(pl.col("circuit_model") == "b").row(0, named=True)
+    assert ra["top1_drop"] == pytest.approx(0.5) and ra["top1_drop_vs_random"] == pytest.approx(0.4)
+    assert ra["jaccard"] == 1.0 and ra["same_seed"] and ra["p_value"] == pytest.approx(1 / 4)
+    assert rb["top1_drop"] == 0 and rb["top1_drop_vs_random"] == pytest.approx(-0.05) and rb["jaccard"] == 0
+    rows, cols, m = E.cross_seed_matrix(df)
+    assert rows == [0, 1] and cols == [0] and m[0, 0] == pytest.approx(0.4)
+
+
+def test_cross_seed_empty_circuit():
+    circuits = {"a": [], "b": [(0, 1)]}
+    conds = E.cross_seed_conditions(circuits, 2, 2, 0)
+    assert [c.name for c in conds].count("random:a") == 0
+    results = [{"name": c.name, "top1": 0.3} for c in conds]
+    df = E.cross_seed_table(results, circuits, "b", {"a": 0, "b": 1})
+    r = df.filter(pl.col("circuit_model") == "a").row(0, named=True)
+    assert r["top1_drop"] == 0 and r["top1_drop_vs_random"] == 0 and math.isnan(r["p_value"])
+
+
+def _traj(model, revs, circuits, n_layers=2, n_heads=2, pr=1.0):
+    rows = []
+    for (rev, tok), circ in zip(revs, circuits):
+        for l in range(n_layers):
+            for h in range(n_heads):
+                rows.append({"model": model, "revision": rev, "tokens": tok, "layer": l, "head": h,
+                             "sel_induction": 80.0 if (l, h) in circ else 2.0, "pr": pr,
+                             "in_induction_circuit": (l, h) in circ})
+    return pl.DataFrame(rows)
+
+
+def test_data_shift_table():
+    base = _traj("b", [("step0", 0), ("step100", 1000)], [set(), {(1, 0), (1, 1)}])
+    shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0), (1, 1)}, {(1, 0)}])
+    df = E.data_shift_table(base, shifted)
+    tables.conform(df, "data_shift")
+    assert df["phase"].to_list() == ["before", "before", "after", "after"]
+    assert df["tokens"].to_list() == [0, 1000, 1000, 1100]
+    assert df["jaccard_to_pre_shift"].to_list()[1:] == [1.0, 1.0, 0.5]
+    assert df["jaccard_to_pre_shift"][0] == 0.0
+    heads = E.data_shift_heads(base, shifted)
+    assert heads.height == 16 and heads.filter(pl.col("in_pre_shift_circuit")).height == 8
+    assert heads.filter(pl.col("phase") == "after")["tokens"].max() == 1100
+    # cumulative tokens on the shift model are kept as they are
+    cum = _traj("b-shift", [("step0", 1000), ("step10", 1100)], [{(1, 0), (1, 1)}, {(1, 0)}])
+    df2 = E.data_shift_table(base, cum)
+    assert df2["tokens"].to_list() == [0, 1000, 1000, 1100]
+    assert df2["tokens_since_shift"].to_list()[2:] == [0, 100]
+
+
+def _verdict(model, rows):
+    out = []
+    for rev, tok, base, abl, rnd, causal in rows:
+        out.append({"model": model, "revision": rev, "tokens": tok, "circuit": "previous_token_circuit",
+                    "n_heads": 2, "heads": ["L0H0", "L0H1"], "baseline_top1": base, "ablated_top1": abl,
+                    "effect": base - abl, "random_effect_mean": base - rnd, "effect_vs_random": 0.0,
+                    "p_value": 0.05, "upper_bound_top1": 0.0, "upper_bound_saturates": True,
+                    "causal": causal, "random_top1_mean": rnd})
+        out.append({**out[-1], "circuit": "circuit"})
+    return pl.DataFrame(out)
+
+
+def test_composition_onset():
+    v = _verdict("m", [("step0", 0, 0.01, 0.0, 0.01, True),  # causal but no induction yet: ignored
+                       ("step10", 10, 0.3, 0.0, 0.3, True),
+                       ("step20", 20, 0.3, 0.25, 0.3, False),
+                       ("step30", 30, 0.5, 0.0, 0.5, True),
+                       ("step40", 40, 0.6, 0.0, 0.6, True)])
+    df = E.composition_table(v, min_baseline_top1=0.05)
+    tables.conform(df, "composition")
+    assert df.height == 5
+    assert df["destroys_induction"].to_list() == [False, True, False, True, True]
+    r = df.row(0, named=True)
+    assert r["onset_revision"] == "step10" and r["onset_tokens"] == 10
+    assert r["sustained_onset_revision"] == "step30" and r["sustained_onset_tokens"] == 30
+    never = E.composition_table(_verdict("n", [("step0", 0, 0.3, 0.3, 0.3, False)]))
+    assert never["onset_revision"][0] is None and never["sustained_onset_revision"][0] is None
+
+
+def test_shuffle_batch_keeps_query_and_labels():
+    b = probe.make_batch(n_sequences=8, seq_len=64, token_low=2, token_high=50, ab_low=10, ab_high=40, seed=1)
+    s = E.shuffle_batch(b, seed=0)
+    assert (s.tokens[:, -1] == b.tokens[:, -1]).all()
+    assert (np.sort(s.tokens, axis=1) == np.sort(b.tokens, axis=1)).all()
+    assert not (s.tokens == b.tokens).all()
+    assert (s.ab == b.ab).all() and (s.target == b.target).all()
+    assert (E.shuffle_batch(b, seed=0).tokens == s.tokens).all()
+    kept = E.shuffle_batch(b, seed=0, keep_first=True)
+    assert (kept.tokens[:, 0] == b.tokens[:, 0]).all()
+
+
+def _screen(model, rev, tok, sels, classification=None):
+    """sels: list over heads of dicts class->selectivity (missing = 1.0)."""
+    rows = []
+    for i, s in enumerate(sels):
+        row = {"model": model, "revision": rev, "tokens": tok, "layer": i // 2, "head": i % 2,
+               **{f"sel_{c}": float(s.get(c, 1.0)) for c in CLASS_COLUMNS},
+               "classification": (classification or ["unclassified"] * len(sels))[i]}
+        rows.append(row)
+    return pl.DataFrame(rows)
+
+
+def test_floors_and_noise_floor_table():
+    init = _screen("m", "step0", 0, [{"induction": v, "self": v} for v in (1.0, 2.0, 3.0, 4.0, 5.0)])
+    shuffled = _screen("m", "step9", 9, [{"induction": 10.0, "self": 1000.0}])
+    null = E.null_samples(init, shuffled)
+    # shuffled contributes only to the content classes
+    assert null.filter(pl.col("null") == "shuffled")["class"].unique().sort().to_list() == ["duplicate_token", "induction"]
+    fl = E.floors(null, quantile=0.5)
+    tables.conform(fl, "noise_floor_null")
+    get = {(r["class"], r["null"]): r["floor"] for r in fl.iter_rows(named=True)}
+    assert get[("induction", "init")] == 3.0 and get[("induction", "shuffled")] == 10.0
+    assert get[("induction", "combined")] == 10.0 and get[("self", "combined")] == 3.0
+    final = _screen("m", "step9", 9, [{"induction": 50.0}, {"self": 4.0}, {"induction": 5.0}, {}],
+                    classification=["induction", "unclassified", "unclassified", "unclassified"])
+    nf = E.noise_floor_table(pl.concat([init, final], how="diagonal_relaxed"), fl)
+    tables.conform(nf, "noise_floor")
+    row = {(r["revision"], r["class"]): r for r in nf.iter_rows(named=True)}
+    assert row[("step9", "induction")]["n_above"] == 1 and row[("step9", "induction")]["n_classified"] == 1
+    assert row[("step9", "self")]["n_above"] == 1
+    assert row[("step9", "any")]["n_above"] == 2 and row[("step9", "any")]["fraction_above"] == 0.5
+    assert row[("step9", "any")]["n_classified"] == 1
+    assert row[("step0", "self")]["n_above"] == 2  # 4 and 5 > median 3
+
+
+def test_resolve_revisions():
+    assert E.resolve_revisions(["first", "final", "step5", "x"], ["step0", "step5", "step9"]) == ["step0", "step9", "step5"]
+
+
+def test_figures_and_summary(tmp_path):
+    circuits = {"a": [(1, 0)], "b": [(1, 1)]}
+    frames = []
+    for m in ("a", "b"):
+        conds = E.cross_seed_conditions(circuits, 2, 2, 0)
+        res = [{"name": c.name, "top1": 0.5 if c.name == "baseline" else (0.1 if c.name == f"circuit:{m}" else 0.45)}
+               for c in conds]
+        frames.append(E.cross_seed_table(res, circuits, m, {"a": 0, "b": 1}))
+    cs = pl.concat(frames)
+    E.plot_cross_seed(cs, tmp_path / "cs.png")
+    base = _traj("b", [("step0", 0), ("step100", 1000)], [set(), {(1, 0)}])
+    shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0)}, {(1, 0)}])
+    ds, dh = E.data_shift_table(base, shifted), E.data_shift_heads(base, shifted)
+    E.plot_data_shift(dh, ds, tmp_path / "ds.png")
+    comp = E.composition_table(_verdict("m", [("step0", 0, 0.01, 0.0, 0.01, False), ("step10", 10, 0.3, 0.0, 0.3, True)]))
+    E.plot_composition(comp, tmp_path / "comp.png")
+    init = _screen("m", "step0", 0, [{"induction": 1.0}, {"induction": 2.0}])
+    fl = E.floors(E.null_samples(init, None))
+    nf = E.noise_floor_table(pl.concat([init, _screen("m", "step9", 9, [{"induction": 60.0}, {}],
+                                                      ["induction", "unclassified"])]), fl)
+    E.plot_noise_floor(nf, tmp_path / "nf.png")
+    for f in ("cs", "ds", "comp", "nf"):
+        assert (tmp_path / f"{f}.png").stat().st_size > 1000
+    text = E.summary_markdown(cs, ds, comp, nf, fl)
+    for word in ("Seed specificity", "Data shift", "Composition", "noise floor"):
+        assert word in text
+    assert "seed 0: L1H0" in text and "from step10" in text
+    assert E.summary_markdown().startswith("## Method experiments")
+
+
+def test_targets_and_cells():
+    cfg = _base_config()
+    assert E.targets(cfg, True, ["toy"])[-1] == E.PATHS["summary"]  # composition + noise floor by default
+    cfg["experiments"] = {"seeds": {"base": "toy", "seeds": [1]},
+                          "data_shift": {"base": "toy", "max_steps": 10, "n_checkpoints": 3}}
+    E.expand_models(cfg)
+    run = list(cfg["models"])
+    t = E.targets(cfg, True, run)
+    assert set(E.PATHS[k] for k in ("cross_seed", "data_shift", "composition", "noise_floor", "summary")) <= set(t)
+    assert set(E.FIGURES.values()) <= set(t)
+    assert E.noise_floor_models(cfg, run) == ["toy", "toy-seed1"]
+    assert E.shuffled_cells(cfg, run) == [("toy", "step0"), ("toy", "step100"), ("toy-seed1", "step0"),
+                                          ("toy-seed1", "step100")]
+    assert E.PATHS["composition"] not in E.targets(cfg, False, run)
+    cfg["experiments"]["enabled"] = False
+    assert E.targets(cfg, True, run) == []
+
+
+# ---- end to end: the experiment rules on a tiny panel (needs the lead's include + schema) ----
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _workflow_has_experiments() -> bool:
+    from headtrace import toy
+
+    snakefile = (ROOT / "Snakefile").read_text()
+    schema = (ROOT / "config" / "schema.yaml").read_text()
+    return "experiments.smk" in snakefile and "experiments:" in schema and hasattr(toy, "train_revisions")
+
+
+@pytest.mark.skipif(not _workflow_has_experiments(), reason="experiments.smk not included in the Snakefile yet")
+def test_experiment_rules_end_to_end(tmp_path):
+    import yaml
+
+    cfg = {
+        "models": {"tiny": {"source": "toy", "family": "gpt_neox", "tokens_per_step": 512,
+                            "revisions": ["step0", "step3", "step8"],
+                            "train": {"arch": {"n_layers": 2, "d_model": 32, "n_heads": 4, "d_ff": 64},
+                                      "optim": {"batch_size": 4, "seq_len": 128, "warmup": 2}, "max_steps": 8}}},
+        "probe": {"n_sequences": 16, "seq_len": 64, "token_range": [32, 127], "ab_range": [20, 50]},
+        "capture": {"device": "cpu", "batch_size": 16},
+        "ablation": {"n_random": 2, "batch_size": 16},
+        "experiments": {"n_random": 2, "seeds": {"base": "tiny", "seeds": [0, 1]},
+                        "data_shift": {"base": "tiny", "max_steps": 4, "n_checkpoints": 3}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    proc = subprocess.run([snakemake, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                           str(tmp_path / "config.yaml"), "--cores", "2"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    exp = tmp_path / "results" / "experiments"
+    for name in ("cross_seed_ablation", "data_shift", "composition", "noise_floor"):
+        df = pl.read_parquet(exp / f"{name}.parquet")
+        tables.conform(df, name)
+        assert df.height > 0
+        assert (exp / "figures" / f"exp_{name.replace('_ablation', '')}.png").exists()
+    cs = pl.read_parquet(exp / "cross_seed_ablation.parquet")
+    assert sorted(zip(cs["circuit_seed"], cs["model_seed"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    ds = pl.read_parquet(exp / "data_shift.parquet")
+    assert ds["phase"].to_list() == ["before"] * 3 + ["after"] * 3
+    assert (tmp_path / "resources" / "checkpoints" / "tiny-shift" / "step4").is_dir()
+    assert "Method experiments" in (exp / "summary.md").read_text()

@@ -1,0 +1,14 @@
+# rule cross_seed_ablation: every seed's final induction circuit ablated in this seed's final model.
+from headtrace import ablation, experiments, families, hub, logs, probe, tables
+
+with logs.to_file(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, p.device, p.batch_size,
+                                                          seq_len=batch.seq_len)
+    circuits = {m: experiments.circuit_of(tables.read(s)) for m, s in zip(p.models, snakemake.input.screens)}
+    n_heads = families.dims(model)[1]
+    conds = experiments.cross_seed_conditions(circuits, n_heads, p.n_random, p.seed)
+    results = ablation.run(model, family, batch, conds, batch_size=batch_size, device=device)
+    table = experiments.cross_seed_table(results, circuits, wc.model, p.seeds)
+    tables.write(table, snakemake.output[0], schema="cross_seed_ablation")

@@ -1,0 +1,16 @@
+# rule noise_floor: null selectivities -> per-class floors -> heads above the floor per revision.
+import polars as pl
+
+from headtrace import experiments, logs, screen, tables
+
+with logs.to_file(snakemake.log[0]):
+    p = snakemake.params
+    traj = tables.read_many(snakemake.input.trajectories)
+    init = traj.filter(pl.col("revision") == p.init_revision)
+    shuffled = (screen.selectivity_table(tables.read_many(snakemake.input.shuffled), baseline=p.baseline)
+                if snakemake.input.shuffled else None)
+    floors = experiments.floors(experiments.null_samples(init, shuffled), p.quantile)
+    table = experiments.noise_floor_table(traj, floors, class_threshold=p.class_threshold)
+    tables.write(floors, snakemake.output.floors, schema="noise_floor_null")
+    tables.write(table, snakemake.output.table, schema="noise_floor")
+    experiments.plot_noise_floor(table, snakemake.output.figure)

@@ -1,0 +1,12 @@
+# rule shuffled_capture: capture on the position-shuffled probe (noise-floor null).
+from headtrace import capture, experiments, hub, logs, probe, tables
+
+with logs.to_file(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    batch = experiments.shuffle_batch(probe.batch_from_table(tables.read(snakemake.input.probe)),
+                                      seed=p.shuffle_seed, keep_first=p.keep_first)
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size,
+                                                          seq_len=batch.seq_len)
+    result = capture.run(model, family, batch, batch_size=batch_size, device=device, keep_head_outputs=False)
+    tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens), snakemake.output[0],
+                 schema="attention")

@@ -1,0 +1,12 @@
+# rule train_shift: continue a toy model's final checkpoint on a second corpus (data shift).
+from pathlib import Path
+
+from headtrace import experiments, logs, toy
+
+with logs.to_file(snakemake.log[0]):
+    p = snakemake.params
+    init_from = Path(snakemake.input.base) / p.base_final
+    kwargs = experiments.shift_train_kwargs(p.family, p.train, p.revisions, str(init_from))
+    print(f"[train_shift] from {init_from}: data {kwargs['data']}, {kwargs['max_steps']} steps, "
+          f"checkpoints {kwargs['checkpoint_steps']}", flush=True)
+    toy.train(p.family, snakemake.output[0], progress=False, **kwargs)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +39,6 @@ from torch import nn
 from headtrace import families, probe, tables
 
 ATTN_IMPLEMENTATION = "headtrace_capture"
-HEAD_OUTPUTS_KEY = "head_outputs"
 
 # Columns of the per-chunk weight matrix, in this order: the six classes, then the sampled baseline.
 _MASS_NAMES = (*probe.CLASSES, "baseline_sampled")
@@ -314,30 +312,16 @@ def attention_table(result: CaptureResult, model_name: str, revision: str, token
 
 
 def save_head_outputs(result: CaptureResult, path: str | os.PathLike) -> None:
-    """Write ``result.head_outputs`` to a safetensors file, atomically (tmp file + rename)."""
-    from safetensors.numpy import save_file
-
+    """Write ``result.head_outputs`` (sequence, layer, head, d_head) to a safetensors file, atomically."""
     if result.head_outputs is None:
         raise ValueError("this capture kept no head outputs (keep_head_outputs=False)")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        arr = np.ascontiguousarray(result.head_outputs, dtype=np.float32)
-        save_file({HEAD_OUTPUTS_KEY: arr}, tmp, metadata={
-            "layout": "sequence,layer,head,d_head",
-            "n_sequences": str(result.n_sequences),
-            "n_valid": str(result.n_valid),
-        })
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    tables.write_array(result.head_outputs, path, metadata={
+        "layout": "sequence,layer,head,d_head",
+        "n_sequences": str(result.n_sequences),
+        "n_valid": str(result.n_valid),
+    })
 
 
 def load_head_outputs(path: str | os.PathLike) -> np.ndarray:
     """(n_sequences, n_layers, n_heads, d_head) float32 head outputs written by ``save_head_outputs``."""
-    from safetensors.numpy import load_file
-
-    return load_file(str(path))[HEAD_OUTPUTS_KEY]
+    return tables.read_array(path)

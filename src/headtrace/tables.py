@@ -336,3 +336,29 @@ def write_text(text: str, path: str | os.PathLike) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+ARRAY_KEY = "head_outputs"
+
+
+def write_array(array, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+    """Write one float32 array to a safetensors file atomically (the per-head outputs)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file({ARRAY_KEY: np.ascontiguousarray(array, dtype=np.float32)}, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_array(path: str | os.PathLike):
+    from safetensors.numpy import load_file
+
+    return load_file(str(path))[ARRAY_KEY]

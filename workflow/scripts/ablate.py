@@ -1,7 +1,10 @@
 # rule ablate: causal group ablation of one cell (all conditions batched in one job).
+import torch
+
 from headtrace import ablation, hub, logs, probe, screen, tables
 
 with logs.to_file(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size,

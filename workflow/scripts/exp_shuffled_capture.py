@@ -1,7 +1,10 @@
 # rule shuffled_capture: capture on the position-shuffled probe (noise-floor null).
+import torch
+
 from headtrace import capture, experiments, hub, logs, probe, tables
 
 with logs.to_file(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
     batch = experiments.shuffle_batch(probe.batch_from_table(tables.read(snakemake.input.probe)),
                                       seed=p.shuffle_seed, keep_first=p.keep_first)

@@ -1,9 +1,12 @@
 # rule train_shift: continue a toy model's final checkpoint on a second corpus (data shift).
 from pathlib import Path
 
+import torch
+
 from headtrace import experiments, logs, toy
 
 with logs.to_file(snakemake.log[0]):
+    torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p = snakemake.params
     init_from = Path(snakemake.input.base) / p.base_final
     kwargs = experiments.shift_train_kwargs(p.family, p.train, p.revisions, str(init_from))

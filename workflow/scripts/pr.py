@@ -1,8 +1,8 @@
 # rule pr: participation ratio per head from the captured per-head outputs.
-from headtrace import capture, logs, spectral, tables
+from headtrace import logs, spectral, tables
 
 with logs.to_file(snakemake.log[0]):
-    head_outputs = capture.load_head_outputs(snakemake.input.head_outputs)
+    head_outputs = tables.read_array(snakemake.input.head_outputs)
     pr = spectral.pr_per_head(head_outputs, center=snakemake.params.center)
     tables.write(spectral.pr_table(pr, snakemake.wildcards.model, snakemake.wildcards.revision, snakemake.params.tokens),
                  snakemake.output.pr, schema="pr")

@@ -1,0 +1,396 @@
+"""The embedded toy panel: small models of the three families trained from random init on CPU.
+
+Each family is the real Hugging Face class (``GPTNeoXForCausalLM``, ``OlmoForCausalLM``,
+``OlmoeForCausalLM``) at toy size, trained on a synthetic token stream in which copying carries a
+large share of the loss, so an induction circuit forms within a few hundred steps (see
+``/work/shared/TOY-TRAINING.md`` for what was tried on these CPUs). Checkpoints are saved in HF
+format (``config.json`` + ``model.safetensors``) at log-spaced steps as ``out_dir/step{N}/``, so the
+rest of the pipeline reads them exactly like the published revisions.
+
+Data kinds (``make_data``):
+
+``repeat``
+    Every sequence holds a span R of ``repeat_min``..``repeat_max`` (inclusive) uniform random
+    tokens from ``[token_low, token_high)``, immediately repeated (``R R``; ``n_copies`` copies in
+    all, or periodically to the end of the sequence with ``n_copies: fill``), the rest fresh
+    uniform random tokens. The span starts at position 0 (``placement: start``) or at a uniform
+    offset (``placement: random``). Every copy after the first is perfectly predictable by
+    induction at copy distance ``len(R)``; the rest is unpredictable. With ``repeat_prob < 1`` a
+    sequence has no repeat (all random) with probability ``1 - repeat_prob``.
+``zipf``
+    A text-like stream: tokens drawn from a Zipf(``zipf_a``) distribution over
+    ``[token_low, token_high)`` (randomly permuted ranks, fixed by ``vocab_seed``), with
+    ``n_spans`` earlier spans of ``span_min``..``span_max`` tokens copied to later positions (copy
+    distance at least ``min_distance``). Meant for a data-shift continuation (``init_from``).
+``pairs``
+    Uniform random tokens in which ``n_pairs`` bigrams (A B) recur once, ``distance_min``..
+    ``distance_max`` positions later: in-context recall of a single token pair, like the probe.
+``mixture``
+    Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
+
+The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+
+FAMILY_CLASSES = {
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM"),
+    "olmo": ("OlmoConfig", "OlmoForCausalLM"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
+}
+
+# Vocabulary: byte-level, 256 content tokens (0..255) plus BOS (256) and EOS/PAD (257); the default
+# data and probe use the 95 printable bytes [32, 127).
+VOCAB_SIZE = 258
+BOS_TOKEN_ID = 256
+EOS_TOKEN_ID = 257
+
+_REPEAT_DATA = {"kind": "repeat", "token_low": 32, "token_high": 127, "repeat_min": 20, "repeat_max": 63,
+                "n_copies": "fill", "placement": "start", "repeat_prob": 1.0, "bos": False}
+
+# OLMoE also sees in-context bigram recall (the probe's structure), which keeps its layer-1 heads on
+# the token after the earlier occurrence (without it, 3 of 4 seeds solved the probe with near-uniform
+# attention plus the expert MLPs).
+_MIX_DATA = {"kind": "mixture", "token_low": 32, "token_high": 127, "components": [
+    dict(_REPEAT_DATA, weight=0.75),
+    {"kind": "pairs", "token_low": 32, "token_high": 127, "n_pairs": 16, "distance_min": 20, "distance_max": 63,
+     "bos": False, "weight": 0.25},
+]}
+
+DEFAULTS: dict[str, dict] = {
+    "gpt_neox": {
+        "arch": {"n_layers": 2, "d_model": 128, "n_heads": 4, "d_ff": 512, "vocab_size": VOCAB_SIZE,
+                 "max_position_embeddings": 256, "rotary_pct": 1.0},
+        "data": dict(_REPEAT_DATA),
+        "optim": {"lr": 1e-3, "warmup": 100, "batch_size": 32, "seq_len": 128, "weight_decay": 0.01,
+                  "betas": [0.9, 0.95], "grad_clip": 1.0, "schedule": "constant"},
+        "max_steps": 1000,
+    },
+    "olmo": {
+        "arch": {"n_layers": 2, "d_model": 128, "n_heads": 4, "d_ff": 256, "vocab_size": VOCAB_SIZE,
+                 "max_position_embeddings": 256},
+        "data": dict(_REPEAT_DATA),
+        "optim": {"lr": 2e-3, "warmup": 100, "batch_size": 32, "seq_len": 128, "weight_decay": 0.01,
+                  "betas": [0.9, 0.95], "grad_clip": 1.0, "schedule": "constant"},
+        "max_steps": 1000,
+    },
+    "olmoe": {
+        "arch": {"n_layers": 2, "d_model": 128, "n_heads": 4, "d_ff": 128, "vocab_size": VOCAB_SIZE,
+                 "max_position_embeddings": 256, "num_experts": 4, "num_experts_per_tok": 2},
+        "data": dict(_MIX_DATA),
+        "optim": {"lr": 1e-3, "warmup": 100, "batch_size": 32, "seq_len": 128, "weight_decay": 0.01,
+                  "betas": [0.9, 0.95], "grad_clip": 1.0, "schedule": "constant", "qk_norm_lr_mult": 30.0},
+        "max_steps": 1000,
+    },
+}
+
+# Probe settings matched to the toy data (copy distances 20..63 at seq_len 128 -> ab in [64, 108)).
+PROBE = {"n_sequences": 512, "seq_len": 128, "token_low": 32, "token_high": 127, "ab_low": 64, "ab_high": 108}
+
+
+def checkpoint_steps(max_steps: int, n: int = 10) -> list[int]:
+    """``n`` log-spaced integer steps from 0 to ``max_steps`` inclusive, strictly increasing.
+
+    Step 0 is always first and ``max_steps`` last; the steps in between are spaced evenly in
+    log(step) from 1 up (rounded, bumped up where rounding would repeat a step)."""
+    if n < 2:
+        raise ValueError(f"need at least 2 checkpoints (step 0 and the last), got {n}")
+    if max_steps < n - 1:
+        raise ValueError(f"max_steps {max_steps} is too small for {n} distinct checkpoints")
+    inner = np.geomspace(1, max_steps, n - 1)
+    steps = [0]
+    for k, s in enumerate(inner):
+        s = int(round(s))
+        # leave room for the remaining checkpoints below max_steps
+        s = max(s, steps[-1] + 1)
+        s = min(s, max_steps - (n - 2 - k))
+        steps.append(s)
+    steps[-1] = max_steps
+    assert all(a < b for a, b in zip(steps, steps[1:])), steps
+    return steps
+
+
+def build_model(family: str, arch: dict, seed: int) -> transformers.PreTrainedModel:
+    """A freshly initialised causal LM of ``family`` with the toy ``arch`` (seeded)."""
+    if family not in FAMILY_CLASSES:
+        raise ValueError(f"unknown toy family '{family}'; known: {sorted(FAMILY_CLASSES)}")
+    cfg_name, model_name = FAMILY_CLASSES[family]
+    n_heads = int(arch["n_heads"])
+    d_model = int(arch["d_model"])
+    if d_model % n_heads:
+        raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
+    vocab = int(arch.get("vocab_size", VOCAB_SIZE))
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=d_model,
+        num_hidden_layers=int(arch["n_layers"]),
+        num_attention_heads=n_heads,
+        intermediate_size=int(arch.get("d_ff", 4 * d_model)),
+        max_position_embeddings=int(arch.get("max_position_embeddings", 256)),
+        bos_token_id=int(arch.get("bos_token_id", BOS_TOKEN_ID)),
+        eos_token_id=int(arch.get("eos_token_id", EOS_TOKEN_ID)),
+        pad_token_id=int(arch.get("pad_token_id", EOS_TOKEN_ID)),
+        tie_word_embeddings=bool(arch.get("tie_word_embeddings", False)),
+        initializer_range=float(arch.get("initializer_range", 0.02)),
+    )
+    rope = {"rope_type": "default", "rope_theta": float(arch.get("rope_theta", 10000.0))}
+    if family == "gpt_neox":
+        rope["partial_rotary_factor"] = float(arch.get("rotary_pct", 1.0))
+        cfg = transformers.GPTNeoXConfig(**common, rope_parameters=rope,
+                                         use_parallel_residual=bool(arch.get("use_parallel_residual", True)))
+    elif family == "olmo":
+        cfg = transformers.OlmoConfig(**common, rope_parameters=rope, num_key_value_heads=n_heads,
+                                      clip_qkv=arch.get("clip_qkv"))
+    else:
+        cfg = transformers.OlmoeConfig(**common, rope_parameters=rope, num_key_value_heads=n_heads,
+                                       num_experts=int(arch.get("num_experts", 4)),
+                                       num_experts_per_tok=int(arch.get("num_experts_per_tok", 2)),
+                                       router_aux_loss_coef=float(arch.get("router_aux_loss_coef", 0.01)),
+                                       output_router_logits=False, clip_qkv=arch.get("clip_qkv"))
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(cfg)
+    return model
+
+
+def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
+    """One training batch ``(batch_size, seq_len)`` int64 drawn from ``rng`` (see module docstring)."""
+    kind = data.get("kind", "repeat")
+    if kind == "mixture":
+        comps = data["components"]
+        w = np.array([float(c.get("weight", 1.0)) for c in comps])
+        which = rng.choice(len(comps), size=batch_size, p=w / w.sum())
+        out = np.empty((batch_size, seq_len), dtype=np.int64)
+        for k, comp in enumerate(comps):
+            idx = np.flatnonzero(which == k)
+            if idx.size:
+                out[idx] = make_data(comp, int(idx.size), seq_len, rng)
+        return out
+    lo, hi = int(data.get("token_low", 0)), int(data.get("token_high", 256))
+    if hi - lo < 2:
+        raise ValueError(f"data token range [{lo}, {hi}) needs at least two tokens")
+    bos = bool(data.get("bos", False))
+    body = seq_len - 1 if bos else seq_len
+    if kind == "repeat":
+        rmin, rmax = int(data.get("repeat_min", 20)), int(data.get("repeat_max", 63))
+        copies = data.get("n_copies", 2)
+        fill = copies in ("fill", 0, None)
+        copies = 2 if fill else int(copies)
+        if not 1 <= rmin <= rmax or copies < 2 or copies * rmax > body:
+            raise ValueError(f"repeat span {rmin}..{rmax} does not fit {copies} times in {body} tokens")
+        placement = data.get("placement", "start")
+        if placement not in ("start", "random"):
+            raise ValueError(f"unknown repeat placement '{placement}' (start, random)")
+        p = float(data.get("repeat_prob", 1.0))
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        lens = rng.integers(rmin, rmax + 1, size=batch_size)
+        has = rng.random(batch_size) < p
+        offs = rng.random(batch_size)
+        for i in range(batch_size):
+            if not has[i]:
+                continue
+            n = int(lens[i])
+            o = int(offs[i] * (body - copies * n + 1)) if placement == "random" else 0
+            end = body if fill else o + copies * n
+            for k in range(o + n, end, n):
+                m = min(n, end - k)
+                out[i, k:k + m] = out[i, o:o + m]
+    elif kind == "pairs":
+        k_pairs = int(data.get("n_pairs", 8))
+        dmin, dmax = int(data.get("distance_min", 20)), int(data.get("distance_max", 63))
+        if dmax + 2 > body or dmin < 2:
+            raise ValueError(f"pair distances {dmin}..{dmax} do not fit in {body} tokens")
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        for i in range(batch_size):
+            for _ in range(k_pairs):
+                d = int(rng.integers(dmin, dmax + 1))
+                p0 = int(rng.integers(0, body - d - 1))
+                out[i, p0 + d:p0 + d + 2] = out[i, p0:p0 + 2]
+    elif kind == "zipf":
+        a = float(data.get("zipf_a", 1.1))
+        v = hi - lo
+        probs = 1.0 / np.arange(1, v + 1) ** a
+        probs /= probs.sum()
+        perm = np.random.default_rng(int(data.get("vocab_seed", 0))).permutation(v)
+        out = lo + perm[rng.choice(v, size=(batch_size, body), p=probs)].astype(np.int64)
+        smin, smax = int(data.get("span_min", 8)), int(data.get("span_max", 32))
+        dmin = int(data.get("min_distance", 20))
+        for i in range(batch_size):
+            for _ in range(int(data.get("n_spans", 2))):
+                n = int(rng.integers(smin, smax + 1))
+                if 2 * n + dmin > body:
+                    continue
+                src = int(rng.integers(0, body - n - max(n, dmin) + 1))
+                dst = int(rng.integers(src + max(n, dmin), body - n + 1))
+                out[i, dst:dst + n] = out[i, src:src + n]
+    else:
+        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, zipf, mixture)")
+    if bos:
+        out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
+    return out
+
+
+def _lr_at(step: int, optim: dict, max_steps: int) -> float:
+    lr, warm = float(optim["lr"]), int(optim.get("warmup", 0))
+    if warm and step < warm:
+        return lr * (step + 1) / warm
+    if optim.get("schedule", "constant") == "cosine":
+        frac = (step - warm) / max(1, max_steps - warm)
+        floor = float(optim.get("min_lr_frac", 0.1))
+        return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
+    return lr
+
+
+def _save(model: torch.nn.Module, out_dir: Path, step: int) -> Path:
+    final = out_dir / f"step{step}"
+    tmp = out_dir / f".step{step}.tmp{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+    finally:
+        transformers.utils.logging.enable_progress_bar()
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final
+
+
+def train(
+    family: str,
+    out_dir,
+    *,
+    arch: dict,
+    data: dict,
+    optim: dict,
+    max_steps: int,
+    checkpoint_steps: list[int],
+    seed: int = 0,
+    init_from: str | None = None,
+    progress: bool = True,
+) -> list[Path]:
+    """Train a toy model and save ``out_dir/step{N}/`` at every N in ``checkpoint_steps``.
+
+    Step N is the model after N optimizer updates (step 0 = the initialisation, or the
+    ``init_from`` weights; with ``init_from`` steps count from the start of this run and ``arch``
+    is ignored). Deterministic given ``seed`` (model init, data stream), single-threaded use
+    recommended. Returns the checkpoint directories in step order."""
+    steps = sorted(set(int(s) for s in checkpoint_steps))
+    if not steps or steps[0] < 0 or steps[-1] > max_steps:
+        raise ValueError(f"checkpoint steps {checkpoint_steps} must lie in [0, {max_steps}]")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    except Exception:  # pragma: no cover
+        pass
+    if init_from:
+        model = transformers.AutoModelForCausalLM.from_pretrained(init_from)
+        model_family = model.config.model_type
+        if model_family != family:
+            raise ValueError(f"init_from checkpoint is a '{model_family}' model, not '{family}'")
+    else:
+        model = build_model(family, arch, seed)
+    model.train()
+    # Weight decay on matrices only; QK-norm gains (OLMoE's q_norm/k_norm) may get a larger learning
+    # rate (``qk_norm_lr_mult``): with unit gains the attention logits of a 32-dim head are bounded by
+    # sqrt(32) ~ 5.7, so a sharp (induction) pattern needs the gains to grow.
+    decay, no_decay, qk_norm = [], [], []
+    for name, p in model.named_parameters():
+        if "q_norm" in name or "k_norm" in name:
+            qk_norm.append(p)
+        elif p.ndim < 2 or "norm" in name.lower():
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    mult = float(optim.get("qk_norm_lr_mult", 1.0))
+    groups = [{"params": decay, "weight_decay": float(optim.get("weight_decay", 0.0)), "lr_mult": 1.0},
+              {"params": no_decay, "weight_decay": 0.0, "lr_mult": 1.0}]
+    if qk_norm:
+        groups.append({"params": qk_norm, "weight_decay": 0.0, "lr_mult": mult})
+    opt = torch.optim.AdamW(groups, lr=float(optim["lr"]), betas=tuple(optim.get("betas", (0.9, 0.95))),
+                            eps=float(optim.get("eps", 1e-8)))
+    rng = np.random.default_rng(seed)
+    bs, sl = int(optim.get("batch_size", 32)), int(optim.get("seq_len", 128))
+    clip = optim.get("grad_clip")
+    log_every = int(optim.get("log_every", 50))
+    saved: list[Path] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=max_steps, desc=f"toy {family}", file=sys.stderr, mininterval=5.0)
+    t0, ema = time.time(), None
+    for step in range(max_steps + 1):
+        if step in steps:
+            model.eval()
+            saved.append(_save(model, out_dir, step))
+            model.train()
+        if step == max_steps:
+            break
+        lr = _lr_at(step, optim, max_steps)
+        for g in opt.param_groups:
+            g["lr"] = lr * g["lr_mult"]
+        x = torch.from_numpy(make_data(data, bs, sl, rng))
+        loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), float(clip))
+        opt.step()
+        val = float(loss.detach())
+        ema = val if ema is None else 0.95 * ema + 0.05 * val
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{ema:.3f}", refresh=False)
+        if log_every and (step + 1) % log_every == 0:
+            print(f"[toy {family}] step {step + 1}/{max_steps} loss {val:.4f} (ema {ema:.4f}) "
+                  f"{time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+    if bar is not None:
+        bar.close()
+    return saved
+
+
+def train_revisions(family: str, out_dir, *, revisions: list[str], overrides: dict | None = None,
+                    progress: bool = True) -> list[Path]:
+    """The train_toy rule's entry point: train ``family`` with ``DEFAULTS[family]`` updated by the
+    config's ``train:`` block (``arch``, ``data``, ``optim`` merged key by key; ``seed``) up to the
+    last revision's step, saving one checkpoint per revision (revisions are named ``step<N>``)."""
+    from headtrace.revisions import parse_step
+
+    if family not in DEFAULTS:
+        raise ValueError(f"no toy recipe for family '{family}'; known: {sorted(DEFAULTS)}")
+    steps = [parse_step(r) for r in revisions]
+    bad = [r for r, s in zip(revisions, steps) if s is None]
+    if bad:
+        raise ValueError(f"toy revisions must be named step<N>, got {bad}")
+    overrides = dict(overrides or {})
+    recipe = DEFAULTS[family]
+    unknown = set(overrides) - {"arch", "data", "optim", "seed", "max_steps"}
+    if unknown:
+        raise ValueError(f"unknown keys in the toy train block: {sorted(unknown)}")
+    max_steps = max(steps)
+    if overrides.get("max_steps") not in (None, max_steps):
+        raise ValueError(f"train.max_steps {overrides['max_steps']} differs from the last revision's step {max_steps}")
+    return train(
+        family,
+        out_dir,
+        arch={**recipe["arch"], **overrides.get("arch", {})},
+        data={**recipe["data"], **overrides.get("data", {})},
+        optim={**recipe["optim"], **overrides.get("optim", {})},
+        max_steps=max_steps,
+        checkpoint_steps=steps,
+        seed=int(overrides.get("seed", 0)),
+        progress=progress,
+    )

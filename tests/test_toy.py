@@ -1,0 +1,108 @@
+"""The toy-panel trainer: checkpoint schedule, data generator, and short training runs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from safetensors.torch import load_file
+
+from headtrace import toy
+
+FAMILIES = ("gpt_neox", "olmo", "olmoe")
+TINY_ARCH = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy.VOCAB_SIZE,
+             "max_position_embeddings": 64, "num_experts": 2, "num_experts_per_tok": 1, "rotary_pct": 1.0}
+TINY_OPTIM = {"lr": 1e-3, "warmup": 2, "batch_size": 4, "seq_len": 32, "weight_decay": 0.01, "log_every": 0}
+TINY_DATA = {"kind": "repeat", "token_low": 0, "token_high": 256, "repeat_min": 4, "repeat_max": 10}
+
+
+@pytest.mark.parametrize("max_steps,n", [(9, 10), (10, 10), (100, 10), (1000, 10), (1500, 10), (50, 5), (1, 2)])
+def test_checkpoint_steps(max_steps, n):
+    steps = toy.checkpoint_steps(max_steps, n)
+    assert len(steps) == n
+    assert steps[0] == 0 and steps[-1] == max_steps
+    assert all(isinstance(s, int) for s in steps)
+    assert all(a < b for a, b in zip(steps, steps[1:]))
+
+
+def test_checkpoint_steps_log_spaced():
+    steps = toy.checkpoint_steps(1000)
+    ideal = np.geomspace(1, 1000, 9)  # after step 0, evenly spaced in log(step)
+    assert all(abs(s - i) <= max(1.0, 0.05 * i) for s, i in zip(steps[1:], ideal))
+
+
+def test_checkpoint_steps_rejects_too_few():
+    with pytest.raises(ValueError):
+        toy.checkpoint_steps(5, 10)
+
+
+def test_make_data_repeat_invariants_and_determinism():
+    data = dict(toy.DEFAULTS["gpt_neox"]["data"])
+    a = toy.make_data(data, 16, 128, np.random.default_rng(3))
+    b = toy.make_data(data, 16, 128, np.random.default_rng(3))
+    c = toy.make_data(data, 16, 128, np.random.default_rng(4))
+    assert a.shape == (16, 128) and a.dtype == np.int64
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert a.min() >= data["token_low"] and a.max() < data["token_high"]
+    for row in a:  # every sequence starts R R with |R| in [repeat_min, repeat_max]
+        ok = [n for n in range(data["repeat_min"], data["repeat_max"] + 1) if np.array_equal(row[:n], row[n:2 * n])]
+        assert ok
+
+
+def test_make_data_bos_and_zipf():
+    d = {"kind": "repeat", "repeat_min": 5, "repeat_max": 9, "bos": True}
+    x = toy.make_data(d, 4, 40, np.random.default_rng(0))
+    assert x.shape == (4, 40) and (x[:, 0] == toy.BOS_TOKEN_ID).all()
+    z = {"kind": "zipf", "token_low": 0, "token_high": 256, "zipf_a": 1.1, "n_spans": 2, "span_min": 8,
+         "span_max": 16, "min_distance": 20}
+    y1 = toy.make_data(z, 8, 128, np.random.default_rng(1))
+    y2 = toy.make_data(z, 8, 128, np.random.default_rng(1))
+    assert np.array_equal(y1, y2) and y1.shape == (8, 128)
+    assert y1.min() >= 0 and y1.max() < 256
+    counts = np.bincount(y1.ravel(), minlength=256)
+    assert counts.max() > 20 * np.median(counts[counts > 0]) / 4  # skewed, text-like
+    with pytest.raises(ValueError):
+        toy.make_data({"kind": "nope"}, 2, 16, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_build_model_family(family):
+    m = toy.build_model(family, TINY_ARCH, seed=0)
+    assert type(m).__name__ == toy.FAMILY_CLASSES[family][1]
+    assert m.config.vocab_size == toy.VOCAB_SIZE and m.config.bos_token_id == toy.BOS_TOKEN_ID
+    m2 = toy.build_model(family, TINY_ARCH, seed=0)
+    for (k, v), (_, w) in zip(m.state_dict().items(), m2.state_dict().items()):
+        assert torch.equal(v, w), k
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_train_saves_loadable_deterministic_checkpoints(family, tmp_path):
+    steps = toy.checkpoint_steps(6, 4)
+    kw = dict(arch=TINY_ARCH, data=TINY_DATA, optim=TINY_OPTIM, max_steps=6, checkpoint_steps=steps, seed=1,
+              progress=False)
+    dirs = toy.train(family, tmp_path / "a", **kw)
+    assert [d.name for d in dirs] == [f"step{s}" for s in steps]
+    for d in dirs:
+        assert (d / "config.json").is_file() and (d / "model.safetensors").is_file()
+        assert not list(d.glob("*.bin"))
+    assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]  # no tmp dirs left
+    m = transformers.AutoModelForCausalLM.from_pretrained(dirs[-1])
+    assert type(m).__name__ == toy.FAMILY_CLASSES[family][1]
+    w0, w_last = load_file(dirs[0] / "model.safetensors"), load_file(dirs[-1] / "model.safetensors")
+    assert any(not torch.equal(w0[k], w_last[k]) for k in w0)  # it trained
+    dirs_b = toy.train(family, tmp_path / "b", **kw)
+    w_b = load_file(dirs_b[-1] / "model.safetensors")
+    assert w_last.keys() == w_b.keys()
+    for k in w_last:
+        assert torch.equal(w_last[k], w_b[k]), k
+
+
+def test_train_init_from_continues(tmp_path):
+    kw = dict(arch=TINY_ARCH, optim=TINY_OPTIM, max_steps=3, checkpoint_steps=[0, 3], seed=0, progress=False)
+    first = toy.train("olmo", tmp_path / "a", data=TINY_DATA, **kw)
+    zipf = {"kind": "zipf", "token_low": 0, "token_high": 256, "span_min": 4, "span_max": 8, "min_distance": 8}
+    cont = toy.train("olmo", tmp_path / "b", data=zipf, init_from=str(first[-1]), **kw)
+    a, b = load_file(first[-1] / "model.safetensors"), load_file(cont[0] / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(ValueError):
+        toy.train("gpt_neox", tmp_path / "c", data=TINY_DATA, init_from=str(first[-1]), **kw)

@@ -43,7 +43,9 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             f"{final['n_bos']:>4}/{final['n_heads']:<4}"
         )
         v = verdicts.get((model, final["revision"]))
-        if v is not None:
+        if v is not None and not v["n_heads"]:
+            lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
+        elif v is not None:
             lines.append(
                 f"{'':<4}final ablation: top-1 {v['baseline_top1']:.1%} -> circuit {v['ablated_top1']:.1%}, "
                 f"matched-random mean {v['baseline_top1'] - v['random_effect_mean']:.1%}, "

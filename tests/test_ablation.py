@@ -244,12 +244,12 @@ def test_verdict_known_answers():
     draws = [0.38, 0.40, 0.42, 0.36, 0.40] * 4  # 20 draws, mean 0.392 -> random effect 0.008
     rows = [{"condition": "baseline", "top1": 0.40},
             {"condition": "circuit", "top1": 0.02, "heads": ["L1H0", "L1H1"]},
-            *({"condition": "matched_random", "draw": i + 1, "top1": t, "heads": ["L1H2", "L1H3"]}
+            *({"condition": "matched_random", "draw": i + 1, "top1": t, "heads": [f"L1H{i + 2}", f"L1H{i + 3}"]}
               for i, t in enumerate(draws)),
             {"condition": "upper_bound", "top1": 0.01, "heads": ["L1H0", "L1H1", "L1H2", "L1H3"]},
             {"condition": "final_circuit", "top1": 0.37, "heads": ["L1H0"]},
             {"condition": "previous_token_circuit", "top1": 0.10, "heads": ["L0H0"]},
-            *({"condition": "previous_token_matched_random", "draw": i + 1, "top1": t, "heads": ["L0H1"]}
+            *({"condition": "previous_token_matched_random", "draw": i + 1, "top1": t, "heads": [f"L0H{i + 1}"]}
               for i, t in enumerate([0.05] + [0.40] * 19)),
             {"condition": "previous_token_upper_bound", "top1": 0.30, "heads": ["L0H0", "L0H1"]}]
     v = {r["circuit"]: r for r in tables.conform(ablation.verdict(table_of(rows)), "verdict").iter_rows(named=True)}
@@ -269,20 +269,20 @@ def test_verdict_known_answers():
 def test_verdict_edge_cases():
     # random draws do nothing: effect_vs_random = inf, still causal
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
-            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": ["L0H1"]} for i in range(20)),
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{i + 1}"]} for i in range(20)),
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
     c = ablation.verdict(table_of(rows)).row(0, named=True)
     assert math.isinf(c["effect_vs_random"]) and c["p_value"] == pytest.approx(1 / 21) and c["causal"]
     # baseline 0 (early revision): nothing to lose, never causal, NaN ratio, no saturation
     rows = [{"condition": "baseline", "top1": 0.0}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
-            *({"condition": "matched_random", "draw": i + 1, "top1": 0.0, "heads": ["L0H1"]} for i in range(20)),
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.0, "heads": [f"L0H{i + 1}"]} for i in range(20)),
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
     c = ablation.verdict(table_of(rows)).row(0, named=True)
     assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
     assert not c["upper_bound_saturates"]
     # too few draws: p can never reach 0.05
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
-            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": ["L0H1"]} for i in range(5))]
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{i + 1}"]} for i in range(5))]
     c = ablation.verdict(table_of(rows)).row(0, named=True)
     assert c["p_value"] == pytest.approx(1 / 6) and not c["causal"]
     assert c["upper_bound_top1"] == 0.5  # no upper-bound row: ablating nothing
@@ -296,4 +296,17 @@ def test_end_to_end_verdict_on_copy_task():
     v = ablation.verdict(ablation.ablation_table(res, "toy", "final", 10))
     c = v.filter(pl.col("circuit") == "circuit").row(0, named=True)
     assert c["baseline_top1"] == 1.0 and c["ablated_top1"] == 0.0 and c["random_effect_mean"] == 0.0
-    assert c["causal"] and c["upper_bound_saturates"]
+    assert c["upper_bound_saturates"]
+    # Two heads a layer: every matched-random draw is the one free head, i.e. one comparison, not
+    # twenty, so the permutation p-value is 1/2 and the circuit cannot be called causal.
+    assert c["n_random"] == 20 and c["n_distinct_draws"] == 1
+    assert c["p_value"] == 0.5 and not c["causal"]
+
+
+def test_repeated_draws_count_once_in_the_p_value():
+    rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{1 + i % 3}"]}
+              for i in range(20)),
+            {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1", "L0H2", "L0H3"]}]
+    v = ablation.verdict(table_of(rows)).row(0, named=True)
+    assert v["n_distinct_draws"] == 3 and v["p_value"] == 0.25 and not v["causal"]

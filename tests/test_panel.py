@@ -51,6 +51,7 @@ def test_probe_settings_merge_model_over_global():
         (lambda c: c["probe"].update(ab_range=[20, 200]), "probe.ab_range"),
         (lambda c: c["models"]["olmo-1b-0724-published"].update(revisions=["main"]), "olmo-1b-0724-published.revisions"),
         (lambda c: c["probe"].update(prepend_bos=True), "bos_token_id"),
+        (lambda c: c["models"]["toy-olmo"].update(revisions=["step0", "step1000", "step422"]), "models.toy-olmo.revisions: not in training order"),
     ],
 )
 def test_bad_config_names_the_culprit(mutate, message):

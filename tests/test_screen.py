@@ -51,3 +51,11 @@ def test_thresholds_are_configurable_and_checked():
     assert screen.screen(att, induction_threshold=40)["in_induction_circuit"][0]
     with pytest.raises(ValueError, match="baseline"):
         screen.screen(att, baseline="median")
+
+
+def test_nan_selectivity_is_unknown_not_large():
+    # No valid sequence -> induction mass NaN; it must not enter the circuit (polars orders NaN high).
+    att = attention_rows([{"attn_induction": float("nan"), "attn_self": 0.5, "attn_baseline_sampled": 0.01}])
+    s = screen.screen(att)
+    assert s["sel_induction"][0] is None
+    assert not s["in_induction_circuit"][0] and s["best_class"][0] == "self"

@@ -40,8 +40,11 @@ baseline pass instead of recomputing it).
   ``baseline_top1 - draw_top1``; ``effect_vs_random = effect / random_effect_mean`` with IEEE
   division (``inf`` when the random mean is 0 and the effect positive, ``NaN`` when both are 0,
   negative when random draws *help*; ``NaN`` without draws).
-- ``p_value = (1 + #{draws with effect >= circuit effect}) / (1 + K)`` (the empirical permutation
-  p-value, counting the circuit itself; with K = 20 its minimum is 1/21 ~ 0.048). ``NaN`` when the
+- ``p_value = (1 + #{distinct draws with effect >= circuit effect}) / (1 + K_distinct)`` (the
+  empirical permutation p-value, counting the circuit itself, over the *distinct* head sets among
+  the K draws — repeated draws, forced when a layer has few free heads, are one comparison; with
+  20 distinct draws its minimum is 1/21 ~ 0.048, so a circuit whose layers leave fewer than 19
+  distinct matched sets cannot be called causal: ``n_distinct_draws`` says so). ``NaN`` when the
   circuit is empty or there are no draws (the placeholder ``draw`` 0 row is not a draw).
 - ``upper_bound_saturates``: ``baseline_top1 > 0`` and ``upper_bound_top1 <= 0.1 * baseline_top1``
   (``saturation_fraction``).
@@ -482,7 +485,7 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
         {
             "model": [model_name] * len(results),
             "revision": [revision] * len(results),
-            "tokens": [int(tokens)] * len(results),
+            "tokens": [None if tokens is None else int(tokens)] * len(results),
             "condition": [r["name"] for r in results],
             "draw": [int(r["draw"]) for r in results],
             "n_heads": [int(r["n_heads"]) for r in results],
@@ -532,10 +535,17 @@ def verdict(
                 r_top1 = float(np.mean(dtop))
                 with np.errstate(divide="ignore", invalid="ignore"):
                     ratio = float(np.float64(effect) / np.float64(r_mean))
+                # The p-value counts *distinct* head sets: when a layer has few free heads the draws
+                # repeat (4 heads a layer, a 3-head circuit: every draw is the one free head), and
+                # K copies of one comparison are not K draws.
+                distinct = draws.unique(subset=["heads"], keep="first", maintain_order=True)
+                k_distinct = distinct.height
+                dtop_distinct = distinct["top1"].to_numpy().astype(float)
                 # draw effect >= circuit effect  <=>  draw top1 <= circuit top1 (exact, no rounding)
-                p = (1 + int((dtop <= a).sum())) / (1 + k) if n_heads else math.nan
+                p = (1 + int((dtop_distinct <= a).sum())) / (1 + k_distinct) if n_heads else math.nan
             else:
                 r_mean = r_top1 = ratio = p = math.nan
+                k_distinct = 0
             causal = bool(
                 n_heads > 0 and effect > 0 and a <= max_ablated_fraction * b
                 and not math.isnan(p) and p <= alpha
@@ -546,9 +556,11 @@ def verdict(
                 "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b, "ablated_top1": a,
                 "effect": effect, "random_effect_mean": r_mean, "effect_vs_random": ratio, "p_value": p,
                 "upper_bound_top1": ub, "upper_bound_saturates": bool(b > 0 and ub <= saturation_fraction * b),
-                "causal": causal, "control": rname, "n_random": k, "random_top1_mean": r_top1,
+                "causal": causal, "control": rname, "n_random": k, "n_distinct_draws": k_distinct,
+                "random_top1_mean": r_top1,
             })
-    schema = {**tables.SCHEMAS["verdict"], "control": pl.String, "n_random": pl.Int32, "random_top1_mean": pl.Float64}
+    schema = {**tables.SCHEMAS["verdict"], "control": pl.String, "n_random": pl.Int32, "n_distinct_draws": pl.Int32,
+              "random_top1_mean": pl.Float64}
     if not rows:
         return pl.DataFrame(schema=schema)
     return tables.conform(pl.DataFrame(rows, schema=schema), "verdict")

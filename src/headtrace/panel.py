@@ -108,7 +108,13 @@ def check(config: dict) -> None:
         for revision in spec["revisions"]:
             if source == "toy" and revs.parse_step(revision) is None:
                 raise ConfigError(f"{where}.revisions: toy revision '{revision}' must be named step<N>")
-            cell_tokens(config, model, revision)
+        # The last listed revision is the final one (ablation, F4/F5): the list must be in training order.
+        tokens = [cell_tokens(config, model, r) for r in spec["revisions"]]
+        known = [(r, t) for r, t in zip(spec["revisions"], tokens) if t is not None]
+        for (r0, t0), (r1, t1) in zip(known, known[1:]):
+            if t1 <= t0:
+                raise ConfigError(f"{where}.revisions: not in training order ('{r1}' has {t1} tokens, "
+                                  f"not more than '{r0}' with {t0}); list them oldest first")
         p = probe_settings(config, model)
         lo, hi = p["token_range"]
         if hi - lo < 2:

@@ -54,6 +54,9 @@ def classify_table(df: pl.DataFrame, *, class_threshold: float = 30.0, induction
     has the six ``sel_<class>`` columns (pipeline screens and published screens alike)."""
     if class_threshold <= 0 or induction_threshold <= 0:
         raise ValueError("screen thresholds must be positive")
+    # A NaN selectivity (no valid sequence, an fp16 overflow) is unknown, not large: polars
+    # orders NaN above every number, so make it null before any comparison.
+    df = df.with_columns([pl.col(f"sel_{c}").fill_nan(None) for c in CLASS_COLUMNS])
     sel = [pl.col(f"sel_{c}") for c in CLASS_COLUMNS]
     best = pl.max_horizontal(sel)
     # First class (in CLASSES order) whose selectivity equals the maximum: ties -> earlier class.

@@ -95,7 +95,7 @@ def pr_table(pr: np.ndarray, model_name: str, revision: str, tokens: int) -> pl.
     df = pl.DataFrame({
         "model": [model_name] * n_rows,
         "revision": [revision] * n_rows,
-        "tokens": np.full(n_rows, tokens, np.int64),
+        "tokens": pl.Series([tokens] * n_rows, dtype=pl.Int64),  # null when unknown
         "layer": layer.ravel().astype(np.int32),
         "head": head.ravel().astype(np.int32),
         "pr": pr.ravel(),

@@ -44,7 +44,6 @@ rule figures:
     """The findings figures (and the ablation figure when the panel ran ablations)."""
     input:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
-        ablations=run_model_ablations,
     output:
         **{
             name: report(

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import polars as pl
 
-from headtrace.probe import CLASSES, UNCLASSIFIED
+from headtrace.probe import CLASSES
+from headtrace.screen import classify_table
 from headtrace.tables import CLASS_COLUMNS, SCHEMAS, conform
 
 RESULTS = Path("cross_architecture") / "results"
@@ -47,35 +48,6 @@ _STEP = re.compile(r"^step(\d+)")
 def default_reference_dir() -> Path:
     """``resources/reference/spectral-probe-circuits`` of this checkout."""
     return Path(__file__).resolve().parents[2] / "resources" / "reference" / "spectral-probe-circuits"
-
-
-# ---------------------------------------------------------------------------------------------
-# classification rule (the pipeline's; imported from headtrace.screen when it is importable)
-
-
-def _classify_table_local(df: pl.DataFrame, *, class_threshold: float = 30.0,
-                          induction_threshold: float = 50.0) -> pl.DataFrame:
-    """Same rule as ``headtrace.screen.classify_table``: best = arg-max of the six selectivities in
-    ``probe.CLASSES`` order (ties -> first in that order; null selectivities never win),
-    classification = best if best_selectivity >= class_threshold else "unclassified",
-    in_induction_circuit = sel_induction >= induction_threshold."""
-    cols = [f"sel_{c}" for c in CLASS_COLUMNS]
-    best_sel = pl.max_horizontal(cols)
-    best = pl.lit(None, dtype=pl.String)
-    for cls, col in reversed(list(zip(CLASSES, cols))):  # first class in order wins ties
-        best = pl.when(pl.col(col) == best_sel).then(pl.lit(cls)).otherwise(best)
-    df = df.with_columns(best_selectivity=best_sel, best_class=best)
-    return df.with_columns(
-        classification=pl.when(pl.col("best_selectivity") >= class_threshold)
-        .then(pl.col("best_class")).otherwise(pl.lit(UNCLASSIFIED)),
-        in_induction_circuit=(pl.col("sel_induction") >= induction_threshold).fill_null(False),
-    )
-
-
-try:  # the lead's implementation is authoritative once it exists
-    from headtrace.screen import classify_table  # type: ignore[attr-defined]
-except Exception:  # noqa: BLE001 - screen.py absent or not importable here
-    classify_table = _classify_table_local
 
 
 # ---------------------------------------------------------------------------------------------

@@ -278,11 +278,8 @@ def write_findings(traj: pl.DataFrame, out_dir, **params) -> dict[str, Path]:
 
 
 def write(traj: pl.DataFrame, path, **params) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(render(traj, **params))
-    tmp.replace(path)
+    """Write summary.md for ``traj`` atomically."""
+    tables.write_text(render(traj, **params), path)
 
 
 def main(argv=None) -> None:

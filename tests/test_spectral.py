@@ -104,3 +104,9 @@ def test_pr_table_schema():
     assert df.height == 6
     assert df.filter((df["layer"] == 1) & (df["head"] == 2))["pr"].item() == 6.0
     assert df["tokens"].unique().to_list() == [2_097_152]
+
+
+def test_pr_over_the_first_n_sequences():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 1, 2, 8)).astype(np.float32)
+    assert np.allclose(spectral.pr_per_head(x, n_sequences=10), spectral.pr_per_head(x[:10]))

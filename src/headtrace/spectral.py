@@ -53,13 +53,19 @@ def participation_ratio(matrix, center: bool = False) -> float:
     return float(_entropy_rank(s * s))
 
 
-def pr_per_head(head_outputs: np.ndarray, center: bool = False, method: str = "gram") -> np.ndarray:
+def pr_per_head(head_outputs: np.ndarray, center: bool = False, method: str = "gram",
+                n_sequences: int | None = None) -> np.ndarray:
     """PR of every head: ``head_outputs`` (N, L, H, D) -> (L, H) float64.
+
+    ``n_sequences``: use only the first n probe sequences (the paper's PR pass used 500 of the
+    batch; None, the default, uses all N as the author's screen does).
 
     ``method="gram"`` (default): eigenvalues of each head's Gram matrix in float64, batched per layer.
     ``method="svd"``: the author's fp32 SVD, batched over heads (slower; for checking).
     """
     x = np.asarray(head_outputs)
+    if n_sequences is not None:
+        x = x[:n_sequences]
     if x.ndim != 4:
         raise ValueError(f"head_outputs must be (n_sequences, n_layers, n_heads, d_head), got {x.shape}")
     n, n_layers, n_heads, d = x.shape

@@ -60,6 +60,7 @@ rule pr:
     params:
         tokens=tokens_param,
         center=config["capture"]["pr_center"],
+        n_sequences=config["capture"]["pr_n_sequences"],
     resources:
         mem_mb=2000,
         runtime=20,

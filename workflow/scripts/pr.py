@@ -3,6 +3,7 @@ from headtrace import logs, spectral, tables
 
 with logs.to_file(snakemake.log[0]):
     head_outputs = tables.read_array(snakemake.input.head_outputs)
-    pr = spectral.pr_per_head(head_outputs, center=snakemake.params.center)
+    pr = spectral.pr_per_head(head_outputs, center=snakemake.params.center,
+                              n_sequences=snakemake.params.n_sequences)
     tables.write(spectral.pr_table(pr, snakemake.wildcards.model, snakemake.wildcards.revision, snakemake.params.tokens),
                  snakemake.output.pr, schema="pr")

@@ -49,7 +49,8 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             lines.append(
                 f"{'':<4}final ablation: top-1 {v['baseline_top1']:.1%} -> circuit {v['ablated_top1']:.1%}, "
                 f"matched-random mean {v['baseline_top1'] - v['random_effect_mean']:.1%}, "
-                f"upper bound {v['upper_bound_top1']:.1%}, p={v['p_value']:.3f}, causal: {'yes' if v['causal'] else 'no'}"
+                f"upper bound {v['upper_bound_top1']:.1%}, p={v['p_value']:.3f} over {v.get('n_distinct_draws', '?')} distinct "
+                f"draws, causal: {'yes' if v['causal'] else 'no'}"
             )
     summary_md = results / "findings" / "summary.md"
     lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]

@@ -27,6 +27,7 @@ from pathlib import Path
 import polars as pl
 
 from headtrace.probe import CLASSES
+from headtrace.revisions import parse_step, parse_tokens
 from headtrace.screen import classify_table
 from headtrace.tables import CLASS_COLUMNS, SCHEMAS, conform
 
@@ -41,8 +42,6 @@ PUBLISHED: dict[str, tuple[str, str]] = {
     "olmoe": ("olmoe", "olmoe_phase1_trajectory.json"),
 }
 _HEAD_KEY = re.compile(r"^L(\d+)_H(\d+)$")
-_TOKENS_B = re.compile(r"-tokens(\d+(?:\.\d+)?)B$")
-_STEP = re.compile(r"^step(\d+)")
 
 
 def default_reference_dir() -> Path:
@@ -101,10 +100,10 @@ def published_revisions(reference_dir, published_model: str) -> list[str]:
 
 
 def _step(revision: str) -> int:
-    m = _STEP.match(revision)
-    if not m:
+    step = parse_step(revision)
+    if step is None:
         raise ValueError(f"revision {revision!r} is not of the form step<N>[-tokens<T>B]")
-    return int(m.group(1))
+    return step
 
 
 def reference_tokens(published_model: str, revision: str) -> int | None:
@@ -113,8 +112,7 @@ def reference_tokens(published_model: str, revision: str) -> int | None:
     _check_model(published_model)
     if published_model == "pythia1b":
         return _step(revision) * PYTHIA_TOKENS_PER_STEP
-    m = _TOKENS_B.search(revision)
-    return None if m is None else int(round(float(m.group(1)) * 1e9))
+    return parse_tokens(revision)
 
 
 def _parse_head(key: str) -> tuple[int, int]:

@@ -245,10 +245,13 @@ def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 
 
 def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
            found_threshold: float | None = None, sharp_share: float = 0.5,
-           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0) -> str:
-    """The whole summary.md text for the models in ``traj``."""
+           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0,
+           findings: dict[str, pl.DataFrame] | None = None) -> str:
+    """The whole summary.md text for the models in ``traj`` (``findings``: the tables of
+    ``trajectories.all_findings`` with the same parameters, when already computed)."""
     found = class_threshold if found_threshold is None else found_threshold
-    F = T.all_findings(traj, class_threshold, induction_threshold, found, sharp_share, pr_rise_rule, pr_rise_factor)
+    F = findings if findings is not None else T.all_findings(
+        traj, class_threshold, induction_threshold, found, sharp_share, pr_rise_rule, pr_rise_factor)
     head = ["# When do attention circuits form? — findings\n",
             f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
             f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.trajectories`; "
@@ -263,12 +266,17 @@ def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshol
     ])
 
 
-def write_findings(traj: pl.DataFrame, out_dir, **params) -> dict[str, Path]:
+def findings_tables(traj: pl.DataFrame, **params) -> dict[str, pl.DataFrame]:
+    """``trajectories.all_findings`` with the workflow's parameter names (defaults as ``render``)."""
+    return T.all_findings(traj, params.get("class_threshold", 30.0), params.get("induction_threshold", 50.0),
+                          params.get("found_threshold"), params.get("sharp_share", 0.5),
+                          params.get("pr_rise_rule", "running_min_ratio"), params.get("pr_rise_factor", 2.0))
+
+
+def write_findings(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame] | None = None,
+                   **params) -> dict[str, Path]:
     """Write every findings table to ``out_dir/{schema}.parquet``; returns the paths."""
-    fthr = params.get("found_threshold")
-    F = T.all_findings(traj, params.get("class_threshold", 30.0), params.get("induction_threshold", 50.0),
-                       fthr, params.get("sharp_share", 0.5), params.get("pr_rise_rule", "running_min_ratio"),
-                       params.get("pr_rise_factor", 2.0))
+    F = findings if findings is not None else findings_tables(traj, **params)
     paths = {}
     for name, df in F.items():
         p = Path(out_dir) / f"{name}.parquet"

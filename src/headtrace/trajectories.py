@@ -20,15 +20,14 @@ Definitions (documented choices are marked *choice*):
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import polars as pl
 
+from headtrace.revisions import parse_step
 from headtrace.tables import SCHEMAS, conform
 
 KEY = ["model", "revision", "tokens", "layer", "head"]
-_STEP = re.compile(r"step(\d+)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,8 +35,7 @@ _STEP = re.compile(r"step(\d+)")
 
 
 def _step_of(revision: str | None) -> int | None:
-    m = _STEP.search(revision or "")
-    return int(m.group(1)) if m else None
+    return parse_step(revision or "")
 
 
 def revision_order(df: pl.DataFrame) -> pl.DataFrame:

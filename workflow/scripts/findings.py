@@ -5,8 +5,9 @@ from headtrace import logs, summary, tables
 
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
-    summary.write_findings(traj, Path(snakemake.output.summary).parent, **snakemake.params)
-    text = summary.render(traj, **snakemake.params)
+    findings = summary.findings_tables(traj, **snakemake.params)  # computed once, written and rendered
+    summary.write_findings(traj, Path(snakemake.output.summary).parent, findings=findings)
+    text = summary.render(traj, findings=findings, **snakemake.params)
     if snakemake.input.experiments:
         text += "\n" + Path(snakemake.input.experiments[0]).read_text()
     tables.write_text(text, snakemake.output.summary)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from headtrace.heads import head_name  # noqa: F401  (re-exported: tables name heads)
 from headtrace.probe import CLASSES
 
 CLASS_COLUMNS = [c.replace("-", "_") for c in CLASSES]  # induction, duplicate_token, ...
@@ -245,11 +246,6 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_samples": pl.Int32,
     },
 }
-
-
-def head_name(layer: int, head: int) -> str:
-    """The paper's head label, e.g. L4H4."""
-    return f"L{layer}H{head}"
 
 
 def conform(df: pl.DataFrame, schema: str) -> pl.DataFrame:

@@ -106,3 +106,32 @@ def test_train_init_from_continues(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     with pytest.raises(ValueError):
         toy.train("gpt_neox", tmp_path / "c", data=TINY_DATA, init_from=str(first[-1]), **kw)
+
+
+def test_pool_steps_contains_revisions_and_is_denser():
+    revs = ["step0", "step100", "step250", "step333", "step1000"]
+    pool = toy.pool_steps(1000, revs, 30)
+    assert pool == sorted(set(pool)) and pool[0] == 0 and pool[-1] == 1000
+    assert {0, 100, 250, 333, 1000} <= set(pool)
+    assert set(toy.checkpoint_steps(1000, 30)) <= set(pool)
+    assert len(pool) >= 30 and len(pool) <= 30 + len(revs)
+    assert toy.pool_steps(1000, revs, 30) == pool  # pure
+    # between two revisions the pool offers intermediate steps (for refinement)
+    assert [s for s in pool if 100 < s < 250]
+    assert toy.pool_steps(1000, revs, 0) == [0, 100, 250, 333, 1000]
+    assert toy.pool_steps(1000, [0, 1000], [5, 7, 500]) == [0, 5, 7, 500, 1000]
+    assert toy.pool_steps(5, ["step5"], 30) == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("revs,pool", [(["final"], 10), (["step2000"], 10), (["step10"], 1), (["step10"], [11])])
+def test_pool_steps_rejects_bad_input(revs, pool):
+    with pytest.raises(ValueError):
+        toy.pool_steps(1000 if revs != ["step10"] else 10, revs, pool)
+
+
+def test_train_revisions_saves_the_pool(tmp_path):
+    over = {"arch": TINY_ARCH, "data": TINY_DATA, "optim": TINY_OPTIM}
+    dirs = toy.train_revisions("gpt_neox", tmp_path, revisions=["step0", "step5", "step8"], overrides=over,
+                               pool=[2, 3], progress=False)
+    assert [d.name for d in dirs] == ["step0", "step2", "step3", "step5", "step8"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(d.name for d in dirs)

@@ -120,6 +120,45 @@ def checkpoint_steps(max_steps: int, n: int = 10) -> list[int]:
     return steps
 
 
+DEFAULT_POOL = 30
+
+
+def pool_steps(max_steps: int, revisions, pool=DEFAULT_POOL) -> list[int]:
+    """Every step ``train_toy`` saves: the configured revisions plus a denser candidate pool.
+
+    ``revisions`` are the panel's revisions (names ``step<N>`` or ints); ``pool`` is either a
+    number of log-spaced steps (``checkpoint_steps(max_steps, pool)``; 0 or None: no extra steps)
+    or an explicit list of steps. The result is sorted, duplicate-free, starts at 0 and ends at
+    ``max_steps``, and contains every revision's step (the panel is a subset of the pool), so a
+    refinement round can add any pool step between two revisions without retraining. Pure: the
+    same arguments always give the same steps, so the pool is known before training."""
+    from headtrace.revisions import parse_step
+
+    max_steps = int(max_steps)
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    steps = set()
+    for r in revisions:
+        s = r if isinstance(r, (int, np.integer)) else parse_step(str(r))
+        if s is None:
+            raise ValueError(f"toy revision '{r}' must be named step<N>")
+        if not 0 <= int(s) <= max_steps:
+            raise ValueError(f"toy revision '{r}' lies outside [0, {max_steps}]")
+        steps.add(int(s))
+    if isinstance(pool, (list, tuple)):
+        bad = [s for s in pool if not isinstance(s, (int, np.integer)) or not 0 <= int(s) <= max_steps]
+        if bad:
+            raise ValueError(f"toy pool steps {bad} are not integers in [0, {max_steps}]")
+        steps.update(int(s) for s in pool)
+    elif pool:
+        n = int(pool)
+        if n < 2:
+            raise ValueError(f"toy pool must be 0 (none) or >= 2 log-spaced steps, got {n}")
+        steps.update(checkpoint_steps(max_steps, min(n, max_steps + 1)))
+    steps.update((0, max_steps))
+    return sorted(steps)
+
+
 def build_model(family: str, arch: dict, seed: int) -> transformers.PreTrainedModel:
     """A freshly initialised causal LM of ``family`` with the toy ``arch`` (seeded)."""
     if family not in FAMILY_CLASSES:
@@ -363,10 +402,11 @@ def train(
 
 
 def train_revisions(family: str, out_dir, *, revisions: list[str], overrides: dict | None = None,
-                    progress: bool = True) -> list[Path]:
+                    pool=DEFAULT_POOL, progress: bool = True) -> list[Path]:
     """The train_toy rule's entry point: train ``family`` with ``DEFAULTS[family]`` updated by the
     config's ``train:`` block (``arch``, ``data``, ``optim`` merged key by key; ``seed``) up to the
-    last revision's step, saving one checkpoint per revision (revisions are named ``step<N>``)."""
+    last revision's step, saving a checkpoint at every step of ``pool_steps(last step, revisions,
+    pool)``: each revision (named ``step<N>``) plus the model's candidate pool for refinement."""
     from headtrace.revisions import parse_step
 
     if family not in DEFAULTS:
@@ -390,7 +430,7 @@ def train_revisions(family: str, out_dir, *, revisions: list[str], overrides: di
         data={**recipe["data"], **overrides.get("data", {})},
         optim={**recipe["optim"], **overrides.get("optim", {})},
         max_steps=max_steps,
-        checkpoint_steps=steps,
+        checkpoint_steps=pool_steps(max_steps, steps, pool),
         seed=int(overrides.get("seed", 0)),
         progress=progress,
     )

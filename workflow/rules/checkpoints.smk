@@ -2,7 +2,7 @@
 
 
 rule train_toy:
-    """Train one toy model from random init and save a checkpoint at each of its revisions."""
+    """Train one toy model from random init; save a checkpoint at each revision and pool step."""
     conda:
         CONDA_ENV
     output:
@@ -14,6 +14,8 @@ rule train_toy:
         train=lambda wc: panel.model_spec(config, wc.model).get("train", {}),
         # Training is one job per model, so it (alone) takes the model's revision list.
         revisions=lambda wc: panel.revisions_of(config, wc.model),
+        # ... and saves a denser pool (toy.pool_steps) in the same directory, for refinement.
+        pool=lambda wc: panel.model_spec(config, wc.model).get("pool", 30),
     threads: 1
     resources:
         mem_mb=2000,

@@ -10,4 +10,5 @@ with logs.to_file(snakemake.log[0]):
         snakemake.output[0],
         revisions=snakemake.params.revisions,
         overrides=snakemake.params.train,
+        pool=snakemake.params.pool,
     )

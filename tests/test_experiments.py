@@ -7,6 +7,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from headtrace import experiment_figures as EF
+from headtrace import experiment_summary as ES
 from headtrace import experiments as E
 from headtrace import probe, tables
 from headtrace.ablation import Condition
@@ -86,7 +88,12 @@ def test_cross_seed_conditions_and_table():
     ra = df.filter(pl.col("circuit_model") == "a").row(0, named=True)
     rb = df.filter(pl.col("circuit_model") == "b").row(0, named=True)
     assert ra["top1_drop"] == pytest.approx(0.5) and ra["top1_drop_vs_random"] == pytest.approx(0.4)
-    assert ra["jaccard"] == 1.0 and ra["same_seed"] and ra["p_value"] == pytest.approx(1 / 4)
+    # 2 free heads in the 4-head layer: one distinct matched set, so p = (1 + 0) / (1 + 1), the
+    # verdict's rule (distinct sets), not 1/4 over three repeats of the same set.
+    assert ra["jaccard"] == 1.0 and ra["same_seed"] and ra["p_value"] == pytest.approx(1 / 2)
+    assert ra["n_candidates"] is None
+    df4 = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1}, n_heads_per_layer=4)
+    assert df4["n_candidates"].to_list() == [4, 4]
     assert rb["top1_drop"] == 0 and rb["top1_drop_vs_random"] == pytest.approx(-0.05) and rb["jaccard"] == 0
     rows, cols, m = E.cross_seed_matrix(df)
     assert rows == [0, 1] and cols == [0] and m[0, 0] == pytest.approx(0.4)
@@ -220,43 +227,48 @@ def test_figures_and_summary(tmp_path):
                for c in conds]
         frames.append(E.cross_seed_table(res, circuits, m, {"a": 0, "b": 1}))
     cs = pl.concat(frames)
-    E.plot_cross_seed(cs, tmp_path / "cs.png")
+    EF.plot_cross_seed(cs, tmp_path / "cs.png")
     base = _traj("b", [("step0", 0), ("step100", 1000)], [set(), {(1, 0)}])
     shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0)}, {(1, 0)}])
     ds, dh = E.data_shift_table(base, shifted), E.data_shift_heads(base, shifted)
-    E.plot_data_shift(dh, ds, tmp_path / "ds.png")
+    EF.plot_data_shift(dh, ds, tmp_path / "ds.png")
     comp = E.composition_table(_verdict("m", [("step0", 0, 0.01, 0.0, 0.01, False), ("step10", 10, 0.3, 0.0, 0.3, True)]))
-    E.plot_composition(comp, tmp_path / "comp.png")
+    EF.plot_composition(comp, tmp_path / "comp.png")
     init = _screen("m", "step0", 0, [{"induction": 1.0}, {"induction": 2.0}])
     fl = E.floors(E.null_samples(init, None))
     nf = E.noise_floor_table(pl.concat([init, _screen("m", "step9", 9, [{"induction": 60.0}, {}],
                                                       ["induction", "unclassified"])]), fl)
-    E.plot_noise_floor(nf, tmp_path / "nf.png")
+    EF.plot_noise_floor(nf, tmp_path / "nf.png")
     for f in ("cs", "ds", "comp", "nf"):
         assert (tmp_path / f"{f}.png").stat().st_size > 1000
-    text = E.summary_markdown(cs, ds, comp, nf, fl)
+    text = ES.summary_markdown(cs, ds, comp, nf, fl)
     for word in ("Seed specificity", "Data shift", "Composition", "noise floor"):
         assert word in text
     assert "seed 0: L1H0" in text and "from step10" in text
-    assert E.summary_markdown().startswith("## Method experiments")
+    assert ES.summary_markdown().startswith("## Method experiments")
+
+
+# The workflow's experiment paths (common.smk's PATHS), as the workflow passes them.
+PATHS = {f"exp_{k}": f"results/experiments/{k}.parquet" for k in E.EXPERIMENTS}
+PATHS |= {"exp_summary": "results/experiments/summary.md", "exp_figure": "results/experiments/figures/exp_{name}.png"}
 
 
 def test_targets_and_cells():
     cfg = _base_config()
-    assert E.targets(cfg, True, ["toy"])[-1] == E.PATHS["summary"]  # composition + noise floor by default
+    assert E.targets(cfg, True, ["toy"], PATHS)[-1] == PATHS["exp_summary"]  # composition + noise floor by default
     cfg["experiments"] = {"seeds": {"base": "toy", "seeds": [1]},
                           "data_shift": {"base": "toy", "max_steps": 10, "n_checkpoints": 3}}
     E.expand_models(cfg)
     run = list(cfg["models"])
-    t = E.targets(cfg, True, run)
-    assert set(E.PATHS[k] for k in ("cross_seed", "data_shift", "composition", "noise_floor", "summary")) <= set(t)
-    assert set(E.FIGURES.values()) <= set(t)
+    t = E.targets(cfg, True, run, PATHS)
+    assert set(PATHS[f"exp_{k}"] for k in ("cross_seed", "data_shift", "composition", "noise_floor", "summary")) <= set(t)
+    assert {PATHS["exp_figure"].format(name=n) for n in E.EXPERIMENTS} <= set(t)
     assert E.noise_floor_models(cfg, run) == ["toy", "toy-seed1"]
     assert E.shuffled_cells(cfg, run) == [("toy", "step0"), ("toy", "step100"), ("toy-seed1", "step0"),
                                           ("toy-seed1", "step100")]
-    assert E.PATHS["composition"] not in E.targets(cfg, False, run)
+    assert PATHS["exp_composition"] not in E.targets(cfg, False, run, PATHS)
     cfg["experiments"]["enabled"] = False
-    assert E.targets(cfg, True, run) == []
+    assert E.targets(cfg, True, run, PATHS) == []
 
 
 # ---- end to end: the experiment rules on a tiny panel ----

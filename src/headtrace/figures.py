@@ -49,11 +49,29 @@ def _log_token_axis(ax, floor: float, any_zero: bool) -> None:
         ax.set_xlim(left=floor / 2)
 
 
-def _save(fig, path) -> None:
+def token_x(tokens, floor: float | None = None) -> tuple[np.ndarray, float]:
+    """x values for a log token axis (zeros at ``floor``, default ``zero_floor(tokens)``) and the floor."""
+    floor = floor or zero_floor(tokens)
+    return _x(list(tokens), floor)[0], floor
+
+
+def save(fig, path) -> None:
+    """Write ``fig`` as a PNG (130 dpi, tight), creating the folder, and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
+
+
+_save = save
+
+
+def empty(path, text: str) -> None:
+    """A small placeholder figure that says why there is nothing to draw."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    save(fig, path)
 
 
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:

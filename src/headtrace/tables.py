@@ -132,6 +132,35 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "monotone": pl.Boolean,
         "shape": pl.String,
     },
+    # F2b: per model x layer, first revision with >= 1 first-token head and with >= 50% of its heads.
+    "f2_layer_onset": {
+        "model": pl.String,
+        "layer": pl.Int32,
+        "n_heads": pl.Int32,
+        "first_revision": pl.String,
+        "first_tokens": pl.Int64,
+        "half_revision": pl.String,
+        "half_tokens": pl.Int64,
+    },
+    # F2b: per model x onset kind (first, half), how the sink spreads through the layers.
+    "f2_layer_spread": {
+        "model": pl.String,
+        "onset": pl.String,
+        "n_layers_ranked": pl.Int32,
+        "floor_layers": pl.String,
+        "middle_layer": pl.Float64,
+        "n_never": pl.Int32,
+        "leading_layers": pl.String,
+        "lead_tokens": pl.Int64,
+        "next_tokens": pl.Int64,
+        "lead_ratio": pl.Float64,
+        "last_layers": pl.String,
+        "never_layers": pl.String,
+        "rho_middle": pl.Float64,
+        "rho_depth": pl.Float64,
+        "p_value": pl.Float64,
+        "label": pl.String,
+    },
     # Induction circuit size and specialized-head fraction per revision.
     "circuit_size": {
         **CELL_KEY,
@@ -209,6 +238,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "top1_drop": pl.Float64,
         "top1_drop_vs_random": pl.Float64,
         "jaccard": pl.Float64,
+        "n_candidates": pl.Int64,
     },
     # Data shift: induction circuit per revision before (base model) and after (continued) the shift.
     "data_shift": {
@@ -309,7 +339,8 @@ def markdown() -> str:
 
 
 _FINDINGS_TABLES = {
-    "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "circuit_size", "f3_milestones",
+    "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "f2_layer_onset", "f2_layer_spread",
+    "circuit_size", "f3_milestones",
     "f3_gaps", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
 }
 

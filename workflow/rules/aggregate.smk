@@ -23,7 +23,7 @@ rule findings:
     """Findings F1-F5 and the PR integral over every model of the panel, and summary.md."""
     input:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
-        experiments=lambda wc: [EXP_PATHS["summary"]] if EXPERIMENT_TARGETS else [],
+        experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],

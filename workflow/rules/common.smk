@@ -35,6 +35,17 @@ PATHS = {
     "findings": "results/findings",
     "summary": "results/findings/summary.md",
     "figures": "results/figures",
+    # Paper A's method experiments (experiments.smk)
+    "exp_cross_seed_model": "results/experiments/cross_seed/{model}.parquet",
+    "exp_cross_seed": "results/experiments/cross_seed_ablation.parquet",
+    "exp_data_shift": "results/experiments/data_shift.parquet",
+    "exp_data_shift_heads": "results/experiments/data_shift_heads.parquet",
+    "exp_composition": "results/experiments/composition.parquet",
+    "exp_shuffled": "results/experiments/shuffled/{model}/{revision}/attention.parquet",
+    "exp_noise_floor": "results/experiments/noise_floor.parquet",
+    "exp_noise_floor_null": "results/experiments/noise_floor_null.parquet",
+    "exp_summary": "results/experiments/summary.md",
+    "exp_figure": "results/experiments/figures/exp_{name}.png",
 }
 
 MODELS = panel.model_names(config)

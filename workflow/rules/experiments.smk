@@ -5,8 +5,6 @@
 from headtrace import experiments  # noqa: E402
 
 EXP = experiments.settings(config)
-EXP_PATHS = experiments.PATHS
-EXP_FIGURES = experiments.FIGURES
 SEED_MODELS = experiments.seed_models(config)
 SHIFT_PAIR = experiments.shift_pair(config)
 SHIFT_MODELS = experiments.shift_models(config)
@@ -14,7 +12,7 @@ EXP_RUN_MODELS = models_by_source("toy", "hub", "local")
 NF_MODELS = experiments.noise_floor_models(config, EXP_RUN_MODELS)
 COMPOSITION_ON = experiments.composition_on(config, ablation_enabled(), EXP_RUN_MODELS)
 # What all_targets() adds (common.smk): every experiment output the config asks for.
-EXPERIMENT_TARGETS = experiments.targets(config, ablation_enabled(), EXP_RUN_MODELS)
+EXPERIMENT_TARGETS = experiments.targets(config, ablation_enabled(), EXP_RUN_MODELS, PATHS)
 
 
 rule train_shift:
@@ -54,7 +52,7 @@ rule cross_seed_ablation:
         probe=PATHS["probe"],
         screens=[PATHS["screen"].format(model=m, revision=panel.final_revision(config, m)) for m in SEED_MODELS],
     output:
-        EXP_PATHS["cross_seed_model"],
+        PATHS["exp_cross_seed_model"],
     wildcard_constraints:
         model=_alternation(SEED_MODELS),
     params:
@@ -79,11 +77,13 @@ rule cross_seed_ablation:
 rule cross_seed_table:
     """The seed x seed matrix (Parquet) and its heatmap."""
     input:
-        expand(EXP_PATHS["cross_seed_model"], model=SEED_MODELS),
+        expand(PATHS["exp_cross_seed_model"], model=SEED_MODELS),
     output:
-        table=EXP_PATHS["cross_seed"],
+        table=PATHS["exp_cross_seed"],
         figure=report(
-            EXP_FIGURES["cross_seed"], caption="../report/exp_cross_seed.rst", category="Method experiments"
+            PATHS["exp_figure"].format(name="cross_seed"),
+            caption="../report/exp_cross_seed.rst",
+            category="Method experiments",
         ),
     conda:
         CONDA_ENV
@@ -99,10 +99,12 @@ rule data_shift:
         base=PATHS["trajectory"].format(model=SHIFT_PAIR[0]) if SHIFT_PAIR else [],
         shifted=PATHS["trajectory"].format(model=SHIFT_PAIR[1]) if SHIFT_PAIR else [],
     output:
-        table=EXP_PATHS["data_shift"],
-        heads=EXP_PATHS["data_shift_heads"],
+        table=PATHS["exp_data_shift"],
+        heads=PATHS["exp_data_shift_heads"],
         figure=report(
-            EXP_FIGURES["data_shift"], caption="../report/exp_data_shift.rst", category="Method experiments"
+            PATHS["exp_figure"].format(name="data_shift"),
+            caption="../report/exp_data_shift.rst",
+            category="Method experiments",
         ),
     conda:
         CONDA_ENV
@@ -117,9 +119,11 @@ rule composition:
     input:
         verdicts=[p for m in EXP_RUN_MODELS for p in cell_paths("verdict", m)] if COMPOSITION_ON else [],
     output:
-        table=EXP_PATHS["composition"],
+        table=PATHS["exp_composition"],
         figure=report(
-            EXP_FIGURES["composition"], caption="../report/exp_composition.rst", category="Method experiments"
+            PATHS["exp_figure"].format(name="composition"),
+            caption="../report/exp_composition.rst",
+            category="Method experiments",
         ),
     params:
         min_baseline_top1=EXP["composition"]["min_baseline_top1"],
@@ -139,7 +143,7 @@ rule shuffled_capture:
         checkpoint=checkpoint_input,
         probe=PATHS["probe"],
     output:
-        EXP_PATHS["shuffled"],
+        PATHS["exp_shuffled"],
     wildcard_constraints:
         model=RUN_MODELS,
     params:
@@ -164,14 +168,16 @@ rule noise_floor:
     input:
         trajectories=expand(PATHS["trajectory"], model=NF_MODELS),
         shuffled=[
-            EXP_PATHS["shuffled"].format(model=m, revision=r)
+            PATHS["exp_shuffled"].format(model=m, revision=r)
             for m, r in experiments.shuffled_cells(config, EXP_RUN_MODELS)
         ],
     output:
-        table=EXP_PATHS["noise_floor"],
-        floors=EXP_PATHS["noise_floor_null"],
+        table=PATHS["exp_noise_floor"],
+        floors=PATHS["exp_noise_floor_null"],
         figure=report(
-            EXP_FIGURES["noise_floor"], caption="../report/exp_noise_floor.rst", category="Method experiments"
+            PATHS["exp_figure"].format(name="noise_floor"),
+            caption="../report/exp_noise_floor.rst",
+            category="Method experiments",
         ),
     params:
         init_revision=EXP["noise_floor"]["init_revision"],
@@ -189,13 +195,13 @@ rule noise_floor:
 rule experiments_summary:
     """One paragraph per experiment (results/experiments/summary.md; appended to the findings summary)."""
     input:
-        cross_seed=EXP_PATHS["cross_seed"] if SEED_MODELS else [],
-        data_shift=EXP_PATHS["data_shift"] if SHIFT_PAIR else [],
-        composition=EXP_PATHS["composition"] if COMPOSITION_ON else [],
-        noise_floor=EXP_PATHS["noise_floor"] if NF_MODELS else [],
-        floors=EXP_PATHS["noise_floor_null"] if NF_MODELS else [],
+        cross_seed=PATHS["exp_cross_seed"] if SEED_MODELS else [],
+        data_shift=PATHS["exp_data_shift"] if SHIFT_PAIR else [],
+        composition=PATHS["exp_composition"] if COMPOSITION_ON else [],
+        noise_floor=PATHS["exp_noise_floor"] if NF_MODELS else [],
+        floors=PATHS["exp_noise_floor_null"] if NF_MODELS else [],
     output:
-        EXP_PATHS["summary"],
+        PATHS["exp_summary"],
     conda:
         CONDA_ENV
     log:

@@ -1,8 +1,8 @@
 # rule composition: when ablating the previous-token circuit starts to destroy induction.
-from headtrace import experiments, logs, tables
+from headtrace import experiment_figures, experiments, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     table = experiments.composition_table(tables.read_many(snakemake.input.verdicts),
                                           min_baseline_top1=snakemake.params.min_baseline_top1)
     tables.write(table, snakemake.output.table, schema="composition")
-    experiments.plot_composition(table, snakemake.output.figure)
+    experiment_figures.plot_composition(table, snakemake.output.figure)

@@ -1,7 +1,7 @@
 # rule cross_seed_table: the seed x seed ablation matrix and its heatmap.
-from headtrace import experiments, logs, tables
+from headtrace import experiment_figures, experiments, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     df = tables.read_many(snakemake.input).sort("circuit_seed", "model_seed")
     tables.write(df, snakemake.output.table, schema="cross_seed_ablation")
-    experiments.plot_cross_seed(df, snakemake.output.figure)
+    experiment_figures.plot_cross_seed(df, snakemake.output.figure)

@@ -1,5 +1,5 @@
 # rule data_shift: the induction circuit, selectivity and PR before vs after the data shift.
-from headtrace import experiments, logs, tables
+from headtrace import experiment_figures, experiments, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     base, shifted = tables.read(snakemake.input.base), tables.read(snakemake.input.shifted)
@@ -7,4 +7,4 @@ with logs.to_file(snakemake.log[0]):
     heads = experiments.data_shift_heads(base, shifted)
     tables.write(table, snakemake.output.table, schema="data_shift")
     tables.write(heads, snakemake.output.heads)
-    experiments.plot_data_shift(heads, table, snakemake.output.figure)
+    experiment_figures.plot_data_shift(heads, table, snakemake.output.figure)

@@ -1,7 +1,7 @@
 # rule noise_floor: null selectivities -> per-class floors -> heads above the floor per revision.
 import polars as pl
 
-from headtrace import experiments, logs, screen, tables
+from headtrace import experiment_figures, experiments, logs, screen, tables
 
 with logs.to_file(snakemake.log[0]):
     p = snakemake.params
@@ -13,4 +13,4 @@ with logs.to_file(snakemake.log[0]):
     table = experiments.noise_floor_table(traj, floors, class_threshold=p.class_threshold)
     tables.write(floors, snakemake.output.floors, schema="noise_floor_null")
     tables.write(table, snakemake.output.table, schema="noise_floor")
-    experiments.plot_noise_floor(table, snakemake.output.figure)
+    experiment_figures.plot_noise_floor(table, snakemake.output.figure)

@@ -1,7 +1,7 @@
 # rule experiments_summary: one paragraph per method experiment (markdown).
 from pathlib import Path
 
-from headtrace import experiments, logs, tables
+from headtrace import experiment_summary, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     i = snakemake.input
@@ -9,7 +9,7 @@ with logs.to_file(snakemake.log[0]):
     def get(name):
         return tables.read(i[name]) if i.get(name) else None
 
-    text = experiments.summary_markdown(get("cross_seed"), get("data_shift"), get("composition"),
+    text = experiment_summary.summary_markdown(get("cross_seed"), get("data_shift"), get("composition"),
                                         get("noise_floor"), get("floors"))
     out = Path(snakemake.output[0])
     out.parent.mkdir(parents=True, exist_ok=True)

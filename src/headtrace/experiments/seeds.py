@@ -1,0 +1,107 @@
+"""Seed specificity (paper A): does seed i's induction circuit matter in the model of seed j?
+
+**Cross-seed ablation** (``cross_seed_conditions`` / ``cross_seed_table``): in the final model of
+seed j, ablate the final induction circuit of every seed i (heads named ``LxHy``), each with K
+matched-random draws drawn *in model j* (same heads per layer among the heads not in circuit i).
+``top1_drop = baseline_top1 - ablated_top1``; ``random_drop_mean`` = mean over the draws of
+``baseline_top1 - draw_top1``; ``top1_drop_vs_random = top1_drop - random_drop_mean`` (the excess
+drop over the matched-random control, in top-1 units); ``effect_vs_random`` is the ratio, and
+``p_value`` the empirical permutation p-value over the *distinct* matched sets, the same rule as
+the cell verdict's. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
+``n_candidates`` is the number of heads in the circuit's layers (how much room two seeds had to
+land on different heads).
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from headtrace.heads import Head, as_heads, head_name, jaccard, layers_of
+
+
+def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tuple[Head, ...]:
+    """Induction circuit (``in_induction_circuit``) of a screen, or of one revision of a trajectory."""
+    df = screen_or_traj if revision is None else screen_or_traj.filter(pl.col("revision") == revision)
+    df = df.filter(pl.col("in_induction_circuit"))
+    return as_heads(zip(df["layer"].to_list(), df["head"].to_list()))
+
+
+def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: int, n_random: int, seed: int):
+    """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x K matched draws."""
+    from headtrace.ablation import Condition, matched_random_draws
+
+    conds = [Condition("baseline", 0, ())]
+    for name, heads in circuits.items():
+        heads = as_heads(heads)
+        bad = [h for _, h in heads if not 0 <= h < n_heads_per_layer]
+        if bad:
+            raise ValueError(f"circuit of {name} has heads {bad} beyond {n_heads_per_layer} heads per layer")
+        conds.append(Condition(f"circuit:{name}", 0, heads))
+        if heads:
+            conds += [Condition(f"random:{name}", i + 1, d) for i, d in
+                      enumerate(matched_random_draws(heads, n_heads_per_layer, n_random, seed, f"random:{name}"))]
+    return conds
+
+
+def permutation_p(effect: float, draws: Sequence[tuple[tuple, float]]) -> float:
+    """Empirical permutation p-value of ``effect`` against matched draws ``(head set, effect)``,
+    counted over *distinct* head sets: ``(1 + #{sets with effect >= effect}) / (1 + #sets)``."""
+    distinct = dict(draws)
+    if not distinct:
+        return math.nan
+    return (1 + sum(1 for e in distinct.values() if e >= effect)) / (1 + len(distinct))
+
+
+def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], model: str,
+                     seeds: Mapping[str, int], n_heads_per_layer: int | None = None) -> pl.DataFrame:
+    """Rows (circuit_seed, model_seed, ...) from ``ablation.run`` results of ``cross_seed_conditions``
+    evaluated in ``model`` (one row per circuit model). ``n_candidates`` (heads in the layers of
+    circuit i or of the model's own circuit) needs ``n_heads_per_layer``; null without it."""
+    by = {}
+    for r in results:
+        by.setdefault(r["name"], []).append(r)
+    b = float(by["baseline"][0]["top1"])
+    own = circuits[model]
+    rows = []
+    for name, heads in circuits.items():
+        heads = as_heads(heads)
+        a = float(by[f"circuit:{name}"][0]["top1"])
+        rand = by.get(f"random:{name}", [])
+        draws = np.array([d["top1"] for d in rand], float)
+        drop = b - a
+        if draws.size:
+            rmean = float(np.mean(b - draws))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = float(np.float64(drop) / np.float64(rmean))
+            # a draw's identity is its head set (``ablation.run`` results carry it); without one
+            # (hand-built results) each draw counts as its own set
+            p = (permutation_p(drop, [(tuple(d.get("heads", ())) or ("draw", i), b - d["top1"])
+                                     for i, d in enumerate(rand)])
+                 if heads else math.nan)
+        else:
+            rmean, ratio, p = (0.0 if not heads else math.nan), math.nan, math.nan
+        rows.append({
+            "circuit_seed": int(seeds[name]), "model_seed": int(seeds[model]),
+            "top1_drop": drop, "top1_drop_vs_random": drop - rmean if not math.isnan(rmean) else math.nan,
+            "jaccard": jaccard(heads, own),
+            "n_candidates": (None if n_heads_per_layer is None else
+                             n_heads_per_layer * len(set(layers_of(heads)) | set(layers_of(as_heads(own))))),
+            "circuit_model": name, "model": model, "same_seed": name == model,
+            "circuit": [head_name(*h) for h in heads], "n_heads": len(heads),
+            "baseline_top1": b, "ablated_top1": a, "random_drop_mean": rmean,
+            "effect_vs_random": ratio, "p_value": p, "n_random": int(draws.size),
+        })
+    return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "n_candidates": pl.Int64})
+
+
+def cross_seed_matrix(df: pl.DataFrame, value: str = "top1_drop_vs_random") -> tuple[list[int], list[int], np.ndarray]:
+    """(circuit seeds = rows, model seeds = columns, matrix of ``value``)."""
+    rows = sorted(df["circuit_seed"].unique().to_list())
+    cols = sorted(df["model_seed"].unique().to_list())
+    m = np.full((len(rows), len(cols)), np.nan)
+    for r in df.iter_rows(named=True):
+        m[rows.index(r["circuit_seed"]), cols.index(r["model_seed"])] = r[value]
+    return rows, cols, m

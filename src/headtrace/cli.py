@@ -9,6 +9,12 @@ listed from the Hub, or read one per line from FILE, e.g. a recorded list, with 
     headtrace summary [RESULTS]
 
 prints the one-screen summary of a finished run (:func:`headtrace.console.summary`).
+
+    headtrace cell CHECKPOINT [--revision R] [--out DIR] [--no-ablate] [--n-sequences N] ...
+
+runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local folder holding
+``config.json`` + safetensors weights, or a Hub id (``--revision`` pinned; downloaded unless
+``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables.
 """
 from __future__ import annotations
 
@@ -60,6 +66,38 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cell(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from headtrace import api, hub
+
+    local = Path(args.checkpoint).is_dir()
+    try:
+        model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,
+                                  device=hub.resolve_device(args.device), offline=args.offline or local)
+    except hub.CheckpointError as e:
+        print(f"headtrace cell: {e}", file=sys.stderr)
+        return 2
+    probe_kwargs = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
+                                      ("seed", args.probe_seed)) if v is not None}
+    if args.token_range:
+        probe_kwargs["token_low"], probe_kwargs["token_high"] = args.token_range
+    if args.ab_range:
+        probe_kwargs["ab_low"], probe_kwargs["ab_high"] = args.ab_range
+    name = args.name or Path(args.checkpoint.rstrip("/")).name
+    cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
+                       batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out)
+    circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
+    heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
+    print(f"{name} {args.revision or ''}: induction circuit {heads or 'none'}")
+    if cell.verdict is not None:
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=40):
+            print(cell.verdict.drop("model", "revision", "tokens", strict=False))
+    if args.out:
+        print(f"tables written to {args.out}/")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -80,12 +118,35 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("results", nargs="?", default="results", help="results folder (default: results)")
     s.add_argument("--class-threshold", type=float, default=30.0)
     s.set_defaults(func=_cmd_summary)
+    c = sub.add_parser("cell", help="run the per-cell recipe on one checkpoint folder or Hub id")
+    c.add_argument("checkpoint", metavar="CHECKPOINT", help="folder with config.json + safetensors, or a Hub id")
+    c.add_argument("--revision", help="Hub revision (branch, tag or commit) to pin")
+    c.add_argument("--out", metavar="DIR", help="write attention/pr/screen/ablation/verdict Parquet here")
+    c.add_argument("--name", help="model name in the tables (default: the folder or repository name)")
+    c.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
+    c.add_argument("--device", default="auto")
+    c.add_argument("--batch-size", default="auto", type=lambda v: v if v == "auto" else int(v))
+    c.add_argument("--no-ablate", action="store_true", help="skip the causal ablation")
+    c.add_argument("--n-random", type=int, default=20, help="matched-random control sets")
+    c.add_argument("--n-sequences", type=int, help="probe sequences (default 2000)")
+    c.add_argument("--seq-len", type=int, help="probe length (default 256)")
+    c.add_argument("--token-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
+                   help="probe tokens drawn from [LOW, HIGH) (default 100 10000)")
+    c.add_argument("--ab-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
+                   help="position of A's first occurrence in [LOW, HIGH) (default 20 128)")
+    c.add_argument("--probe-seed", type=int)
+    c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
+    c.set_defaults(func=_cmd_cell)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as e:  # bad input or a broken checkpoint: say what, not a traceback
+        print(f"headtrace {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

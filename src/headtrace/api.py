@@ -1,0 +1,145 @@
+"""The notebook API: the whole per-cell recipe on a model already in memory.
+
+``analyze(model)`` runs what the workflow runs on one (model, revision) cell - the probe, one
+capture pass, the participation ratio, the six-class screen and (optionally) the causal group
+ablation with its verdict - through the same library functions the workflow's per-cell jobs call,
+with the workflow's defaults, and returns the same tables (polars). No Snakemake, and no files
+unless ``out`` is given::
+
+    from transformers import AutoModelForCausalLM
+    import headtrace
+
+    model = AutoModelForCausalLM.from_pretrained("EleutherAI/pythia-160m", revision="step3000")
+    cell = headtrace.analyze(model, name="pythia-160m", revision="step3000")
+    cell.screen.filter(pl.col("in_induction_circuit"))
+    cell.verdict
+
+The model's family (GPT-NeoX, OLMo, OLMoE, ...) is detected from its config's ``model_type``.
+The final circuit of the verdict is the cell's own circuit (a one-revision panel), unless
+``final_circuit`` names another head set (e.g. the circuit of a later checkpoint).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import polars as pl
+import torch
+
+from headtrace import capture, families, hub, probe, screen, spectral, tables
+from headtrace.heads import as_heads
+
+# The workflow's defaults (config/schema.yaml), for a cell run outside the workflow; a test keeps
+# them equal to the schema's.
+DEFAULTS = {
+    "screen": {"baseline": "sampled", "class_threshold": 30.0, "induction_threshold": 50.0,
+               "previous_token_threshold": 100.0},
+    "capture": {"pr_center": False, "pr_n_sequences": None},
+    "ablation": {"seed": 0},
+}
+TABLES = ("attention", "pr", "screen", "ablation", "verdict")
+
+
+@dataclass
+class CellTables:
+    """The tables of one cell, in the workflow's schemas (``ablation``/``verdict`` None without ablation)."""
+
+    attention: pl.DataFrame
+    pr: pl.DataFrame
+    screen: pl.DataFrame
+    ablation: pl.DataFrame | None = None
+    verdict: pl.DataFrame | None = None
+
+    def write(self, out_dir) -> dict[str, Path]:
+        """Write every table as ``out_dir/<name>.parquet`` (atomically, like the workflow)."""
+        out = {}
+        for f in fields(self):
+            df = getattr(self, f.name)
+            if df is not None:
+                out[f.name] = Path(out_dir) / f"{f.name}.parquet"
+                tables.write(df, out[f.name], schema=f.name)
+        return out
+
+
+def family_of(model: torch.nn.Module) -> families.Family:
+    """The family adapter of an in-memory Hugging Face model, from ``model.config.model_type``."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or not getattr(cfg, "model_type", None):
+        raise ValueError("analyze needs a Hugging Face model with a config.model_type "
+                         f"(got {type(model).__name__})")
+    return families.from_model_type(cfg.model_type)
+
+
+def _probe_batch(spec, model: torch.nn.Module) -> probe.ProbeBatch:
+    if isinstance(spec, probe.ProbeBatch):
+        batch = spec
+    else:
+        batch = probe.make_batch(**dict(spec or {}))
+    vocab = int(model.config.vocab_size)
+    if int(batch.tokens.max()) >= vocab:
+        raise ValueError(f"probe tokens reach {int(batch.tokens.max())} but the model's vocabulary has {vocab} "
+                         "tokens: pass probe={'token_low': ..., 'token_high': ...} inside the vocabulary")
+    return batch
+
+
+def analyze(
+    model: torch.nn.Module,
+    *,
+    probe: probe.ProbeBatch | Mapping | None = None,
+    ablate: bool = True,
+    n_random: int = 20,
+    batch_size: int | str = "auto",
+    device: str | torch.device | None = None,
+    name: str = "model",
+    revision: str = "",
+    tokens: int | None = None,
+    final_circuit: Iterable | None = None,
+    settings: Mapping | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+) -> CellTables:
+    """Run the recipe on ``model`` (an in-memory HF causal LM) and return its tables.
+
+    ``probe``: a ``ProbeBatch``, or ``probe.make_batch`` keyword arguments (default: the paper's
+    2000 x 256 batch, tokens in [100, 10000)). ``device``: None = where the model is. ``settings``:
+    overrides of ``DEFAULTS`` per block (``{"screen": {"baseline": "uniform"}}``). ``out``: also
+    write the tables there. The model is moved to ``device`` and put in eval mode.
+    """
+    opts = {k: {**v, **dict((settings or {}).get(k) or {})} for k, v in DEFAULTS.items()}
+    family = family_of(model)
+    batch = _probe_batch(probe, model)
+    dev = next(model.parameters()).device if device is None else hub.resolve_device(device)
+    model = model.to(dev).eval()
+    bs = hub.auto_batch_size(model, batch.seq_len, dev, batch_size)
+
+    result = capture.run(model, family, batch, batch_size=bs, device=dev, progress=progress)
+    attention = capture.attention_table(result, name, revision, tokens)
+    pr = spectral.pr_table(spectral.pr_per_head(result.head_outputs, center=opts["capture"]["pr_center"],
+                                                n_sequences=opts["capture"]["pr_n_sequences"]),
+                           name, revision, tokens)
+    sc = opts["screen"]
+    cell_screen = screen.screen(attention, baseline=sc["baseline"], class_threshold=sc["class_threshold"],
+                                induction_threshold=sc["induction_threshold"])
+    cell = CellTables(attention=attention, pr=pr, screen=cell_screen)
+    if ablate:
+        final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
+        cell.ablation, cell.verdict = _ablation(model, family, batch, cell_screen, final, n_random=n_random,
+                                                seed=opts["ablation"]["seed"], batch_size=bs, device=dev,
+                                                name=name, revision=revision, tokens=tokens, screen_opts=sc)
+    if out is not None:
+        cell.write(out)
+    return cell
+
+
+def _ablation(model, family, batch, cell_screen, final, *, n_random, seed, batch_size, device, name, revision,
+              tokens, screen_opts):
+    from headtrace import ablation
+
+    conditions = ablation.build_conditions(
+        cell_screen, final_circuit=final, n_random=n_random, seed=seed,
+        induction_threshold=screen_opts["induction_threshold"],
+        previous_token_threshold=screen_opts["previous_token_threshold"])
+    results = ablation.run(model, family, batch, conditions, batch_size=batch_size, device=device)
+    table = ablation.ablation_table(results, name, revision, tokens)
+    return table, ablation.verdict(table)

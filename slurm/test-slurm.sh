@@ -2,7 +2,7 @@
 # Run a Snakemake command through profiles/slurm on the single-node test cluster.
 #
 #   slurm/test-slurm.sh [SNAKEMAKE ARGS...]
-#   e.g. cd /tmp/wf && slurm/test-slurm.sh --snakefile /work/main/Snakefile --configfile cfg.yaml [targets]
+#   e.g. cd /tmp/wf && slurm/test-slurm.sh --snakefile $REPO/Snakefile --configfile cfg.yaml [targets]
 #   then: python slurm/compare-parquet.py <local results> <slurm results>
 #
 # 1. slurm/up.sh (starts munged/slurmctld/slurmd if needed; trap runs slurm/down.sh on exit,

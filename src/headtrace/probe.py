@@ -1,6 +1,6 @@
 """The synthetic induction batch and the positions the screen reads.
 
-Protocol (PAPERS.md, the author's ``build_induction_batch``): every sequence is uniform random
+Protocol (paper A, Xu 2026, arXiv:2605.24059, and the author's ``build_induction_batch``): every sequence is uniform random
 tokens from ``[token_low, token_high)``; two distinct tokens A, B; ``ab`` drawn from
 ``[ab_low, ab_high)``; ``seq[ab] = A``, ``seq[ab + 1] = B``; every other occurrence of A, then of B,
 is resampled; the last token is A. The query is the last position, the target is B.

@@ -1,7 +1,7 @@
 """Participation ratio (entropy effective rank) of each head's outputs at the query.
 
-For a head, M is the (N x d_head) matrix of its outputs over the N probe sequences (PAPERS.md,
-paper A step 1). With singular values sigma_i of M,
+For a head, M is the (N x d_head) matrix of its outputs over the N probe sequences (Xu 2026,
+arXiv:2605.24059, step 1 of the recipe). With singular values sigma_i of M,
 
     p_i = sigma_i^2 / sum_j sigma_j^2,    PR = exp(-sum_i p_i log p_i),
 

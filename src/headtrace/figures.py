@@ -274,7 +274,8 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
 def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None, **params) -> dict[str, Path]:
     """Every figure into ``out_dir`` (ablation only when given); returns name -> path."""
     F = T.all_findings(traj, **{k: v for k, v in params.items() if k in (
-        "class_threshold", "induction_threshold", "found_threshold", "sharp_share")})
+        "class_threshold", "induction_threshold", "found_threshold", "sharp_share", "spread_alpha",
+        "spread_permutations", "spread_seed")})
     out = Path(out_dir)
     paths = {"bos_fraction": out / "bos_fraction.png", "bos_heatmap": out / "bos_heatmap.png",
              "circuit_recall": out / "circuit_recall.png", "head_trajectories": out / "head_trajectories.png"}
@@ -283,6 +284,10 @@ def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None, 
     plot_circuit_recall(F["circuit_size"], F["f4_recall"], paths["circuit_recall"])
     plot_head_trajectories(traj, paths["head_trajectories"], params.get("induction_threshold", 50.0),
                            F["f5_pr_lead"])
+    from headtrace import onset_figures  # F2b / F3-interval figures (own module)
+
+    paths["layer_onset"] = out / "layer_onset.png"
+    onset_figures.plot_layer_onset(F["f2_layer_onset"], paths["layer_onset"], F["f2_layer_spread"])
     if ablation is not None and ablation.height:
         paths["ablation"] = out / "ablation.png"
         plot_ablation(ablation, paths["ablation"])

@@ -117,6 +117,49 @@ def _f2_section(F: dict, traj: pl.DataFrame, class_threshold: float, sharp_share
     return "\n".join(text)
 
 
+def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permutations: int = 10000) -> str:
+    """Finding 2b: per-layer onsets and the spread label (``headtrace.layer_onset``)."""
+    on, sp = F["f2_layer_onset"], F["f2_layer_spread"]
+    text = ["## Finding 2b: how the first-token sink spreads through the layers\n\n"
+            f"Per layer: the first revision with ≥ 1 first-token head (`sel_first_token ≥ {class_threshold:g}×`) and "
+            "the first with ≥ 50% of the layer's heads (`f2_layer_onset`). Spread rule (`headtrace.layer_onset`, "
+            "fixed before it was run on data): layers above the floor are ranked by onset (never reached = later "
+            "than every reached layer, tied); Spearman ρ of onset with distance from the middle layer "
+            "(ρ_middle > 0: middle-out) and with depth (ρ_depth > 0: bottom-up, < 0: top-down); the best of the "
+            f"three orders is the label when its max-T permutation p ≤ α = {alpha:g} ({n_permutations} seeded "
+            "permutations), else *no clear order*.\n"]
+    for m in on["model"].unique(maintain_order=True).to_list():
+        g = on.filter(pl.col("model") == m).sort("layer")
+        rows = [[f"L{r['layer']}", "never" if r["first_revision"] is None else
+                 f"{fmt_tokens(r['first_tokens'])} ({r['first_revision']})",
+                 "never" if r["half_revision"] is None else f"{fmt_tokens(r['half_tokens'])} ({r['half_revision']})"]
+                for r in g.iter_rows(named=True)]
+        text.append(f"**{m}:**\n\n" + _md(["layer", "≥ 1 head", "≥ 50% of heads"], rows) + "\n")
+    rows, lines = [], []
+    for r in sp.iter_rows(named=True):
+        f = (lambda x: "—" if x is None else f"{x:+.2f}")
+        rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
+                     fmt_tokens(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
+                     r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
+                     "—" if r["p_value"] is None else f"{r['p_value']:.3f}", f"**{r['label']}**"])
+        if r["onset"] == "first":
+            never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""
+            p = "" if r["p_value"] is None else f" (p = {r['p_value']:.3f})"
+            lines.append(f"- **{r['model']}**: {r['label']}{p}. First sink in {r['leading_layers'] or 'no layer'}"
+                         f" at {fmt_tokens(r['lead_tokens'])}"
+                         + ("" if r["lead_ratio"] is None else
+                            f", the next layers {r['lead_ratio']:.1f}× later ({fmt_tokens(r['next_tokens'])})")
+                         + f"; last: {r['last_layers'] or '—'}{never}.")
+    text.append("Spread summary (`f2_layer_spread`; *next* = the earliest onset of the other layers):\n\n"
+                + _md(["model", "onset", "middle", "leading layers", "at", "next / leading", "last",
+                       "ρ_middle", "ρ_depth", "p", "label"], rows) + "\n")
+    text.append("What each model shows (onset = ≥ 1 first-token head):\n\n" + "\n".join(lines) + "\n")
+    text.append("A label says the order is unlikely under exchangeable layers (α as configured); with ~10 "
+                "checkpoints many layers share an onset revision, so ties are common and a p near α is a "
+                "borderline call, not a strong one.\n")
+    return "\n".join(text)
+
+
 def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
     ms = F["f3_milestones"]
     models = _models(traj)
@@ -245,13 +288,15 @@ def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 
 
 def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
            found_threshold: float | None = None, sharp_share: float = 0.5,
-           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0,
+           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
+           spread_permutations: int = 10000, spread_seed: int = 0,
            findings: dict[str, pl.DataFrame] | None = None) -> str:
     """The whole summary.md text for the models in ``traj`` (``findings``: the tables of
     ``trajectories.all_findings`` with the same parameters, when already computed)."""
     found = class_threshold if found_threshold is None else found_threshold
     F = findings if findings is not None else T.all_findings(
-        traj, class_threshold, induction_threshold, found, sharp_share, pr_rise_rule, pr_rise_factor)
+        traj, class_threshold, induction_threshold, found, sharp_share, pr_rise_rule, pr_rise_factor,
+        spread_alpha, spread_permutations, spread_seed)
     head = ["# When do attention circuits form? — findings\n",
             f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
             f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.trajectories`; "
@@ -259,6 +304,7 @@ def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshol
     return "\n".join(head + [
         _f1_section(F, traj, class_threshold),
         _f2_section(F, traj, class_threshold, sharp_share),
+        _f2b_section(F, class_threshold, spread_alpha, spread_permutations),
         _f3_section(F, traj, induction_threshold),
         _f4_section(F, traj, induction_threshold, found),
         _f5_section(F, traj, induction_threshold, pr_rise_rule, pr_rise_factor),
@@ -270,7 +316,9 @@ def findings_tables(traj: pl.DataFrame, **params) -> dict[str, pl.DataFrame]:
     """``trajectories.all_findings`` with the workflow's parameter names (defaults as ``render``)."""
     return T.all_findings(traj, params.get("class_threshold", 30.0), params.get("induction_threshold", 50.0),
                           params.get("found_threshold"), params.get("sharp_share", 0.5),
-                          params.get("pr_rise_rule", "running_min_ratio"), params.get("pr_rise_factor", 2.0))
+                          params.get("pr_rise_rule", "running_min_ratio"), params.get("pr_rise_factor", 2.0),
+                          params.get("spread_alpha", 0.05), params.get("spread_permutations", 10000),
+                          params.get("spread_seed", 0))
 
 
 def write_findings(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame] | None = None,

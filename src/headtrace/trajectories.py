@@ -397,9 +397,14 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 
 def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
                  found_threshold: float | None = None, sharp_share: float = 0.5,
-                 pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0) -> dict[str, pl.DataFrame]:
-    """Every findings table by schema name (``found_threshold`` defaults to ``class_threshold``)."""
+                 pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
+                 spread_permutations: int = 10000, spread_seed: int = 0) -> dict[str, pl.DataFrame]:
+    """Every findings table by schema name (``found_threshold`` defaults to ``class_threshold``;
+    ``spread_*``: the F2b layer-spread test, ``layer_onset.f2_layer_spread``)."""
+    from headtrace import layer_onset  # F2b lives in its own module (it builds on F1)
+
     f1 = f1_bos_floor(traj, class_threshold)
+    onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)
     f2 = f2_bos_fraction(traj, class_threshold)
     ms = f3_milestones(traj, class_threshold, induction_threshold)
     rec = f4_recall(traj, induction_threshold, class_threshold if found_threshold is None else found_threshold)
@@ -408,6 +413,9 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
         "f1_floor": f1_floor_holds(f1),
         "f2_bos_fraction": f2,
         "f2_shape": f2_shape(f2, sharp_share),
+        "f2_layer_onset": onset,
+        "f2_layer_spread": layer_onset.f2_layer_spread(onset, alpha=spread_alpha, n_permutations=spread_permutations,
+                                                       seed=spread_seed),
         "circuit_size": circuit_size(traj, class_threshold, induction_threshold),
         "f3_milestones": ms,
         "f3_gaps": f3_gaps(ms),

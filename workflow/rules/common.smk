@@ -134,6 +134,8 @@ FINDINGS_TABLES = [
     "f1_floor",
     "f2_bos_fraction",
     "f2_shape",
+    "f2_layer_onset",
+    "f2_layer_spread",
     "circuit_size",
     "f3_milestones",
     "f3_gaps",
@@ -142,7 +144,7 @@ FINDINGS_TABLES = [
     "f5_pr_lead",
     "pr_integral",
 ]
-FIGURES = ["bos_fraction", "bos_heatmap", "circuit_recall", "head_trajectories"]
+FIGURES = ["bos_fraction", "bos_heatmap", "layer_onset", "circuit_recall", "head_trajectories"]
 
 
 def findings_params():

@@ -1,0 +1,61 @@
+"""Figures of the onsets: the sink's onset per layer (F2b) and the F3 milestones with their
+bootstrap intervals. Same conventions as ``headtrace.figures`` (log token axes, 0 tokens drawn one
+decade below the smallest positive count and labelled 0)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from headtrace import figures as FG
+from headtrace.figures import plt, zero_floor
+
+
+def plot_layer_onset(onset: pl.DataFrame, path, spread: pl.DataFrame | None = None,
+                     floor_layers: tuple[int, ...] = (0, 1)) -> None:
+    """Onset tokens per layer, one line per model: solid = first revision with >= 1 first-token head,
+    dashed = >= 50% of the layer's heads. Never reached: hollow marker on the "never" row at the top.
+    Floor layers are shaded. ``spread`` (f2_layer_spread) adds each model's label to its legend entry."""
+    toks = onset["first_tokens"].to_list() + onset["half_tokens"].to_list()
+    pos = [t for t in toks if t is not None and t > 0]
+    if not pos and all(t is None for t in toks):
+        FG.empty(path, "no layer reaches a first-token head in any model")
+        return
+    floor = zero_floor(toks) if any(v == 0 for v in toks) else 10.0 ** math.floor(math.log10(min(pos)))
+    top = 10.0 ** (math.ceil(math.log10(max(pos))) + 1) if pos else 10 * floor  # the "never" row
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    for i, m in enumerate(onset["model"].unique(maintain_order=True).to_list()):
+        g = onset.filter(pl.col("model") == m).sort("layer")
+        c = FG._COLORS[i % len(FG._COLORS)]
+        label = m
+        if spread is not None:
+            s = spread.filter((pl.col("model") == m) & (pl.col("onset") == "first"))
+            if s.height:
+                label += f" ({s['label'][0]})"
+        layers = g["layer"].to_numpy()
+        for col, ls, lab in (("first_tokens", "-", label), ("half_tokens", "--", None)):
+            t = g[col].to_list()
+            y = np.array([np.nan if v is None else (floor if v == 0 else float(v)) for v in t])
+            never = np.array([v is None for v in t])
+            ax.plot(layers, y, "o" + ls, color=c, label=lab, lw=1.5 if ls == "-" else 1, alpha=1 if ls == "-" else 0.7,
+                    ms=4)
+            if never.any():  # never reached: hollow markers on the top row (no line through them)
+                ax.plot(layers[never] + 0.12 * (i - 1), np.full(never.sum(), top), "o", mfc="white", color=c, ms=6 if ls == "-" else 4)
+    lo = min(floor_layers) if floor_layers else None
+    if lo is not None:
+        ax.axvspan(lo - 0.5, max(floor_layers) + 0.5, color="grey", alpha=0.12, lw=0)
+    ax.set_yscale("log")
+    ticks = [t for t in ax.get_yticks() if floor <= t < top]
+    ax.set_yticks(ticks + [top])
+    ax.set_yticklabels([("0" if t == floor and any(v == 0 for v in toks) else f"$10^{{{round(math.log10(t))}}}$")
+                        for t in ticks] + ["never"])
+    ax.set_ylim(floor / 2, top * 2)
+    ax.set_xlabel("layer (shaded: floor layers, not ranked)")
+    ax.set_ylabel("onset (training tokens)")
+    ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, title="solid: ≥ 1 first-token head; dashed: ≥ 50% of heads", title_fontsize=8,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("F2b — where the first-token sink appears first", fontsize=10)
+    FG.save(fig, path)

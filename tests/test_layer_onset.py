@@ -1,0 +1,148 @@
+"""F2b (headtrace.layer_onset): per-layer sink onsets and the spread label, on hand-built
+trajectories with known answers and on the published panel's real numbers."""
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from headtrace import layer_onset as LO
+from headtrace import reference as R
+from headtrace import trajectories as T
+from headtrace.tables import CLASS_COLUMNS, conform
+from headtrace.screen import classify_table
+
+N_REV, N_LAYERS, N_HEADS = 6, 12, 2
+
+
+def traj_from_onsets(onsets: dict[int, int | None], half: dict[int, int | None] | None = None,
+                     model: str = "m") -> pl.DataFrame:
+    """A trajectory where layer L gets one first-token head (sel 40x) from revision onsets[L] on and
+    both its heads from half[L] on (default: never); other heads stay at 1x."""
+    half = half or {}
+    rows = []
+    for r in range(N_REV):
+        for layer in range(N_LAYERS):
+            for h in range(N_HEADS):
+                start = onsets.get(layer) if h == 0 else half.get(layer)
+                sel = 40.0 if start is not None and r >= start else 1.0
+                row = dict(model=model, revision=f"step{10 ** r}", tokens=10 ** r * 1000, layer=layer, head=h, pr=1.0)
+                row.update({f"sel_{c}": 1.0 for c in CLASS_COLUMNS})
+                row["sel_first_token"] = sel
+                rows.append(row)
+    df = classify_table(pl.DataFrame(rows, schema_overrides={"tokens": pl.Int64}))
+    return conform(df, "trajectory")
+
+
+def _spread(onsets, **kw):
+    t = traj_from_onsets(onsets, **kw)
+    return LO.f2_layer_spread(LO.f2_layer_onset(t)).filter(pl.col("onset") == "first").row(0, named=True)
+
+
+# layers 2..11 ranked (0, 1 = floor), middle = 6.5
+MIDDLE_OUT = {2: 5, 3: 4, 4: 3, 5: 2, 6: 1, 7: 1, 8: 2, 9: 3, 10: 4, 11: 5}
+BOTTOM_UP = {l: min(5, (l - 2) // 2) for l in range(2, 12)}
+TOP_DOWN = {l: min(5, (11 - l) // 2) for l in range(2, 12)}
+SHUFFLED = {2: 1, 3: 4, 4: 2, 5: 5, 6: 3, 7: 1, 8: 4, 9: 2, 10: 5, 11: 3}  # no pattern
+
+
+@pytest.mark.parametrize("onsets,label", [(MIDDLE_OUT, "middle-out"), (BOTTOM_UP, "bottom-up"),
+                                          (TOP_DOWN, "top-down"), (SHUFFLED, "no clear order")])
+def test_each_label(onsets, label):
+    s = _spread(onsets)
+    assert s["label"] == label
+    assert s["middle_layer"] == 6.5 and s["n_layers_ranked"] == 10 and s["floor_layers"] == "L0,L1"
+    if label == "middle-out":
+        assert s["rho_middle"] == pytest.approx(1.0) and s["leading_layers"] == "L6,L7"
+        assert s["lead_tokens"] == 10_000 and s["next_tokens"] == 100_000 and s["lead_ratio"] == pytest.approx(10)
+        assert s["last_layers"] == "L2,L11"
+    if label in ("middle-out", "bottom-up", "top-down"):
+        assert s["p_value"] < 0.01
+    else:
+        assert s["p_value"] > 0.2
+
+
+def test_onset_table_first_and_half():
+    t = traj_from_onsets({4: 1, 5: 3}, half={4: 2})
+    on = LO.f2_layer_onset(t)
+    assert on.height == N_LAYERS and on["n_heads"].unique().to_list() == [N_HEADS]
+    r4 = on.filter(pl.col("layer") == 4).row(0, named=True)
+    assert (r4["first_revision"], r4["first_tokens"], r4["half_revision"], r4["half_tokens"]) == (
+        "step10", 10_000, "step10", 10_000)  # 1 of 2 heads is already 50%
+    r5 = on.filter(pl.col("layer") == 5).row(0, named=True)
+    assert r5["first_revision"] == "step1000" and r5["half_revision"] == "step1000"
+    r6 = on.filter(pl.col("layer") == 6).row(0, named=True)
+    assert r6["first_revision"] is None and r6["first_tokens"] is None and r6["half_tokens"] is None
+
+
+def test_never_reached_layers_rank_last_and_tied():
+    # the middle leads, the outer layers never get a sink: still middle-out, never layers last
+    onsets = {5: 1, 6: 1, 7: 1, 8: 1, 4: 3, 9: 3}
+    s = _spread(onsets)
+    assert s["n_never"] == 4 and s["never_layers"] == "L2,L3,L10,L11" and s["last_layers"] == "L2,L3,L10,L11"
+    assert s["label"] == "middle-out" and s["rho_middle"] > 0.8
+    # never reached is later than the latest reached onset: same ranks as an explicit late onset
+    explicit = _spread({**onsets, 2: 5, 3: 5, 10: 5, 11: 5})
+    assert explicit["rho_middle"] == pytest.approx(s["rho_middle"]) and explicit["n_never"] == 0
+
+
+def test_no_sink_and_all_tied():
+    s = _spread({})
+    assert s["label"] == "no sink" and s["rho_middle"] is None and s["leading_layers"] == ""
+    tied = _spread({l: 2 for l in range(2, 12)})
+    assert tied["label"] == "no clear order" and tied["p_value"] is None
+    # floor layers are not ranked: a sink only in L0/L1 is no sink above the floor
+    assert _spread({0: 1, 1: 1})["label"] == "no sink"
+
+
+def test_spread_is_deterministic_by_seed_and_alpha_is_an_argument():
+    on = LO.f2_layer_onset(traj_from_onsets(MIDDLE_OUT))
+    a = LO.f2_layer_spread(on, n_permutations=2000, seed=3)
+    assert a.equals(LO.f2_layer_spread(on, n_permutations=2000, seed=3))
+    p = a.filter(pl.col("onset") == "first")["p_value"][0]
+    strict = LO.f2_layer_spread(on, n_permutations=2000, seed=3, alpha=p / 2)
+    assert strict.filter(pl.col("onset") == "first")["label"][0] == "no clear order"
+
+
+# ----------------------------------------------------------------------------------------------
+# the published panel
+
+
+@pytest.fixture(scope="module")
+def published() -> dict:
+    screens, prs = zip(*(R.import_model(None, m) for m in R.PUBLISHED))
+    return T.all_findings(T.assemble(list(screens), list(prs)))
+
+
+def _layer(F, model, layer):
+    return F["f2_layer_onset"].filter((pl.col("model") == model) & (pl.col("layer") == layer)).row(0, named=True)
+
+
+def test_published_layer_onsets(published):
+    F = published
+    assert F["f2_layer_onset"].height == 48
+    # OLMoE: L7-L10, L12, L13 at 20B; L2 last (2516B)
+    for layer in (7, 8, 9, 10, 12, 13):
+        assert _layer(F, "olmoe", layer)["first_tokens"] == 20_000_000_000
+    assert _layer(F, "olmoe", 2)["first_revision"] == "step600000-tokens2516B"
+    assert _layer(F, "olmoe", 2)["half_revision"] == "step800000-tokens3355B"
+    # Pythia: L2, L3 never get a first-token head; the middle/upper layers at step3000 (6.29B)
+    for layer in (0, 1, 2, 3):
+        assert _layer(F, "pythia1b", layer)["first_revision"] is None
+    assert _layer(F, "pythia1b", 7)["first_revision"] == "step3000"
+    assert _layer(F, "pythia1b", 10)["half_revision"] == "step3000"
+    # OLMo: one isolated L4 head at 10B, then L3/L5 at 117B, everything else at 264B
+    assert _layer(F, "olmo", 4)["first_tokens"] == 10_000_000_000
+    assert _layer(F, "olmo", 15)["half_revision"] == "step644000-tokens1350B"
+
+
+def test_published_spread(published):
+    sp = published["f2_layer_spread"].filter(pl.col("onset") == "first")
+    got = {r["model"]: r for r in sp.iter_rows(named=True)}
+    assert got["olmoe"]["label"] == "middle-out" and got["olmoe"]["last_layers"] == "L2"
+    assert got["olmoe"]["leading_layers"] == "L7,L8,L9,L10,L12,L13"
+    assert got["olmoe"]["rho_middle"] == pytest.approx(0.689, abs=1e-3)
+    assert got["pythia1b"]["never_layers"] == "L2,L3" and got["pythia1b"]["label"] == "no clear order"
+    assert got["pythia1b"]["rho_middle"] == pytest.approx(0.508, abs=1e-3)
+    assert got["olmo"]["leading_layers"] == "L4" and got["olmo"]["lead_ratio"] == pytest.approx(11.7)
+    assert got["olmo"]["rho_depth"] == pytest.approx(0.579, abs=1e-3)
+    assert got["olmo"]["label"] == "bottom-up"  # p = 0.048: borderline, see summary.md

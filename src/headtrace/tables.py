@@ -7,11 +7,10 @@ Writers may add columns beyond the schema; the schema's columns must be present 
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
 import polars as pl
 
+from headtrace import durable
 from headtrace.heads import head_name  # noqa: F401  (re-exported: tables name heads)
 from headtrace.probe import CLASSES
 
@@ -289,19 +288,12 @@ def conform(df: pl.DataFrame, schema: str) -> pl.DataFrame:
 
 
 def write(df: pl.DataFrame, path: str | os.PathLike, schema: str | None = None) -> None:
-    """Write ``df`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    """Write ``df`` to ``path`` atomically and durably (temporary file in the same folder, fsync,
+    rename, fsync of the folder: :func:`headtrace.durable.atomic_path`)."""
     if schema is not None:
         df = conform(df, schema)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with durable.atomic_path(path) as tmp:
         df.write_parquet(tmp, compression="zstd", statistics=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read(path: str | os.PathLike) -> pl.DataFrame:
@@ -352,17 +344,8 @@ def _dtype_name(dtype) -> str:
 
 
 def write_text(text: str, path: str | os.PathLike) -> None:
-    """Write a text file (summary.md) atomically, like ``write``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a text file (summary.md) atomically and durably, like ``write``."""
+    durable.write_text(text, path)
 
 
 ARRAY_KEY = "head_outputs"
@@ -373,16 +356,8 @@ def write_array(array, path: str | os.PathLike, metadata: dict[str, str] | None 
     import numpy as np
     from safetensors.numpy import save_file
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with durable.atomic_path(path) as tmp:
         save_file({ARRAY_KEY: np.ascontiguousarray(array, dtype=np.float32)}, tmp, metadata=metadata)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_array(path: str | os.PathLike):

@@ -43,6 +43,8 @@ import numpy as np
 import torch
 import transformers
 
+from headtrace import durable
+
 FAMILY_CLASSES = {
     "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM"),
     "olmo": ("OlmoConfig", "OlmoForCausalLM"),
@@ -299,9 +301,7 @@ def _save(model: torch.nn.Module, out_dir: Path, step: int) -> Path:
         model.save_pretrained(tmp, safe_serialization=True)
     finally:
         transformers.utils.logging.enable_progress_bar()
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    durable.publish_dir(tmp, final)  # fsync files + folder, replace final, fsync out_dir
     return final
 
 

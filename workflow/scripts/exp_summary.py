@@ -1,6 +1,4 @@
 # rule experiments_summary: one paragraph per method experiment (markdown).
-from pathlib import Path
-
 from headtrace import experiment_summary, logs, tables
 
 with logs.to_file(snakemake.log[0]):
@@ -11,6 +9,4 @@ with logs.to_file(snakemake.log[0]):
 
     text = experiment_summary.summary_markdown(get("cross_seed"), get("data_shift"), get("composition"),
                                         get("noise_floor"), get("floors"))
-    out = Path(snakemake.output[0])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
+    tables.write_text(text, snakemake.output[0])  # atomic + fsync, like every output

@@ -23,6 +23,12 @@ from pathlib import Path
 __all__ = ["fsync_path", "fsync_dir", "atomic_path", "write_text", "publish_dir"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def fsync_path(path: str | os.PathLike) -> None:
     """``fsync`` one existing file (opened read-only: works for files written by any library)."""
     fd = os.open(path, os.O_RDONLY)
@@ -62,6 +68,7 @@ def atomic_path(path: str | os.PathLike):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         yield tmp
         fsync_path(tmp)
         os.replace(tmp, path)

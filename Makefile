@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORES ?= all
 CONFIG ?= config/config.yaml
 
-.PHONY: demo test test-slurm lint dag report install-profile clean-results venv
+.PHONY: demo unlock test test-slurm lint dag report install-profile clean-results venv
 
 venv: $(STAMP)
 
@@ -21,7 +21,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
+# lock-check first: after a killed run it names the stale lock and the commands that recover
+# (make unlock; make demo) instead of Snakemake's generic lock error; it never unlocks by itself.
 demo: $(STAMP)
+	@$(BIN)/headtrace lock-check
 	@start=$$(date +%s); \
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete && \
 	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html && \
@@ -33,6 +36,11 @@ test: $(STAMP)
 
 test-slurm: $(STAMP)
 	bash slurm/ci.sh
+
+# Remove a stale lock left by a killed run; refuses while a Snakemake run works in this folder.
+unlock: $(STAMP)
+	@$(BIN)/headtrace lock-check --before-unlock
+	$(BIN)/snakemake --unlock --configfile $(CONFIG)
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint

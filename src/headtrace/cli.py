@@ -15,6 +15,11 @@ prints the one-screen summary of a finished run (:func:`headtrace.console.summar
 runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local folder holding
 ``config.json`` + safetensors weights, or a Hub id (``--revision`` pinned; downloaded unless
 ``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables.
+
+    headtrace lock-check [DIR] [--before-unlock]
+
+tells a stale Snakemake lock (a killed run) from one held by a live run (:mod:`headtrace.locks`);
+exit 0: no lock, 1: stale (prints the commands that recover), 2: a live run holds it.
 """
 from __future__ import annotations
 
@@ -98,6 +103,18 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_lock_check(args: argparse.Namespace) -> int:
+    from headtrace import locks
+
+    state = locks.check(args.directory)
+    if args.before_unlock and state.status == locks.STALE:
+        return 0  # `make unlock`: a stale lock is what it is there for
+    text = locks.message(state, unlock=args.unlock_command, rerun=args.rerun_command)
+    if text:
+        print(text, file=sys.stderr)
+    return state.status
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -137,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--probe-seed", type=int)
     c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
     c.set_defaults(func=_cmd_cell)
+    k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")
+    k.add_argument("directory", nargs="?", default=".", help="Snakemake working directory (default: .)")
+    k.add_argument("--before-unlock", action="store_true",
+                   help="exit 0 on a stale lock too (refuse only under a live run): what `make unlock` runs")
+    k.add_argument("--unlock-command", default="make unlock", help="the unlock command the message names")
+    k.add_argument("--rerun-command", default="make demo", help="the rerun command the message names")
+    k.set_defaults(func=_cmd_lock_check)
     return p
 
 

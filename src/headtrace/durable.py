@@ -68,8 +68,8 @@ def atomic_path(path: str | os.PathLike):
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp (and some writers) make 0600; outputs get the usual mode
         fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:

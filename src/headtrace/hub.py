@@ -18,11 +18,12 @@ from pathlib import Path
 
 import torch
 
-from headtrace import families
+from headtrace import context, families, panel
 
 __all__ = [
     "ALLOW_PATTERNS", "DTYPES", "CheckpointError", "fetch", "snapshot_path", "load_model",
-    "resolve_device", "auto_batch_size", "load_for_cell", "toy_checkpoint_dir",
+    "resolve_device", "auto_batch_size", "load_for_cell", "toy_checkpoint_dir", "cell_checkpoint",
+    "local_checkpoint_dir",
 ]
 
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.txt", "*.model"]
@@ -132,6 +133,8 @@ def load_model(
     device: str | torch.device = "cpu",
     offline: bool = True,
     cache_dir: str | None = None,
+    seq_len: int | None = None,
+    name: str | None = None,
 ):
     """Load one checkpoint; returns ``(model, family_name)`` with the model in eval mode on ``device``.
 
@@ -143,7 +146,9 @@ def load_model(
 
     The class is the family's ``model_class`` from transformers (family ``auto``: from the
     checkpoint's ``config.model_type``); ``use_safetensors=True``; remote code is never trusted.
-    ``dtype``: fp32, fp16 or bf16.
+    ``dtype``: fp32, fp16 or bf16. With ``seq_len`` (the probe length as fed), a probe longer than
+    the checkpoint's context length (``config.json``) raises :class:`headtrace.panel.ConfigError`
+    naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read.
     """
     import transformers
 
@@ -165,6 +170,11 @@ def load_model(
         config = transformers.AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{what}: cannot read config.json: {e}") from e
+    if seq_len is not None:
+        msg = context.too_long(name or path_or_id, int(seq_len), context.limit_of(config),
+                               f"{Path(path) / 'config.json'}")
+        if msg:
+            raise panel.ConfigError(msg)
     fam = _family_for(family, config)
     cls = getattr(transformers, fam.model_class)
     try:
@@ -221,15 +231,57 @@ def toy_checkpoint_dir(model: str, revision: str, root: str = TOY_ROOT) -> str:
     return os.path.join(root, model, revision)
 
 
+def local_checkpoint_dir(load: dict, model: str, revision: str) -> str:
+    """The folder of a ``local`` model's revision (:func:`headtrace.panel.local_checkpoint_path`:
+    ``path`` with ``{revision}`` filled in, ``path`` itself with ``single_checkpoint: true``, else
+    ``path/{revision}``). A folder that is not there is a :class:`CheckpointError` naming model,
+    revision and the folder looked in -- never a fallback to ``path`` itself, which may be another
+    checkpoint (e.g. the final model at the top, intermediate ones in sub-folders)."""
+    folder = panel.local_checkpoint_path(load, revision)
+    if Path(folder).is_dir():
+        return folder
+    base = str(load["path"])
+    parent = Path(folder).parent
+    there = sorted(p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if parent.is_dir() else []
+    shown = ", ".join(there[:12]) + (", ..." if len(there) > 12 else "")
+    hint = (f"{parent} holds: {shown}" if there else f"{parent} has no sub-folders" if parent.is_dir()
+            else f"{parent} does not exist")
+    how = ("models.{m}.path contains {{revision}}".format(m=model) if "{revision}" in base
+           else f"looked in {base} for the sub-folder '{revision}'")
+    raise CheckpointError(
+        f"local model '{model}' revision '{revision}': no checkpoint folder {folder} ({how}; {hint}). "
+        f"headtrace does not fall back to {base} itself: fix models.{model}.revisions, put {{revision}} "
+        f"into models.{model}.path, or set models.{model}.single_checkpoint: true if {base} is the "
+        "model's one checkpoint"
+    )
+
+
+def cell_checkpoint(load: dict, model: str, revision: str, cache_dir: str | None = None) -> tuple[str, str, str | None]:
+    """``(source, folder, commit)``: the checkpoint folder a cell loads and, for hub models, the
+    commit its revision resolved to in the cache (offline; branch names go through ``refs/``)."""
+    source = load.get("source", "hub")
+    if source == "hub":
+        folder = snapshot_path(load["hf_id"], revision, cache_dir=cache_dir, offline=True)
+        commit = Path(folder).name
+        return source, folder, commit if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit) else None
+    if source == "toy":
+        return source, toy_checkpoint_dir(model, revision), None
+    if source == "local":
+        return source, local_checkpoint_dir(load, model, revision), None
+    raise ValueError(f"model '{model}': source '{source}' has no checkpoint to load")
+
+
 def load_for_cell(load: dict, model: str, revision: str, device: str = "auto",
-                  batch_size: int | str = "auto", seq_len: int = 256, cache_dir: str | None = None):
+                  batch_size: int | str = "auto", seq_len: int | None = None, cache_dir: str | None = None):
     """What a per-cell workflow job needs: ``(model, Family, torch.device, batch_size)``
     (the :class:`headtrace.families.Family` adapter object, as capture/ablation take it).
 
-    ``load`` is the model's load spec (``source``, ``hf_id``, ``path``, ``family``, ``dtype``).
-    ``local``: ``path`` may contain ``{revision}``; otherwise ``path/revision`` is used when it is a
-    directory, else ``path`` itself. ``toy``: ``resources/checkpoints/{model}/{revision}``.
-    Hub checkpoints are read from the cache only (the fetch rule downloaded them).
+    ``load`` is the model's load spec (``source``, ``hf_id``, ``path``, ``single_checkpoint``,
+    ``family``, ``dtype``). ``local``: :func:`local_checkpoint_dir` (a missing revision folder fails
+    the cell). ``toy``: ``resources/checkpoints/{model}/{revision}``. Hub checkpoints are read from
+    the cache only (the fetch rule downloaded them). A probe of ``seq_len`` tokens longer than the
+    checkpoint's context length fails here, before the weights are read.
     """
     source = load.get("source", "hub")
     dev = resolve_device(device)
@@ -238,15 +290,10 @@ def load_for_cell(load: dict, model: str, revision: str, device: str = "auto",
     elif source == "toy":
         ident = toy_checkpoint_dir(model, revision)
     elif source == "local":
-        base = str(load["path"])
-        if "{revision}" in base:
-            ident = base.format(revision=revision)
-        elif (Path(base) / revision).is_dir():
-            ident = str(Path(base) / revision)
-        else:
-            ident = base
+        ident = local_checkpoint_dir(load, model, revision)
     else:
         raise ValueError(f"model '{model}': source '{source}' has no checkpoint to load")
     net, fam = load_model(source, ident, revision, family=load.get("family", "auto"),
-                          dtype=load.get("dtype", "fp32"), device=dev, offline=True, cache_dir=cache_dir)
-    return net, families.get(fam), dev, auto_batch_size(net, seq_len, dev, batch_size)
+                          dtype=load.get("dtype", "fp32"), device=dev, offline=True, cache_dir=cache_dir,
+                          seq_len=seq_len, name=model)
+    return net, families.get(fam), dev, auto_batch_size(net, seq_len or 256, dev, batch_size)

@@ -90,8 +90,20 @@ def load_spec(config: dict, model: str) -> dict:
     """What a per-cell job needs to load one model: never the revision list (so adding a revision
     does not change the params of the other cells' jobs)."""
     spec = model_spec(config, model)
-    keys = ("source", "hf_id", "path", "family", "dtype")
+    keys = ("source", "hf_id", "path", "single_checkpoint", "family", "dtype")
     return {k: spec[k] for k in keys if k in spec}
+
+
+def local_checkpoint_path(spec: dict, revision: str) -> str:
+    """The folder a ``local`` model's revision is read from, as the config says: ``path`` with
+    ``{revision}`` filled in, ``path`` itself with ``single_checkpoint: true``, else
+    ``path/{revision}``. Never a fallback: ``headtrace.hub`` fails the cell when it is missing."""
+    base = str(spec["path"])
+    if "{revision}" in base:
+        return base.replace("{revision}", revision)
+    if spec.get("single_checkpoint"):
+        return base
+    return f"{base.rstrip('/')}/{revision}"
 
 
 def check(config: dict) -> None:
@@ -131,3 +143,37 @@ def check(config: dict) -> None:
         vocab = (spec.get("train") or {}).get("arch", {}).get("vocab_size")
         if vocab is not None and hi > vocab:
             raise ConfigError(f"{where}: probe.token_range ends at {hi}, beyond the toy vocabulary of {vocab}")
+        _check_local_layout(spec, where)
+        _check_context(config, model, p["seq_len"])
+
+
+def _check_local_layout(spec: dict, where: str) -> None:
+    if not spec.get("single_checkpoint"):
+        return
+    if spec["source"] != "local":
+        raise ConfigError(f"{where}.single_checkpoint: only a local model reads its path as one checkpoint")
+    if "{revision}" in str(spec["path"]):
+        raise ConfigError(f"{where}.single_checkpoint: path '{spec['path']}' contains {{revision}}, "
+                          "so it is not one checkpoint; drop one of the two")
+    if len(spec["revisions"]) != 1:
+        raise ConfigError(f"{where}.single_checkpoint: path '{spec['path']}' is one checkpoint, but "
+                          f"{len(spec['revisions'])} revisions are listed; list exactly one")
+
+
+def _check_context(config: dict, model: str, seq_len: int) -> None:
+    """A probe longer than the model's context fails here where the limit is known before any job
+    (toy architecture, local config.json); hub models are checked at job start (headtrace.hub)."""
+    from headtrace import context
+
+    spec = model_spec(config, model)
+    if spec["source"] == "toy":
+        msg = context.too_long(model, seq_len, context.toy_limit(config, model),
+                               f"the toy architecture of family '{spec.get('family')}' (headtrace.toy)")
+        if msg:
+            raise ConfigError(msg)
+    elif spec["source"] == "local":
+        for revision in spec["revisions"]:
+            cfg = f"{local_checkpoint_path(spec, revision)}/config.json"
+            msg = context.too_long(model, seq_len, context.read_limit(cfg), cfg)
+            if msg:
+                raise ConfigError(msg)

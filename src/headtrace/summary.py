@@ -286,6 +286,19 @@ def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 
     return "\n".join(text)
 
 
+def _provenance_section(traj: pl.DataFrame) -> list[str]:
+    """A warning block when two revisions of one model ran byte-identical weights (the trajectory's
+    ``weights_sha256`` column, from each cell's provenance.parquet); nothing otherwise."""
+    from headtrace import provenance
+
+    lines = provenance.warning_lines(traj)
+    if not lines:
+        return []
+    return ["## Warning: identical weights under different revision names\n\n"
+            + "\n".join(f"- {ln}" for ln in lines)
+            + "\n\nThe findings below treat them as separate checkpoints; see each cell's provenance.parquet.\n"]
+
+
 def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
            found_threshold: float | None = None, sharp_share: float = 0.5,
            pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
@@ -301,6 +314,7 @@ def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshol
             f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
             f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.trajectories`; "
             "the tables behind this page are the Parquet files next to it.\n"]
+    head += _provenance_section(traj)
     return "\n".join(head + [
         _f1_section(F, traj, class_threshold),
         _f2_section(F, traj, class_threshold, sharp_share),

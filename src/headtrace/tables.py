@@ -88,6 +88,16 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "upper_bound_saturates": pl.Boolean,
         "causal": pl.Boolean,
     },
+    # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.provenance).
+    "provenance": {
+        **CELL_KEY,
+        "source": pl.String,
+        "hf_id": pl.String,
+        "commit": pl.String,
+        "weights_sha256": pl.String,
+        "weight_files": pl.List(pl.String),
+        "weight_bytes": pl.Int64,
+    },
     # ---- findings (headtrace.trajectories), results/findings/*.parquet ----
     # F1: first-token (BOS) heads per layer; first-token = sel_first_token >= class threshold.
     "f1_bos_floor": {
@@ -314,6 +324,7 @@ LOCATIONS: dict[str, str] = {
     "screen": "results/cells/{model}/{revision}/screen.parquet",
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
+    "provenance": "results/cells/{model}/{revision}/provenance.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
 }
 

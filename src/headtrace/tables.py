@@ -71,8 +71,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "top5": pl.Float64,
         "ce": pl.Float64,
         "logit_b": pl.Float64,
+        "n_sequences": pl.Int32,
+        # control rows: size of the matched set space they come from (headtrace.conditions); else null
+        "n_matched_sets": pl.Int64,
+        # seeded bootstrap over probe sequences (headtrace.verdict): the condition's mean and its
+        # paired effect against the baseline (positive = hurts), null where not computed
+        **{f"{m}{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
     },
-    # results/cells/{model}/{revision}/verdict.parquet
+    # results/cells/{model}/{revision}/verdict.parquet (rule: headtrace.verdict)
     "verdict": {
         **CELL_KEY,
         "circuit": pl.String,
@@ -87,6 +93,23 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "upper_bound_top1": pl.Float64,
         "upper_bound_saturates": pl.Boolean,
         "causal": pl.Boolean,
+        "verdict": pl.String,  # causal | not_causal | underpowered
+        "metric": pl.String,  # decision metric (ablation.metric); effect/baseline_value/ablated_value use it
+        "baseline_value": pl.Float64,
+        "ablated_value": pl.Float64,
+        "effect_lo": pl.Float64,  # bootstrap interval of effect (paired over probe sequences)
+        "effect_hi": pl.Float64,
+        "min_p": pl.Float64,  # smallest p the control allows: 1 / (1 + n_distinct_draws)
+        "n_matched_sets": pl.Int64,  # size of the matched set space
+        "control_exact": pl.Boolean,  # every set of the space evaluated
+        "control": pl.String,
+        "n_random": pl.Int32,
+        "n_distinct_draws": pl.Int32,
+        "random_top1_mean": pl.Float64,
+        "class_control": pl.String,  # class-matched control (sink heads excluded), null when off
+        "class_p_value": pl.Float64,
+        "class_random_effect_mean": pl.Float64,
+        "n_class_matched_sets": pl.Int64,
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.provenance).
     "provenance": {

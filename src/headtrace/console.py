@@ -46,18 +46,42 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
         if v is not None and not v["n_heads"]:
             lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
         elif v is not None:
-            lines.append(
-                f"{'':<4}final ablation: top-1 {v['baseline_top1']:.1%} -> circuit {v['ablated_top1']:.1%}, "
-                f"matched-random mean {v['baseline_top1'] - v['random_effect_mean']:.1%}, "
-                f"upper bound {v['upper_bound_top1']:.1%}, p={v['p_value']:.3f} over {v.get('n_distinct_draws', '?')} distinct "
-                f"draws, causal: {'yes' if v['causal'] else 'no'}"
-            )
+            lines.append(f"{'':<4}final ablation: " + verdict_line(v))
     summary_md = results / "findings" / "summary.md"
     lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]
     report = results / "report.html"
     if report.exists():
         lines.append(f"report:   {report}")
     return "\n".join(lines)
+
+
+def _fmt(metric: str, x) -> str:
+    return "nan" if x is None or x != x else (f"{x:.1%}" if metric == "top1" else f"{x:.2f}")
+
+
+def verdict_line(v: dict) -> str:
+    """One verdict row in words: the ablation, its control (exact or sampled), the effect with its
+    interval, and the three-way verdict (``underpowered`` says why the test cannot decide)."""
+    metric = v.get("metric") or "top1"
+    random_top1 = v.get("random_top1_mean")
+    if random_top1 is None or random_top1 != random_top1:
+        random_top1 = v["baseline_top1"] - v["random_effect_mean"]
+    n_sets, n_space = v.get("n_distinct_draws"), v.get("n_matched_sets")
+    control = (f"all {n_sets} matched sets (exact)" if v.get("control_exact")
+               else f"{n_sets} of {n_space} matched sets (sampled)")
+    out = (f"top-1 {v['baseline_top1']:.1%} -> circuit {v['ablated_top1']:.1%}, "
+           f"matched-random mean {random_top1:.1%} over {control}, upper bound {v['upper_bound_top1']:.1%}; ")
+    lo, hi = v.get("effect_lo"), v.get("effect_hi")
+    ci = f" [{_fmt(metric, lo)}, {_fmt(metric, hi)}]" if lo is not None and lo == lo else ""
+    out += f"{metric} effect {_fmt(metric, v['effect'])}{ci}, p={v['p_value']:.3f}"
+    verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
+    if verdict == "underpowered":
+        mp = v.get("min_p")
+        out += (f"; verdict: underpowered (the smallest p these {n_sets} set(s) allow is {mp:.3f} > alpha: "
+                "the test cannot decide here)")
+    else:
+        out += f"; verdict: {verdict.replace('_', ' ')}"
+    return out
 
 
 def _verdicts(results: Path) -> dict:

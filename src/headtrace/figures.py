@@ -250,13 +250,23 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
                 ax.plot(j + np.random.default_rng(j).uniform(-0.15, 0.15, rnd.size), 100 * rnd, ".",
                         color="C0", alpha=0.4, ms=3)
             for cond, (c, mk, _) in marks.items():
-                v = g.filter((pl.col("revision") == rev) & (pl.col("condition") == cond))[metric].drop_nulls()
+                sel = g.filter((pl.col("revision") == rev) & (pl.col("condition") == cond))
+                v = sel[metric].drop_nulls()
                 if not v.len():
                     continue
-                if cond == "baseline":  # dashed line across the slot
+                # bootstrap interval over probe sequences (headtrace.verdict), when the table has it
+                lo, hi = ((sel[f"{metric}_lo"][0], sel[f"{metric}_hi"][0]) if f"{metric}_lo" in sel.columns
+                          else (None, None))
+                if cond == "baseline":  # dashed line across the slot, its interval shaded
                     ax.hlines(100 * v.mean(), j - 0.42, j + 0.42, colors=c, linestyles="--", lw=1.5)
-                else:  # beside the box, so the draws stay visible
-                    ax.plot([j + 0.36], [100 * v.mean()], mk, color=c, ms=7)
+                    if lo is not None and hi is not None:
+                        ax.fill_between([j - 0.42, j + 0.42], 100 * lo, 100 * hi, color=c, alpha=0.08, lw=0)
+                else:  # beside the box, so the draws stay visible; error bar = its interval
+                    x = j + (0.36 if cond == "circuit" else 0.46)
+                    ax.plot([x], [100 * v.mean()], mk, color=c, ms=7)
+                    if lo is not None and hi is not None:
+                        ax.errorbar([x], [100 * v.mean()], yerr=[[100 * (v.mean() - lo)], [100 * (hi - v.mean())]],
+                                    color=c, lw=1, capsize=2)
         ax.set_xticks(range(revs.height))
         ax.set_xticklabels([f"{r}\n{fmt_tokens(t)}" for r, t in zip(revs["revision"], revs["tokens"])],
                            fontsize=7)
@@ -267,7 +277,8 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
                for c, mk, lab in marks.values()]
     handles.append(plt.Line2D([], [], color="C0", marker=".", ls="", label="matched random (draws, box)"))
     axes[0, 0].legend(handles=handles, fontsize=7, loc="best")
-    axes[0, 0].set_title("Induction-task accuracy under ablation vs matched-random heads", fontsize=10)
+    axes[0, 0].set_title("Induction-task accuracy under ablation vs matched-random heads "
+                         "(bars/band: 95% bootstrap interval over probe sequences)", fontsize=10)
     _save(fig, path)
 
 

@@ -2,8 +2,9 @@
 
 
 rule ablate:
-    """Ablate the circuit, matched-random draws, the upper bound, the final revision's circuit and
-    the previous-token circuit; one model load, all conditions batched."""
+    """Ablate the circuit, the final revision's circuit and the previous-token circuit, each against
+    its matched controls (exact when the matched space is small) and upper bound; one model load,
+    all conditions batched; bootstrap intervals and the three-way verdict."""
     conda:
         CONDA_ENV
     input:
@@ -24,6 +25,13 @@ rule ablate:
         n_random=config["ablation"]["n_random"],
         seed=config["ablation"]["seed"],
         final_controls=config["ablation"]["final_controls"],
+        exact_max=config["ablation"]["exact_max"],
+        class_matched=config["ablation"]["class_matched"],
+        metric=config["ablation"]["metric"],
+        alpha=config["ablation"]["alpha"],
+        n_bootstrap=config["ablation"]["n_bootstrap"],
+        ci_level=config["ablation"]["ci_level"],
+        class_threshold=config["screen"]["class_threshold"],
         induction_threshold=config["screen"]["induction_threshold"],
         previous_token_threshold=config["screen"]["previous_token_threshold"],
     threads: 1

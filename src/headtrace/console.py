@@ -47,6 +47,9 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
         elif v is not None:
             lines.append(f"{'':<4}final ablation: " + verdict_line(v))
+        pv = verdicts.get((model, final["revision"], "previous_token_circuit"))
+        if pv is not None and pv["n_heads"]:
+            lines.append(f"{'':<4}previous-token circuit ({pv['n_heads']} heads): " + verdict_line(pv))
     summary_md = results / "findings" / "summary.md"
     lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]
     report = results / "report.html"
@@ -56,29 +59,36 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
 
 
 def _fmt(metric: str, x) -> str:
-    return "nan" if x is None or x != x else (f"{x:.1%}" if metric == "top1" else f"{x:.2f}")
+    return "nan" if x is None or x != x else (f"{x:.2%}" if metric == "top1" else f"{x:.2f}")
 
 
 def verdict_line(v: dict) -> str:
     """One verdict row in words: the ablation, its control (exact or sampled), the effect with its
     interval, and the three-way verdict (``underpowered`` says why the test cannot decide)."""
     metric = v.get("metric") or "top1"
-    random_top1 = v.get("random_top1_mean")
-    if random_top1 is None or random_top1 != random_top1:
-        random_top1 = v["baseline_top1"] - v["random_effect_mean"]
-    n_sets, n_space = v.get("n_distinct_draws"), v.get("n_matched_sets")
-    control = (f"all {n_sets} matched sets (exact)" if v.get("control_exact")
-               else f"{n_sets} of {n_space} matched sets (sampled)")
-    out = (f"top-1 {v['baseline_top1']:.1%} -> circuit {v['ablated_top1']:.1%}, "
-           f"matched-random mean {random_top1:.1%} over {control}, upper bound {v['upper_bound_top1']:.1%}; ")
+    n_sets, n_space = v.get("n_distinct_draws") or 0, v.get("n_matched_sets")
+    out = f"top-1 {v['baseline_top1']:.2%} -> circuit {v['ablated_top1']:.2%}, "
+    if n_sets:
+        random_top1 = v.get("random_top1_mean")
+        if random_top1 is None or random_top1 != random_top1:
+            random_top1 = v["baseline_top1"] - v["random_effect_mean"]
+        control = (f"all {n_sets} matched set(s) (exact)" if v.get("control_exact")
+                   else f"{n_sets} of {n_space} matched sets (sampled)")
+        out += f"matched-random mean {random_top1:.2%} over {control}"
+    else:
+        out += "no matched control"
+    if v.get("upper_bound", "-") is not None:
+        out += f", upper bound {v['upper_bound_top1']:.2%}"
     lo, hi = v.get("effect_lo"), v.get("effect_hi")
     ci = f" [{_fmt(metric, lo)}, {_fmt(metric, hi)}]" if lo is not None and lo == lo else ""
-    out += f"{metric} effect {_fmt(metric, v['effect'])}{ci}, p={v['p_value']:.3f}"
+    out += f"; {metric} effect {_fmt(metric, v['effect'])}{ci}"
+    if n_sets:
+        out += f", p={v['p_value']:.3f}"
     verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
     if verdict == "underpowered":
-        mp = v.get("min_p")
-        out += (f"; verdict: underpowered (the smallest p these {n_sets} set(s) allow is {mp:.3f} > alpha: "
-                "the test cannot decide here)")
+        why = (f"the smallest p {n_sets} matched set(s) allow is {v.get('min_p'):.3f} > alpha" if n_sets
+               else "nothing to compare with")
+        out += f"; verdict: underpowered ({why}: the test cannot decide here)"
     else:
         out += f"; verdict: {verdict.replace('_', ' ')}"
     return out
@@ -88,5 +98,9 @@ def _verdicts(results: Path) -> dict:
     paths = sorted(results.glob("cells/*/*/verdict.parquet"))
     if not paths:
         return {}
-    v = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed").filter(pl.col("circuit") == "circuit")
-    return {(r["model"], r["revision"]): r for r in v.iter_rows(named=True)}
+    v = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    out = {}
+    for r in v.iter_rows(named=True):
+        key = (r["model"], r["revision"]) if r["circuit"] == "circuit" else (r["model"], r["revision"], r["circuit"])
+        out[key] = r
+    return out

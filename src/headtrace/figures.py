@@ -237,7 +237,9 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
                                                        3.4 * len(models)), squeeze=False)
     from headtrace.summary import fmt_tokens
     marks = {"baseline": ("k", "", "baseline (unablated)"), "circuit": ("C3", "o", "circuit ablated"),
-             "final_circuit": ("C2", "s", "final circuit ablated")}
+             "final_circuit": ("C2", "s", "final circuit ablated"),
+             "previous_token_circuit": ("C4", "D", "previous-token circuit ablated")}
+    offsets = {"circuit": 0.28, "final_circuit": 0.36, "previous_token_circuit": 0.44}
     for ax, m in zip(axes[:, 0], models):
         g = df.filter(pl.col("model") == m)
         revs = g.select("revision", "tokens", "rev_index").unique().sort("rev_index")
@@ -249,6 +251,10 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
                            medianprops=dict(color="C0"))
                 ax.plot(j + np.random.default_rng(j).uniform(-0.15, 0.15, rnd.size), 100 * rnd, ".",
                         color="C0", alpha=0.4, ms=3)
+            prnd = g.filter((pl.col("revision") == rev)
+                            & (pl.col("condition") == "previous_token_matched_random"))[metric].drop_nulls().to_numpy()
+            if prnd.size:  # the previous-token circuit's matched sets, beside its marker
+                ax.plot(np.full(prnd.size, j + 0.44), 100 * prnd, "x", color="C4", alpha=0.5, ms=4)
             for cond, (c, mk, _) in marks.items():
                 sel = g.filter((pl.col("revision") == rev) & (pl.col("condition") == cond))
                 v = sel[metric].drop_nulls()
@@ -262,7 +268,7 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
                     if lo is not None and hi is not None:
                         ax.fill_between([j - 0.42, j + 0.42], 100 * lo, 100 * hi, color=c, alpha=0.08, lw=0)
                 else:  # beside the box, so the draws stay visible; error bar = its interval
-                    x = j + (0.36 if cond == "circuit" else 0.46)
+                    x = j + offsets[cond]
                     ax.plot([x], [100 * v.mean()], mk, color=c, ms=7)
                     if lo is not None and hi is not None:
                         ax.errorbar([x], [100 * v.mean()], yerr=[[100 * (v.mean() - lo)], [100 * (hi - v.mean())]],
@@ -271,11 +277,13 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
         ax.set_xticklabels([f"{r}\n{fmt_tokens(t)}" for r, t in zip(revs["revision"], revs["tokens"])],
                            fontsize=7)
         ax.set_xlim(-0.6, revs.height - 0.4)
+        ax.set_ylim(bottom=0)
         ax.set_ylabel(f"{m}\n{metric} (%)")
         ax.grid(alpha=0.3, axis="y")
     handles = [plt.Line2D([], [], color=c, marker=mk or None, ls="" if mk else "--", ms=8, label=lab)
                for c, mk, lab in marks.values()]
     handles.append(plt.Line2D([], [], color="C0", marker=".", ls="", label="matched random (draws, box)"))
+    handles.append(plt.Line2D([], [], color="C4", marker="x", ls="", label="previous-token matched random"))
     axes[0, 0].legend(handles=handles, fontsize=7, loc="best")
     axes[0, 0].set_title("Induction-task accuracy under ablation vs matched-random heads "
                          "(bars/band: 95% bootstrap interval over probe sequences)", fontsize=10)

@@ -102,7 +102,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "min_p": pl.Float64,  # smallest p the control allows: 1 / (1 + n_distinct_draws)
         "n_matched_sets": pl.Int64,  # size of the matched set space
         "control_exact": pl.Boolean,  # every set of the space evaluated
-        "control": pl.String,
+        "control": pl.String,  # the matched control used (null: none)
+        "upper_bound": pl.String,  # the upper-bound condition used (null: none; upper_bound_top1 = baseline)
         "n_random": pl.Int32,
         "n_distinct_draws": pl.Int32,
         "random_top1_mean": pl.Float64,

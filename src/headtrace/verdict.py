@@ -216,7 +216,7 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
                 "effect_lo": _num(crow.get(f"{metric}_effect_lo")), "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
                 "min_p": min_p(n_distinct) if n_distinct else math.nan, "n_matched_sets": space,
                 "control_exact": bool(n_distinct and n_distinct == space),
-                "control": rname, "n_random": k, "n_distinct_draws": n_distinct, "random_top1_mean": r_top1,
+                "control": rname, "upper_bound": uname, "n_random": k, "n_distinct_draws": n_distinct, "random_top1_mean": r_top1,
                 "class_control": cname, "class_p_value": c_p, "class_random_effect_mean": c_mean,
                 "n_class_matched_sets": c_space,
             })

@@ -42,3 +42,30 @@ rule ablate:
         log_path("ablate"),
     script:
         f"{SCRIPTS}/ablate.py"
+
+
+rule import_reference_ablation:
+    """The published final-checkpoint ablation of a reference model, in the ablation schema, and
+    its verdict (one matched draw: underpowered, the effect shown)."""
+    conda:
+        CONDA_ENV
+    input:
+        reference=REFERENCE_DIR,
+    output:
+        ablation=PATHS["ablation"],
+        verdict=PATHS["verdict"],
+    wildcard_constraints:
+        model=REFERENCE_MODELS,
+    params:
+        published=lambda wc: panel.model_spec(config, wc.model)["published"],
+        final=lambda wc: panel.final_revision(config, wc.model),
+        tokens=tokens_param,
+        metric=config["ablation"]["metric"],
+        alpha=config["ablation"]["alpha"],
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    log:
+        log_path("import_reference_ablation"),
+    script:
+        f"{SCRIPTS}/import_reference_ablation.py"

@@ -86,6 +86,8 @@ def all_targets():
     for m in models_by_source("toy", "hub", "local"):
         if ablation_enabled():
             targets += cell_paths("verdict", m)
+    if ablation_enabled():  # the published final-checkpoint ablations (rule import_reference_ablation)
+        targets += reference_ablations("verdict")
     targets += findings_outputs()
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
     return targets
@@ -93,7 +95,7 @@ def all_targets():
 
 def findings_outputs():
     outputs = [PATHS["summary"]] + [f"{PATHS['figures']}/{name}.png" for name in FIGURES]
-    if run_model_ablations():
+    if ablation_enabled() and models_by_source("toy", "hub", "local", "reference"):
         outputs.append(f"{PATHS['figures']}/ablation.png")
     return outputs
 
@@ -155,7 +157,14 @@ def findings_params():
     }
 
 
+def reference_ablations(key="ablation"):
+    """The published final-checkpoint ablation (or verdict) of every reference model."""
+    return [PATHS[key].format(model=m, revision=panel.final_revision(config, m))
+            for m in models_by_source("reference")]
+
+
 def run_model_ablations(wildcards=None):
     if not ablation_enabled():
         return []
-    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("ablation", m)]
+    # the published ablations of reference models beside the run models'
+    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("ablation", m)] + reference_ablations()

@@ -1,0 +1,11 @@
+# rule import_reference_ablation: the published final-checkpoint ablation of one reference model.
+from headtrace import ablation, logs, reference, tables
+
+with logs.to_file(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    if wc.revision != p.final:
+        raise ValueError(f"{wc.model}: the published ablation is of the final checkpoint ({p.final}), "
+                         f"not of {wc.revision}")
+    table = reference.ablation_cell(snakemake.input.reference, p.published, wc.revision, wc.model, p.tokens)
+    tables.write(table, snakemake.output.ablation, schema="ablation")
+    tables.write(ablation.verdict(table, metric=p.metric, alpha=p.alpha), snakemake.output.verdict, schema="verdict")

@@ -406,3 +406,80 @@ def test_identical_weights_are_flagged_in_the_log_and_summary(caplog):
     traj2, prov2 = _traj([("step1", "aa" * 32), ("step2", "bb" * 32)])
     assert "identical weights" not in summary.render(provenance.attach(traj2, prov2))
     assert "identical weights" not in summary.render(traj2)  # reference models: no provenance columns
+
+
+# ---- end to end: a tiny local panel under Snakemake ------------------------------------------------
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+
+
+def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
+           str(work / "config.yaml"), "--cores", "2", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def _e2e_config(work: Path, top_revisions) -> dict:
+    probe = {"n_sequences": 16, "seq_len": 64, "token_range": [2, 128], "seed": 42, "ab_range": [20, 40]}
+    return {
+        "models": {
+            # path is itself a checkpoint (the final model at the top) with a sub-folder rev-a
+            "tiny-top": {"source": "local", "path": str(work / "top"), "family": "auto",
+                         "tokens": {"rev-a": 1000, "rev-gone": 1500},
+                         "revisions": list(top_revisions)},
+            # two revision names, byte-identical weights
+            "tiny-same": {"source": "local", "path": str(work / "same"), "family": "auto",
+                          "tokens": {"r1": 1000, "r2": 2000}, "revisions": ["r1", "r2"]},
+        },
+        "probe": probe,
+        "capture": {"device": "cpu", "batch_size": 8},
+        "ablation": {"enabled": False},
+        "experiments": {"enabled": False},
+    }
+
+
+@pytest.mark.slow
+def test_e2e_missing_revision_keep_going_and_identical_weights(tmp_path):
+    work = tmp_path
+    tiny_model("olmo", seed=9, vocab_size=128).save_pretrained(work / "top")
+    tiny_model("olmo", seed=1, vocab_size=128).save_pretrained(work / "top" / "rev-a")
+    tiny_model("olmo", seed=3, vocab_size=128).save_pretrained(work / "same" / "r1")
+    shutil.copytree(work / "same" / "r1", work / "same" / "r2")
+
+    # a too-long probe fails before any job, naming model, key and limit
+    cfg = _e2e_config(work, ["rev-a"])
+    cfg["models"]["tiny-same"]["probe"] = {"seq_len": 300}
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = _snakemake(work, "-n")
+    assert proc.returncode != 0 and "models.tiny-same: probe.seq_len 300" in proc.stdout + proc.stderr
+    assert "context length of 256" in proc.stdout + proc.stderr
+
+    # a missing revision fails its cell only; --keep-going finishes the others
+    (work / "config.yaml").write_text(yaml.safe_dump(_e2e_config(work, ["rev-a", "rev-gone"])))
+    proc = _snakemake(work, "--keep-going", "results/models/tiny-top/trajectory.parquet",
+                      "results/models/tiny-same/trajectory.parquet")
+    assert proc.returncode != 0
+    log = (work / "logs" / "capture" / "tiny-top" / "rev-gone.log").read_text()
+    assert "local model 'tiny-top' revision 'rev-gone'" in log
+    assert f"no checkpoint folder {work / 'top' / 'rev-gone'}" in log and "does not fall back" in log
+    res = work / "results"
+    for model, rev in (("tiny-top", "rev-a"), ("tiny-same", "r1"), ("tiny-same", "r2")):
+        assert (res / "cells" / model / rev / "screen.parquet").exists(), (model, rev)
+    assert not (res / "cells" / "tiny-top" / "rev-gone").exists() or \
+        not (res / "cells" / "tiny-top" / "rev-gone" / "attention.parquet").exists()
+    assert (res / "models" / "tiny-same" / "trajectory.parquet").exists()
+    assert "identical weights" in (work / "logs" / "trajectory" / "tiny-same.log").read_text()
+    prov = tables.read(res / "cells" / "tiny-top" / "rev-a" / "provenance.parquet")
+    tables.conform(prov, "provenance")
+    assert prov["weights_sha256"][0] == provenance.weights_hash(work / "top" / "rev-a")[0]
+    assert prov["weights_sha256"][0] != provenance.weights_hash(work / "top")[0]  # not the top checkpoint
+
+    # without the broken model the panel completes: the summary flags the identical revisions
+    cfg = _e2e_config(work, ["rev-a"])
+    del cfg["models"]["tiny-top"]
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = _snakemake(work, "results/findings/summary.md")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    md = (res / "findings" / "summary.md").read_text()
+    assert "model 'tiny-same': revisions 'r1', 'r2' have byte-identical weights" in md
+    assert md.count("byte-identical weights") == 1

@@ -8,6 +8,8 @@ rule trajectory:
     input:
         screens=lambda wc: cell_paths("screen", wc.model),
         prs=lambda wc: cell_paths("pr", wc.model),
+        # the checkpoints the cells ran (capture's provenance.parquet; reference models have none)
+        provenance=lambda wc: cell_paths("provenance", wc.model, sources=("toy", "hub", "local")),
     output:
         PATHS["trajectory"],
     resources:

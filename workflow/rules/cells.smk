@@ -27,6 +27,7 @@ rule capture:
         probe=PATHS["probe"],
     output:
         attention=PATHS["attention"],
+        provenance=PATHS["provenance"],  # resolved commit + weight sha256 of the checkpoint it ran
         head_outputs=PATHS["head_outputs"]
         if config["capture"]["keep_head_outputs"]
         else temp(PATHS["head_outputs"]),

@@ -31,6 +31,7 @@ PATHS = {
     "screen": "results/cells/{model}/{revision}/screen.parquet",
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
+    "provenance": "results/cells/{model}/{revision}/provenance.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
     "findings": "results/findings",
     "summary": "results/findings/summary.md",

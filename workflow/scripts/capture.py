@@ -1,7 +1,7 @@
 # rule capture: one forward pass per cell -> attention masses (+ per-head outputs for PR).
 import torch
 
-from headtrace import capture, hub, logs, probe, tables
+from headtrace import capture, hub, logs, probe, provenance, tables
 
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
@@ -13,3 +13,5 @@ with logs.to_file(snakemake.log[0]):
     capture.save_head_outputs(result, snakemake.output.head_outputs)
     tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens),
                  snakemake.output.attention, schema="attention")
+    tables.write(provenance.cell_table(p.load, wc.model, wc.revision, p.tokens),
+                 snakemake.output.provenance, schema="provenance")

@@ -1,7 +1,10 @@
-# rule trajectory: every revision x head of one model, screen joined with PR.
-from headtrace import logs, tables, trajectories
+# rule trajectory: every revision x head of one model, screen joined with PR, plus each cell's
+# provenance (commit, weights_sha256; the log warns when two revisions ran identical weights).
+from headtrace import logs, provenance, tables, trajectories
 
 with logs.to_file(snakemake.log[0]):
     screens = [tables.read(p) for p in snakemake.input.screens]
     prs = [tables.read(p) for p in snakemake.input.prs]
-    tables.write(trajectories.assemble(screens, prs), snakemake.output[0], schema="trajectory")
+    provs = [tables.read(p) for p in snakemake.input.get("provenance", [])]
+    traj = provenance.attach(trajectories.assemble(screens, prs), provs)
+    tables.write(traj, snakemake.output[0], schema="trajectory")

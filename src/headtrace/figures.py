@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from headtrace import durable  # noqa: E402
 from headtrace import trajectories as T  # noqa: E402
 from headtrace.tables import head_name  # noqa: E402
 
@@ -57,9 +58,8 @@ def token_x(tokens, floor: float | None = None) -> tuple[np.ndarray, float]:
 
 def save(fig, path) -> None:
     """Write ``fig`` as a PNG (130 dpi, tight), creating the folder, and close it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130, bbox_inches="tight")
+    with durable.atomic_path(path) as tmp:  # fsync'd temp file + rename, like every output
+        fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")
     plt.close(fig)
 
 

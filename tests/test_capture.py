@@ -248,3 +248,53 @@ def test_restores_eager_implementation(batch):
     result = capture.run(model, family, batch, batch_size=16, progress=False)
     assert model.config._attn_implementation == "eager"
     np.testing.assert_allclose(result.induction, ref.induction, rtol=1e-5)
+
+
+def test_sequence_masses_average_to_the_point_estimates(case, batch):
+    """Per-sequence class masses (for the bootstrap): their means are the captured masses, and the
+    per-sequence first-token mass is the eager attention row's key 0."""
+    name, model, family, result, _ = case
+    n_layers, n_heads, _ = families.dims(model)
+    per = result.sequence_masses
+    assert per.shape == (16, n_layers, n_heads, len(MASS_FIELDS)) and per.dtype == np.float32
+    v = batch.valid
+    assert np.array_equal(result.valid, v) and result.seq_len == batch.seq_len
+    for c, field in enumerate(MASS_FIELDS):
+        mean = per[v, ..., c].mean(0) if field in ("induction", "duplicate-token") else per[..., c].mean(0)
+        np.testing.assert_allclose(mean, result.mass(field), rtol=1e-5, atol=1e-7, err_msg=f"{name} {field}")
+    assert (per[~v, ..., :2] == 0).all()  # induction/duplicate-token weighted by validity
+    impl = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            out = family.backbone(model)(input_ids=torch.from_numpy(batch.tokens), output_attentions=True,
+                                         use_cache=False)
+    finally:
+        model.set_attn_implementation(impl)
+    row0 = torch.stack(out.attentions, dim=1)[:, :, :, -1, 0].double().numpy()  # (N, L, H)
+    np.testing.assert_allclose(per[..., probe.CLASSES.index("first-token")], row0, rtol=1e-4, atol=1e-6)
+
+
+def test_point_estimates_unchanged_by_keeping_sequence_masses(batch):
+    model = _sharpen(tiny_model("gpt_neox"))
+    family = families.get("gpt_neox")
+    with_seq = capture.run(model, family, batch, batch_size=5, keep_head_outputs=False, progress=False)
+    without = capture.run(model, family, batch, batch_size=5, keep_head_outputs=False, progress=False,
+                          keep_sequence_masses=False)
+    assert without.sequence_masses is None and with_seq.sequence_masses is not None
+    for field in (*MASS_FIELDS, "baseline_uniform"):
+        np.testing.assert_array_equal(with_seq.mass(field), without.mass(field), err_msg=field)
+
+
+def test_class_masses_roundtrip(case, batch, tmp_path):
+    from headtrace import bootstrap
+
+    _, _, _, result, _ = case
+    path = tmp_path / "class_masses.safetensors"
+    capture.save_class_masses(result, path)
+    masses, valid, seq_len = bootstrap.load_masses(path)
+    np.testing.assert_array_equal(masses, result.sequence_masses)
+    assert np.array_equal(valid, batch.valid) and seq_len == batch.seq_len
+    capture.save_head_outputs(result, tmp_path / "heads.safetensors")
+    with pytest.raises(ValueError, match="not a class-mass file"):
+        bootstrap.load_masses(tmp_path / "heads.safetensors")

@@ -109,6 +109,12 @@ def test_outputs_follow_the_contract(ran, workdir):
     abl = tables.conform(pl.read_parquet(cell / "ablation.parquet"), "ablation")
     assert {"baseline", "circuit", "matched_random", "upper_bound", "final_circuit"} <= set(abl["condition"])
     tables.conform(pl.read_parquet(cell / "verdict.parquet"), "verdict")
+    boot = tables.conform(pl.read_parquet(cell / "bootstrap.parquet"), "bootstrap")
+    assert boot.height == 2 * 4 * 6 and (boot["n_resamples"] == 1000).all()
+    tables.conform(pl.read_parquet(cell / "bootstrap_milestones.parquet"), "bootstrap_milestones")
+    assert (cell / "class_masses.safetensors").exists()
+    ob = tables.conform(pl.read_parquet(res / "findings" / "f3_onset_bootstrap.parquet"), "f3_onset_bootstrap")
+    assert set(ob["model"]) == {"tiny-olmo", "tiny-toy"} and (ob["n_resamples"] == 1000).all()
     assert not (cell / "head_outputs.safetensors").exists(), "per-head outputs are temp() by default"
     assert (workdir / "resources" / "checkpoints" / "tiny-toy" / "step4" / "model.safetensors").exists()
     assert (workdir / "logs" / "capture" / "tiny-olmo" / "rev-a.log").exists()

@@ -26,6 +26,8 @@ and decoder layers, ``family.backbone``): capture needs no logits, so the unembe
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -57,6 +59,12 @@ class CaptureResult:
     baseline_uniform: np.ndarray  # paper: 1 / T
     n_sequences: int
     n_valid: int
+    # Per-sequence masses for the bootstrap (headtrace.bootstrap): (n_sequences, n_layers, n_heads, 7)
+    # float32, channels _MASS_NAMES (induction/duplicate-token weighted by validity, i.e. 0 on invalid
+    # sequences); their means over the sequences are the fields above (up to float32 storage).
+    sequence_masses: np.ndarray | None = None
+    valid: np.ndarray | None = None  # (n_sequences,) bool, the probe's validity mask
+    seq_len: int | None = None
 
     def mass(self, cls: str) -> np.ndarray:
         """Attention mass of one class by its ``probe.CLASSES`` name (``"duplicate-token"``, ...),
@@ -84,6 +92,8 @@ class _Collector:
         self.calls = torch.zeros(n_layers, dtype=torch.int64)  # forward calls seen per layer (host)
         self.index: torch.Tensor | None = None  # (B, K) key positions to gather
         self.weight: torch.Tensor | None = None  # (B, K, C) gathered keys -> class sums
+        self.per_seq: torch.Tensor | None = None  # (N, L, H, C) float32 per-sequence masses, or None
+        self.rows: slice | None = None  # the chunk's sequences
 
     def observe(self, layer: int, query: torch.Tensor, key: torch.Tensor,
                 attention_mask: torch.Tensor | None, scaling: float | None) -> None:
@@ -109,6 +119,8 @@ class _Collector:
         idx = self.index[:, None, :].expand(b, n_heads, -1)
         picked = probs.gather(-1, idx).to(self.acc_dtype)  # (B, H, K)
         self.sums[layer] += torch.einsum("bhk,bkc->ch", picked, self.weight)
+        if self.per_seq is not None:  # the same reduction, kept per sequence (for the bootstrap)
+            self.per_seq[self.rows, layer] = torch.einsum("bhk,bkc->bhc", picked, self.weight).float()
         self.calls[layer] += 1
 
 
@@ -187,41 +199,98 @@ def run(
     keep_head_outputs: bool = True,
     baseline_positions: np.ndarray | None = None,
     progress: bool = True,
+    keep_sequence_masses: bool = True,
 ) -> CaptureResult:
     """Capture head outputs and attention masses of ``batch`` in one forward pass per chunk.
 
     ``model`` must already sit on ``device`` (any dtype; the softmax and the sums run in
     fp32/fp64). ``baseline_positions`` defaults to ``probe.baseline_positions(T)``.
-    The model's attention implementation and train/eval mode are restored on return.
+    ``keep_sequence_masses`` also keeps every sequence's class masses (for the bootstrap; small:
+    N x layers x heads x 7 float32). The model's attention implementation and train/eval mode are
+    restored on return.
+
+    Steps: ``_check_inputs`` (batch size, device, baseline positions) -> ``_model_parts`` (layers,
+    heads, attention modules, backbone) -> ``_capturing`` (swap in the capture attention, hooks;
+    undone on exit) -> ``_forward_chunks`` (the one pass, chunk by chunk) -> ``_check_calls`` (every
+    layer seen once per chunk) -> ``_result`` (sums -> means).
     """
+    device, baseline = _check_inputs(model, batch, batch_size, device, baseline_positions)
+    parts = _model_parts(model, family)
+    n = batch.tokens.shape[0]
+    _register()
+    collector = _Collector(parts.n_layers, parts.n_heads, device)
+    if keep_sequence_masses:
+        collector.per_seq = torch.zeros(n, parts.n_layers, parts.n_heads, len(_MASS_NAMES), dtype=torch.float32,
+                                        device=device)
+    heads = _HeadOutputs(n, parts) if keep_head_outputs else None
+    with _capturing(model, family, parts, collector, heads):
+        n_chunks = _forward_chunks(parts.backbone, batch, baseline, collector, heads, batch_size, device, progress)
+        _check_calls(collector, n_chunks)
+    return _result(collector, batch, parts, heads)
+
+
+@dataclass
+class _Parts:
+    n_layers: int
+    n_heads: int
+    d_head: int
+    attn_modules: list
+    backbone: nn.Module
+
+
+def _check_inputs(model, batch, batch_size, device, baseline_positions) -> tuple[torch.device, np.ndarray]:
+    """The device (the model must already be there) and the baseline key positions, checked."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     device = torch.device(device)
     model_device = _model_device(model)
     if model_device is not None and model_device.type != device.type:
         raise ValueError(f"model is on {model_device} but capture was asked to run on {device}; move it first")
-    n, t = batch.tokens.shape
+    t = batch.tokens.shape[1]
     baseline = probe.baseline_positions(t) if baseline_positions is None else np.asarray(baseline_positions, np.int64)
     if baseline.ndim != 1 or baseline.size == 0 or baseline.min() < 0 or baseline.max() >= t:
         raise ValueError(f"baseline_positions must be a non-empty 1-D array of key positions in [0, {t})")
+    return device, baseline
 
+
+def _model_parts(model, family) -> _Parts:
+    """Dimensions, attention modules (one per layer, checked) and the base model the pass runs."""
     n_layers, n_heads, d_head = families.dims(model)
     attn_modules = family.attention_modules(model)
     if len(attn_modules) != n_layers:
         raise ValueError(f"family '{family.name}' finds {len(attn_modules)} attention modules, config says {n_layers}")
-    backbone = family.backbone(model)
+    return _Parts(n_layers, n_heads, d_head, attn_modules, family.backbone(model))
 
-    _register()
-    collector = _Collector(n_layers, n_heads, device)
-    head_out = np.empty((n, n_layers, n_heads, d_head), np.float32) if keep_head_outputs else None
-    chunk_buf: dict[str, torch.Tensor] = {}
 
-    def make_hook(layer: int):
-        def hook(_module, args):
+class _HeadOutputs:
+    """Per-head outputs at the query: a forward pre-hook per output projection fills the chunk's
+    device buffer; ``flush`` copies it into the host array."""
+
+    def __init__(self, n: int, parts: _Parts):
+        self.parts = parts
+        self.array = np.empty((n, parts.n_layers, parts.n_heads, parts.d_head), np.float32)
+        self.chunk: torch.Tensor | None = None
+
+    def hook(self, layer: int):
+        n_heads, d_head = self.parts.n_heads, self.parts.d_head
+
+        def pre_hook(_module, args):
             x = args[0]  # (B, T, n_heads * d_head), head-major
-            chunk_buf["heads"][:, layer] = x[:, -1, :].reshape(x.shape[0], n_heads, d_head)
-        return hook
+            self.chunk[:, layer] = x[:, -1, :].reshape(x.shape[0], n_heads, d_head)
+        return pre_hook
 
+    def start(self, b: int, device) -> None:
+        p = self.parts
+        self.chunk = torch.empty(b, p.n_layers, p.n_heads, p.d_head, dtype=torch.float32, device=device)
+
+    def flush(self, rows: slice) -> None:
+        self.array[rows] = self.chunk.cpu().numpy()
+
+
+@contextlib.contextmanager
+def _capturing(model, family, parts: _Parts, collector: _Collector, heads: _HeadOutputs | None):
+    """Eval mode, the capture attention implementation, the collector registered per attention
+    module and the head-output hooks, for the duration of the block; all undone on exit."""
     original_impl = model.config._attn_implementation
     was_training = model.training
     handles = []
@@ -230,49 +299,64 @@ def run(
         model.set_attn_implementation(ATTN_IMPLEMENTATION)
         if model.config._attn_implementation != ATTN_IMPLEMENTATION:
             raise RuntimeError(f"{type(model).__name__} does not accept a custom attention implementation")
-        for layer, module in enumerate(attn_modules):
+        for layer, module in enumerate(parts.attn_modules):
             _ACTIVE[id(module)] = (collector, layer)
-        if keep_head_outputs:
-            handles = [proj.register_forward_pre_hook(make_hook(layer))
+        if heads is not None:
+            handles = [proj.register_forward_pre_hook(heads.hook(layer))
                        for layer, proj in enumerate(family.out_projs(model))]
-        starts = range(0, n, batch_size)
-        if progress:
-            from tqdm.auto import tqdm
-            starts = tqdm(starts, desc="capture", unit="chunk", file=sys.stderr, leave=False)
-        with torch.inference_mode():
-            for start in starts:
-                rows = slice(start, min(start + batch_size, n))
-                b = rows.stop - rows.start
-                index, weight = _chunk_weights(batch, rows, baseline)
-                collector.index = torch.from_numpy(index).to(device)
-                collector.weight = torch.from_numpy(weight).to(device=device, dtype=collector.acc_dtype)
-                if keep_head_outputs:
-                    chunk_buf["heads"] = torch.empty(b, n_layers, n_heads, d_head, dtype=torch.float32, device=device)
-                ids = torch.from_numpy(batch.tokens[rows]).to(device)
-                backbone(input_ids=ids, use_cache=False)
-                if keep_head_outputs:
-                    head_out[rows] = chunk_buf["heads"].cpu().numpy()
-        n_chunks = len(range(0, n, batch_size))
-        if not bool((collector.calls == n_chunks).all()):
-            raise RuntimeError(f"attention capture saw {collector.calls.tolist()} calls per layer, expected {n_chunks}")
+        yield
     finally:
         for h in handles:
             h.remove()
-        for module in attn_modules:
+        for module in parts.attn_modules:
             _ACTIVE.pop(id(module), None)
-        chunk_buf.clear()
+        if heads is not None:
+            heads.chunk = None
         if model.config._attn_implementation != original_impl:
             model.set_attn_implementation(original_impl)
         model.train(was_training)
 
+
+def _forward_chunks(backbone, batch, baseline, collector, heads, batch_size, device, progress) -> int:
+    """Run the base model over the batch in chunks (no grad, no cache); returns the chunk count."""
+    n = batch.tokens.shape[0]
+    starts = range(0, n, batch_size)
+    if progress:
+        from tqdm.auto import tqdm
+        starts = tqdm(starts, desc="capture", unit="chunk", file=sys.stderr, leave=False)
+    with torch.inference_mode():
+        for start in starts:
+            rows = slice(start, min(start + batch_size, n))
+            index, weight = _chunk_weights(batch, rows, baseline)
+            collector.index = torch.from_numpy(index).to(device)
+            collector.weight = torch.from_numpy(weight).to(device=device, dtype=collector.acc_dtype)
+            collector.rows = rows
+            if heads is not None:
+                heads.start(rows.stop - rows.start, device)
+            backbone(input_ids=torch.from_numpy(batch.tokens[rows]).to(device), use_cache=False)
+            if heads is not None:
+                heads.flush(rows)
+    return len(range(0, n, batch_size))
+
+
+def _check_calls(collector: _Collector, n_chunks: int) -> None:
+    """Every layer's attention must have been seen exactly once per chunk."""
+    if not bool((collector.calls == n_chunks).all()):
+        raise RuntimeError(f"attention capture saw {collector.calls.tolist()} calls per layer, expected {n_chunks}")
+
+
+def _result(collector: _Collector, batch, parts: _Parts, heads: _HeadOutputs | None) -> CaptureResult:
+    """Class sums -> means (induction/duplicate-token over the valid sequences, the rest over all)."""
+    n, t = batch.tokens.shape
     sums = collector.sums.to("cpu", torch.float64).numpy()  # (L, C, H)
     n_valid = int(batch.valid.sum())
     masses: dict[str, np.ndarray] = {}
     for c, name in enumerate(_MASS_NAMES):
         denom = n_valid if name in ("induction", "duplicate-token") else n
-        masses[name] = sums[:, c, :] / denom if denom > 0 else np.full((n_layers, n_heads), np.nan)
+        masses[name] = sums[:, c, :] / denom if denom > 0 else np.full((parts.n_layers, parts.n_heads), np.nan)
+    per_seq = None if collector.per_seq is None else collector.per_seq.cpu().numpy()
     return CaptureResult(
-        head_outputs=head_out,
+        head_outputs=None if heads is None else heads.array,
         induction=masses["induction"],
         duplicate_token=masses["duplicate-token"],
         previous_token=masses["previous-token"],
@@ -280,9 +364,12 @@ def run(
         self_=masses["self"],
         local=masses["local"],
         baseline_sampled=masses["baseline_sampled"],
-        baseline_uniform=np.full((n_layers, n_heads), 1.0 / t),
+        baseline_uniform=np.full((parts.n_layers, parts.n_heads), 1.0 / t),
         n_sequences=int(n),
         n_valid=n_valid,
+        sequence_masses=per_seq,
+        valid=np.asarray(batch.valid, bool).copy(),
+        seq_len=int(t),
     )
 
 
@@ -319,6 +406,21 @@ def save_head_outputs(result: CaptureResult, path: str | os.PathLike) -> None:
         "layout": "sequence,layer,head,d_head",
         "n_sequences": str(result.n_sequences),
         "n_valid": str(result.n_valid),
+    })
+
+
+def save_class_masses(result: CaptureResult, path: str | os.PathLike) -> None:
+    """Write the per-sequence class masses (sequence, layer, head, class; channels ``_MASS_NAMES``)
+    with the validity mask and T in the metadata, atomically; read by ``bootstrap.load_masses``."""
+    if result.sequence_masses is None:
+        raise ValueError("this capture kept no per-sequence masses (keep_sequence_masses=False)")
+    tables.write_array(result.sequence_masses, path, metadata={
+        "layout": "sequence,layer,head,class",
+        "channels": json.dumps(list(_MASS_NAMES)),
+        "n_sequences": str(result.n_sequences),
+        "n_valid": str(result.n_valid),
+        "seq_len": str(result.seq_len),
+        "valid": np.packbits(result.valid.astype(np.uint8)).tobytes().hex(),
     })
 
 

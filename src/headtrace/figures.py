@@ -290,8 +290,10 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
     _save(fig, path)
 
 
-def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None, **params) -> dict[str, Path]:
-    """Every figure into ``out_dir`` (ablation only when given); returns name -> path."""
+def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None,
+             onset_bootstrap: pl.DataFrame | None = None, **params) -> dict[str, Path]:
+    """Every figure into ``out_dir`` (ablation only when given; ``onset_bootstrap``: the
+    ``f3_onset_bootstrap`` table, the F3 figure's intervals); returns name -> path."""
     F = T.all_findings(traj, **{k: v for k, v in params.items() if k in (
         "class_threshold", "induction_threshold", "found_threshold", "sharp_share", "spread_alpha",
         "spread_permutations", "spread_seed")})
@@ -307,6 +309,9 @@ def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None, 
 
     paths["layer_onset"] = out / "layer_onset.png"
     onset_figures.plot_layer_onset(F["f2_layer_onset"], paths["layer_onset"], F["f2_layer_spread"])
+    paths["milestones"] = out / "milestones.png"
+    onset_figures.plot_milestones(F["f3_milestones"], onset_bootstrap, traj.select("model", "revision", "tokens").unique(),
+                                  paths["milestones"])
     if ablation is not None and ablation.height:
         paths["ablation"] = out / "ablation.png"
         plot_ablation(ablation, paths["ablation"])

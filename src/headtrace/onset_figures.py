@@ -59,3 +59,55 @@ def plot_layer_onset(onset: pl.DataFrame, path, spread: pl.DataFrame | None = No
               loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title("F2b — where the first-token sink appears first", fontsize=10)
     FG.save(fig, path)
+
+
+def plot_milestones(milestones: pl.DataFrame, onset_bootstrap: pl.DataFrame | None, revisions: pl.DataFrame,
+                    path) -> None:
+    """F3: per model (panels) and milestone (rows), the first revision reaching it (dot) and the
+    bootstrap spread of that revision across resamples (bar, the configured interval; an arrow to
+    "never" when the upper percentile is a resample that never reaches it). Thin vertical lines:
+    the model's screened revisions (the resolution any onset has). ``revisions``: (model, revision,
+    tokens) of every screened revision. Models without per-sequence masses get no bar."""
+    models = milestones["model"].unique(maintain_order=True).to_list()
+    if not models:
+        FG.empty(path, "no milestones")
+        return
+    names = milestones["milestone"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, len(models), figsize=(4.4 * len(models), 0.45 * len(names) + 1.8),
+                             squeeze=False, sharey=True)
+    for ax, m in zip(axes[0], models):
+        rv = revisions.filter(pl.col("model") == m)["tokens"].drop_nulls().to_list()
+        floor = zero_floor(rv)
+        pos = [t for t in rv if t > 0]
+        right = 10.0 ** (math.log10(max(pos)) + 0.5) if pos else 10 * floor  # the "never" column
+        for t in rv:
+            ax.axvline(floor if t == 0 else t, color="grey", lw=0.5, alpha=0.4)
+        boot = onset_bootstrap.filter(pl.col("model") == m) if onset_bootstrap is not None else None
+        has_boot = boot is not None and boot.height and (boot["n_resamples"].fill_null(0) > 0).any()
+        for y, name in enumerate(names):
+            r = milestones.filter((pl.col("model") == m) & (pl.col("milestone") == name))
+            tok = r["tokens"][0] if r.height else None
+            reached = r.height and r["revision"][0] is not None
+            x = (floor if tok == 0 else tok) if (reached and tok is not None) else right
+            if has_boot:
+                b = boot.filter(pl.col("milestone") == name)
+                if b.height and b["n_resamples"][0]:
+                    lo, hi = b["onset_lo_tokens"][0], b["onset_hi_tokens"][0]
+                    lo_x = right if b["onset_lo_revision"][0] is None else (floor if lo == 0 else lo)
+                    hi_x = right if b["onset_hi_revision"][0] is None else (floor if hi == 0 else hi)
+                    ax.plot([lo_x, hi_x], [y, y], "-", color="C0", lw=4, alpha=0.45, solid_capstyle="butt")
+                    ax.plot([lo_x, hi_x], [y, y], "|", color="C0", ms=10)
+            ax.plot([x], [y], "o", color="C3" if reached else "white", mec="C3", ms=7, zorder=3)
+        ax.set_xscale("log")
+        ax.set_xlim(floor / 2, right * 2)
+        ax.axvline(right, color="black", lw=0.8, ls=":")
+        ax.text(right, len(names) - 0.4, "never", ha="center", fontsize=7)
+        ax.set_title(m + ("" if has_boot else "\n(no per-sequence masses: no bootstrap)"), fontsize=9)
+        ax.set_xlabel("training tokens" + (" (0 drawn at %.0e)" % floor if 0 in rv else ""))
+        ax.grid(alpha=0.3, axis="x", which="major")
+    axes[0][0].set_yticks(range(len(names)))
+    axes[0][0].set_yticklabels(names, fontsize=8)
+    axes[0][0].set_ylim(-0.6, len(names) - 0.2)
+    axes[0][0].invert_yaxis()
+    fig.suptitle("F3 milestones: first revision reaching each (dot) and its bootstrap spread (bar)", fontsize=10)
+    FG.save(fig, path)

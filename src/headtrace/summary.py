@@ -186,7 +186,38 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
             rows.append([r["model"], f"{r['later']} / {r['earlier']}", fmt_tokens(r["later_tokens"]),
                          fmt_tokens(r["earlier_tokens"]), ratio])
     text.append("Token gaps:\n\n" + _md(["model", "milestones", "later", "earlier", "gap"], rows) + "\n")
+    if F.get("f3_onset_bootstrap") is not None:
+        text.append(_f3_bootstrap(ms, F["f3_onset_bootstrap"]))
     return "\n".join(text)
+
+
+def _f3_bootstrap(ms: pl.DataFrame, boot: pl.DataFrame) -> str:
+    """The onsets' bootstrap spread (``bootstrap.onset_intervals``) beside the point estimates."""
+    rows, none = [], []
+    for r in boot.iter_rows(named=True):
+        if not r["n_resamples"]:
+            if r["model"] not in none:
+                none.append(r["model"])
+            continue
+        p = ms.filter((pl.col("model") == r["model"]) & (pl.col("milestone") == r["milestone"]))
+        point = "never" if not p.height or p["revision"][0] is None else f"{fmt_tokens(p['tokens'][0])} ({p['revision'][0]})"
+        side = (lambda rev, tok: "never" if rev is None else f"{fmt_tokens(tok)} ({rev})")
+        rows.append([r["model"], r["milestone"], point, side(r["onset_lo_revision"], r["onset_lo_tokens"]),
+                     side(r["onset_hi_revision"], r["onset_hi_tokens"]), _pct(r["p_reached"], 0)])
+    if not rows and not none:
+        return ""
+    iv = boot["interval"].drop_nulls()
+    level = f"{100 * iv[0]:g}%" if iv.len() else "—"
+    out = [f"Onset uncertainty (bootstrap over the probe sequences, `f3_onset_bootstrap`): the {level} central "
+           "range across resamples of the first revision reaching each milestone (same draws at every revision; "
+           "*never*: that percentile is a resample that never reaches it within the screened revisions).\n"]
+    if rows:
+        out.append(_md(["model", "milestone", "point estimate", "bootstrap low", "bootstrap high", "resamples reaching it"],
+                       rows, right={2, 3, 4, 5}) + "\n")
+    if none:
+        out.append(f"No bootstrap for {', '.join(none)}: no per-sequence masses (the published reference files hold "
+                   "only the means), so these onsets have no interval.\n")
+    return "\n".join(out)
 
 
 def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_threshold: float) -> str:

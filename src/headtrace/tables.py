@@ -50,6 +50,28 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "classification": pl.String,
         "in_induction_circuit": pl.Boolean,
     },
+    # results/cells/{model}/{revision}/bootstrap.parquet: bootstrap over the probe sequences
+    # (headtrace.bootstrap), per head x class: CI of the selectivity and pass probabilities.
+    "bootstrap": {
+        **HEAD_KEY,
+        "class": pl.String,
+        "sel_lo": pl.Float64,
+        "sel_hi": pl.Float64,
+        "p_above": pl.Float64,
+        "p_classified": pl.Float64,
+        "p_circuit": pl.Float64,
+        "n_resamples": pl.Int32,
+        "interval": pl.Float64,
+    },
+    # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
+    # F3 milestones read (same resample index = same draw of sequences at every revision).
+    "bootstrap_milestones": {
+        **CELL_KEY,
+        "resample": pl.Int32,
+        "n_induction_circuit": pl.Int32,
+        "n_first_token": pl.Int32,
+        "n_heads": pl.Int32,
+    },
     # results/models/{model}/trajectory.parquet: every revision x head, screen joined with PR.
     "trajectory": {
         **HEAD_KEY,
@@ -222,6 +244,18 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "gap_ratio": pl.Float64,
         "same_revision": pl.Boolean,
     },
+    # F3: bootstrap spread of each milestone's onset revision (null without per-sequence masses).
+    "f3_onset_bootstrap": {
+        "model": pl.String,
+        "milestone": pl.String,
+        "onset_lo_revision": pl.String,
+        "onset_lo_tokens": pl.Int64,
+        "onset_hi_revision": pl.String,
+        "onset_hi_tokens": pl.Int64,
+        "p_reached": pl.Float64,
+        "n_resamples": pl.Int32,
+        "interval": pl.Float64,
+    },
     # F4: recall of the final-revision induction circuit at each revision.
     "f4_recall": {
         **CELL_KEY,
@@ -350,6 +384,8 @@ LOCATIONS: dict[str, str] = {
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
+    "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
+    "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
 }
 
 
@@ -367,7 +403,7 @@ def markdown() -> str:
 
 _FINDINGS_TABLES = {
     "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "f2_layer_onset", "f2_layer_spread",
-    "circuit_size", "f3_milestones",
+    "circuit_size", "f3_milestones", "f3_onset_bootstrap",
     "f3_gaps", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
 }
 

@@ -182,6 +182,15 @@ def circuit_size(traj: pl.DataFrame, class_threshold: float = 30.0,
     return conform(out, "circuit_size")
 
 
+def milestone_specs(induction_counts: tuple[int, ...] = (3, 5),
+                    first_token_fractions: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7)) -> list[tuple[str, str, float]]:
+    """The F3 milestones as (name, column, minimum): ``induction_{k}_heads`` on ``n_induction_circuit``
+    and ``first_token_{p}pct`` on ``bos_fraction`` (1e-12 tolerance). One definition for the point
+    estimate (``f3_milestones``) and the bootstrap (``bootstrap.onset_intervals``)."""
+    return ([(f"induction_{k}_heads", "n_induction_circuit", k) for k in induction_counts]
+            + [(f"first_token_{round(100 * p)}pct", "bos_fraction", p - 1e-12) for p in first_token_fractions])
+
+
 def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
                   induction_counts: tuple[int, ...] = (3, 5),
                   first_token_fractions: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7)) -> pl.DataFrame:
@@ -191,9 +200,8 @@ def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_t
     ``first_token_{p}pct`` (BOS fraction >= p)."""
     sizes = _ordered(circuit_size(traj, class_threshold, induction_threshold))
     bos = _ordered(f2_bos_fraction(traj, class_threshold))
-    specs = [(f"induction_{k}_heads", sizes, pl.col("n_induction_circuit") >= k) for k in induction_counts]
-    specs += [(f"first_token_{round(100 * p)}pct", bos, pl.col("bos_fraction") >= p - 1e-12)
-              for p in first_token_fractions]
+    specs = [(name, sizes if col == "n_induction_circuit" else bos, pl.col(col) >= thr)
+             for name, col, thr in milestone_specs(induction_counts, first_token_fractions)]
     models = traj["model"].unique(maintain_order=True).to_list()
     rows = []
     for model in models:
@@ -428,7 +436,7 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
 
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
-    "circuit_size", "f3_milestones", "f3_gaps", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "final_circuit", "f4_recall", "f4_recall_milestones",
     "pr_rise_index", "f5_pr_lead", "pr_integral", "specialized_fraction", "all_findings",
     "with_rev_index",
 ]

@@ -25,6 +25,7 @@ rule findings:
     """Findings F1-F5 and the PR integral over every model of the panel, and summary.md."""
     input:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
+        onset_bootstrap=PATHS["onset_bootstrap"],
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
@@ -42,10 +43,32 @@ rule findings:
         f"{SCRIPTS}/findings.py"
 
 
+rule onset_bootstrap:
+    """F3: the bootstrap spread of every milestone's onset revision (null for models without
+    per-sequence masses, e.g. the published reference panel)."""
+    conda:
+        CONDA_ENV
+    input:
+        counts=bootstrap_counts,
+    output:
+        PATHS["onset_bootstrap"],
+    params:
+        models=MODELS,
+        interval=config["bootstrap"]["interval"],
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/onset_bootstrap/onset_bootstrap.log",
+    script:
+        f"{SCRIPTS}/onset_bootstrap.py"
+
+
 rule figures:
     """The findings figures (and the ablation figure when the panel ran ablations)."""
     input:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
+        onset_bootstrap=PATHS["onset_bootstrap"],
     output:
         **{
             name: report(

@@ -31,6 +31,7 @@ rule capture:
         head_outputs=PATHS["head_outputs"]
         if config["capture"]["keep_head_outputs"]
         else temp(PATHS["head_outputs"]),
+        class_masses=PATHS["class_masses"],
     wildcard_constraints:
         model=RUN_MODELS,
     params:
@@ -92,6 +93,34 @@ rule screen:
         log_path("screen"),
     script:
         f"{SCRIPTS}/screen.py"
+
+
+rule bootstrap:
+    """Bootstrap over the probe sequences: selectivity CIs and pass probabilities per head, and the
+    per-resample counts behind the F3 milestones (headtrace.bootstrap)."""
+    conda:
+        CONDA_ENV
+    input:
+        class_masses=PATHS["class_masses"],
+    output:
+        bootstrap=PATHS["bootstrap"],
+        milestones=PATHS["bootstrap_milestones"],
+    wildcard_constraints:
+        model=RUN_MODELS,
+    params:
+        tokens=tokens_param,
+        **config["bootstrap"],
+        baseline=config["screen"]["baseline"],
+        class_threshold=config["screen"]["class_threshold"],
+        induction_threshold=config["screen"]["induction_threshold"],
+        previous_token_threshold=config["screen"]["previous_token_threshold"],
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        log_path("bootstrap"),
+    script:
+        f"{SCRIPTS}/bootstrap.py"
 
 
 rule import_reference:

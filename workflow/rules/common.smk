@@ -29,6 +29,10 @@ PATHS = {
     "attention": "results/cells/{model}/{revision}/attention.parquet",
     "pr": "results/cells/{model}/{revision}/pr.parquet",
     "screen": "results/cells/{model}/{revision}/screen.parquet",
+    "class_masses": "results/cells/{model}/{revision}/class_masses.safetensors",
+    "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
+    "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
+    "onset_bootstrap": "results/findings/f3_onset_bootstrap.parquet",
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
@@ -147,7 +151,7 @@ FINDINGS_TABLES = [
     "f5_pr_lead",
     "pr_integral",
 ]
-FIGURES = ["bos_fraction", "bos_heatmap", "layer_onset", "circuit_recall", "head_trajectories"]
+FIGURES = ["bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall", "head_trajectories"]
 
 
 def findings_params():
@@ -156,6 +160,20 @@ def findings_params():
         "induction_threshold": config["screen"]["induction_threshold"],
         **config["findings"],
     }
+
+
+def reference_ablations(key="ablation"):
+    """The published final-checkpoint ablation (or verdict) of every reference model."""
+    return [PATHS[key].format(model=m, revision=panel.final_revision(config, m))
+            for m in models_by_source("reference")]
+
+
+def bootstrap_counts(wildcards=None):
+    """Every screened cell's per-resample milestone counts (none when bootstrap.n_resamples is 0;
+    reference models have no per-sequence masses)."""
+    if not config["bootstrap"]["n_resamples"]:
+        return []
+    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("bootstrap_milestones", m)]
 
 
 def reference_ablations(key="ablation"):

@@ -1,4 +1,4 @@
-# rule capture: one forward pass per cell -> attention masses (+ per-head outputs for PR).
+# rule capture: one forward pass per cell -> attention masses (+ per-head outputs for PR, per-sequence masses).
 import torch
 
 from headtrace import capture, hub, logs, probe, provenance, tables
@@ -11,6 +11,7 @@ with logs.to_file(snakemake.log[0]):
                                                           seq_len=batch.seq_len)
     result = capture.run(model, family, batch, batch_size=batch_size, device=device)
     capture.save_head_outputs(result, snakemake.output.head_outputs)
+    capture.save_class_masses(result, snakemake.output.class_masses)  # per sequence, for the bootstrap
     tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens),
                  snakemake.output.attention, schema="attention")
     tables.write(provenance.cell_table(p.load, wc.model, wc.revision, p.tokens),

@@ -5,4 +5,5 @@ from headtrace import figures, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
-    figures.plot_all(traj, Path(snakemake.output.bos_fraction).parent, **snakemake.params)
+    figures.plot_all(traj, Path(snakemake.output.bos_fraction).parent,
+                     onset_bootstrap=tables.read(snakemake.input.onset_bootstrap), **snakemake.params)

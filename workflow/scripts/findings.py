@@ -7,6 +7,7 @@ with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
     findings = summary.findings_tables(traj, **snakemake.params)  # computed once, written and rendered
     summary.write_findings(traj, Path(snakemake.output.summary).parent, findings=findings)
+    findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     text = summary.render(traj, findings=findings, **snakemake.params)
     if snakemake.input.experiments:
         text += "\n" + Path(snakemake.input.experiments[0]).read_text()

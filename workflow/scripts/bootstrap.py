@@ -1,0 +1,9 @@
+# rule bootstrap: resample the probe sequences of one cell -> selectivity CIs + milestone counts.
+from headtrace import bootstrap, logs, tables
+
+with logs.to_file(snakemake.log[0]):
+    p, wc = dict(snakemake.params), snakemake.wildcards
+    tokens = p.pop("tokens")
+    heads, counts = bootstrap.run_cell(snakemake.input.class_masses, wc.model, wc.revision, tokens, **p)
+    tables.write(heads, snakemake.output.bootstrap, schema="bootstrap")
+    tables.write(counts, snakemake.output.milestones, schema="bootstrap_milestones")

@@ -1,0 +1,7 @@
+# rule onset_bootstrap: per model x F3 milestone, the bootstrap spread of the onset revision.
+from headtrace import bootstrap, logs, tables
+
+with logs.to_file(snakemake.log[0]):
+    counts = tables.read_many(snakemake.input.counts)
+    out = bootstrap.onset_intervals(counts, list(snakemake.params.models), interval=snakemake.params.interval)
+    tables.write(out, snakemake.output[0], schema="f3_onset_bootstrap")

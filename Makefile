@@ -24,7 +24,7 @@ $(STAMP): requirements.txt pyproject.toml
 # lock-check first: after a killed run it names the stale lock and the commands that recover
 # (make unlock; make demo) instead of Snakemake's generic lock error; it never unlocks by itself.
 demo: $(STAMP)
-	@$(BIN)/headtrace lock-check
+	@$(BIN)/headtrace lock-check $(if $(filter config/config.yaml,$(CONFIG)),,--rerun-command "make demo CONFIG=$(CONFIG)")
 	@start=$$(date +%s); \
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete && \
 	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html && \

@@ -21,10 +21,12 @@ include: "workflow/rules/checkpoints.smk"
 include: "workflow/rules/cells.smk"
 include: "workflow/rules/ablation.smk"
 include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/refine.smk"
 include: "workflow/rules/experiments.smk"
 
 
 rule all:
     input:
         all_targets(),
+        **refined_targets(),
     default_target: True

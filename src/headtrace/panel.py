@@ -7,6 +7,7 @@ step, ...) and raises one ``ConfigError`` naming the key before any job starts. 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from headtrace import revisions as revs
@@ -46,6 +47,27 @@ def model_spec(config: dict, model: str) -> dict:
 
 def revisions_of(config: dict, model: str) -> list[str]:
     return list(model_spec(config, model)["revisions"])
+
+
+def expand_revisions(config: dict) -> None:
+    """Live panel: a ``local`` model's ``revisions: {glob: "checkpoint-*"}`` becomes the list of the
+    matching checkpoint folders under ``path`` (listed now, when the DAG is built), ordered by the
+    step in their names; the pattern is kept as ``revisions_glob``. Modifies ``config`` in place."""
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        if not isinstance(spec.get("revisions"), dict):
+            continue
+        where, pattern = f"models.{model}.revisions", spec["revisions"]["glob"]
+        if spec["source"] != "local" or "path" not in spec or "{revision}" in str(spec["path"]):
+            raise ConfigError(f"{where}: a glob needs a local model whose path holds one folder per checkpoint")
+        try:
+            found = revs.list_checkpoints(spec["path"], pattern)
+        except FileNotFoundError as err:
+            raise ConfigError(f"{where}: {err}") from None
+        if not found:
+            raise ConfigError(f"{where}: no checkpoint folder matching '{pattern}' (with config.json and "
+                              f"safetensors weights, and a step in its name) under '{spec['path']}'")
+        spec["revisions"], spec["revisions_glob"] = found, pattern
 
 
 def final_revision(config: dict, model: str) -> str:
@@ -118,7 +140,7 @@ def check(config: dict) -> None:
         if source == "toy" and spec.get("family", "auto") == "auto":
             raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
         for revision in spec["revisions"]:
-            if source == "toy" and revs.parse_step(revision) is None:
+            if source == "toy" and not re.fullmatch(r"step\d+", revision):
                 raise ConfigError(f"{where}.revisions: toy revision '{revision}' must be named step<N>")
         # The last listed revision is the final one (ablation, F4/F5): the list must be in training order.
         tokens = [cell_tokens(config, model, r) for r in spec["revisions"]]

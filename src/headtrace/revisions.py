@@ -6,6 +6,7 @@ Pure functions (no network) except :func:`list_hub_revisions`. Revision names se
   tokens are not in the name (2,097,152 tokens per step: 1024 sequences × 2048 tokens).
 * OLMo / OLMoE / OLMo-2: ``step126000-tokens264B``, ``stage1-step1000-tokens5B``; tokens in the name.
 * ``main``: the final model; no step.
+* Hugging Face Trainer output folders: ``checkpoint-500`` (step 500).
 
 A model's config entry says how to get tokens (see :func:`tokens_for`)::
 
@@ -22,10 +23,11 @@ from typing import Iterable
 
 __all__ = [
     "parse_step", "parse_tokens", "parse_count", "tokens_for", "log_spaced", "sort_revisions",
-    "list_hub_revisions", "config_block", "KNOWN_TOKENS_PER_STEP",
+    "list_hub_revisions", "list_checkpoints", "config_block", "KNOWN_TOKENS_PER_STEP",
 ]
 
-_STEP_RE = re.compile(r"(?:^|[-_/])step(\d+)(?=$|[-_/])", re.IGNORECASE)
+# ``step<N>`` anywhere between separators, or HF Trainer's ``checkpoint-<N>`` folders.
+_STEP_RE = re.compile(r"(?:^|[-_/])(?:step|checkpoint[-_]?)(\d+)(?=$|[-_/])", re.IGNORECASE)
 _TOKENS_RE = re.compile(r"(?:^|[-_/])tokens?(\d+(?:\.\d+)?)([KMBT]?)(?=$|[-_/])", re.IGNORECASE)
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 
@@ -177,6 +179,26 @@ def list_hub_revisions(hf_id: str, token: str | bool | None = None) -> list[str]
 
     refs = list_repo_refs(hf_id, token=token)
     return sort_revisions(b.name for b in refs.branches)
+
+
+def list_checkpoints(path, pattern: str = "*") -> list[str]:
+    """Checkpoint folders under ``path`` whose names match the glob ``pattern`` (``checkpoint-*``,
+    ``step*``) and have a step in the name, ordered by step (:func:`sort_revisions`).
+
+    A folder counts once it holds a ``config.json`` and a ``*.safetensors`` file, so a checkpoint
+    still being written (without its weights yet) is not picked up; names a revision cannot have
+    (outside ``[A-Za-z0-9._-]``) are skipped."""
+    from pathlib import Path
+
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"checkpoint folder '{root}' does not exist")
+    found = []
+    for d in root.glob(pattern):
+        if (d.is_dir() and re.fullmatch(r"[A-Za-z0-9._-]+", d.name) and parse_step(d.name) is not None
+                and (d / "config.json").is_file() and any(d.glob("*.safetensors"))):
+            found.append(d.name)
+    return sort_revisions(found)
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")

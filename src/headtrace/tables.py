@@ -244,6 +244,24 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "gap_ratio": pl.Float64,
         "same_revision": pl.Boolean,
     },
+    # F3 onset brackets after adaptive refinement (headtrace.refine): per model x milestone, the
+    # revisions just before (lo) and at (hi) the first revision reaching it, over all screened
+    # revisions. onset_lo/hi_revision: bootstrap spread of the onset revision (null until computed).
+    "f3_onsets": {
+        "model": pl.String,
+        "milestone": pl.String,
+        "lo_revision": pl.String,
+        "lo_tokens": pl.Int64,
+        "hi_revision": pl.String,
+        "hi_tokens": pl.Int64,
+        "bracket_ratio": pl.Float64,
+        "rounds": pl.Int32,
+        "n_added": pl.Int32,
+        "target_met": pl.Boolean,
+        "stop": pl.String,
+        "onset_lo_revision": pl.String,
+        "onset_hi_revision": pl.String,
+    },
     # F3: bootstrap spread of each milestone's onset revision (null without per-sequence masses).
     "f3_onset_bootstrap": {
         "model": pl.String,
@@ -404,7 +422,7 @@ def markdown() -> str:
 _FINDINGS_TABLES = {
     "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "f2_layer_onset", "f2_layer_spread",
     "circuit_size", "f3_milestones", "f3_onset_bootstrap",
-    "f3_gaps", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
+    "f3_gaps", "f3_onsets", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
 }
 
 

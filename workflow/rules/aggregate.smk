@@ -6,10 +6,13 @@ rule trajectory:
     conda:
         CONDA_ENV
     input:
-        screens=lambda wc: cell_paths("screen", wc.model),
-        prs=lambda wc: cell_paths("pr", wc.model),
+        # configured + refined revisions (refine.smk's checkpoint rounds)
+        screens=lambda wc: screened_paths("screen", wc.model),
+        prs=lambda wc: screened_paths("pr", wc.model),
         # the checkpoints the cells ran (capture's provenance.parquet; reference models have none)
-        provenance=lambda wc: cell_paths("provenance", wc.model, sources=("toy", "hub", "local")),
+        provenance=lambda wc: screened_paths("provenance", wc.model)
+        if panel.model_spec(config, wc.model)["source"] in ("toy", "hub", "local")
+        else [],
     output:
         PATHS["trajectory"],
     resources:

@@ -9,11 +9,13 @@ from snakemake.utils import validate
 # so jobs run the same code in a venv, a conda env or on a cluster node.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from headtrace import experiments, panel  # noqa: E402
+from headtrace import experiments, panel, refine, revisions  # noqa: E402
 
 validate(config, "../../config/schema.yaml")
+panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
 experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
 panel.check(config)
+refine.check(config)
 
 SCRIPTS = "../scripts"
 CONDA_ENV = "../envs/headtrace.yaml"
@@ -40,6 +42,10 @@ PATHS = {
     "findings": "results/findings",
     "summary": "results/findings/summary.md",
     "figures": "results/figures",
+    # Adaptive refinement (refine.smk): one record per model and round, the hub pool, the onsets.
+    "refine_round": "results/refine/{model}/round{round}.json",
+    "branches": "resources/branches/{model}.txt",
+    "onsets": "results/findings/f3_onsets.parquet",
     # Paper A's method experiments (experiments.smk)
     "exp_cross_seed_model": "results/experiments/cross_seed/{model}.parquet",
     "exp_cross_seed": "results/experiments/cross_seed_ablation.parquet",
@@ -82,6 +88,56 @@ def cell_paths(key, model, sources=None):
     return [PATHS[key].format(model=model, revision=r) for r in panel.revisions_of(config, model)] if spec_ok else []
 
 
+# ---- adaptive refinement: revisions added by the checkpoint rounds (refine.smk) ---------------
+
+REFINE_MODELS = [m for m in MODELS if refine.enabled(config, m)]
+
+
+def refine_rounds(model):
+    return refine.settings(config, model)["max_rounds"] if model in REFINE_MODELS else 0
+
+
+REFINE_ROUNDS = max([refine_rounds(m) for m in REFINE_MODELS], default=0)
+
+
+def added_in_round(model, k):
+    """The revisions round k added to ``model``. Checkpoint-driven: call only inside input
+    functions (Snakemake re-evaluates them once the round has run)."""
+    if k > refine_rounds(model):
+        return []
+    return refine.read_added(checkpoints.refine.get(model=model, round=str(k)).output[0])
+
+
+def screened_revisions(model, upto=None):
+    """Configured revisions plus those added by rounds 1..upto (default: every round)."""
+    rounds = refine_rounds(model) if upto is None else min(upto, refine_rounds(model))
+    revisions = panel.revisions_of(config, model)
+    for k in range(1, rounds + 1):
+        revisions += added_in_round(model, k)
+    return revisions
+
+
+def screened_paths(key, model):
+    """``cell_paths`` over every screened revision (configured + refined); input functions only."""
+    return [PATHS[key].format(model=model, revision=r) for r in screened_revisions(model)]
+
+
+def _round_cells(key, model, k, wildcards=None):
+    return [PATHS[key].format(model=model, revision=r) for r in added_in_round(model, k)]
+
+
+def refined_targets():
+    """Named inputs of rule all: the PR (and verdict) of each model's round-k cells, one input
+    function per model, round and table, so that a dry run after round 1 lists all of round 1's
+    cell jobs although round 2 has not run yet (Snakemake resolves each input function's
+    checkpoint separately; the trajectory waits for the last round)."""
+    from functools import partial
+
+    keys = ["pr"] + (["verdict"] if ablation_enabled() else [])
+    return {f"refined_m{i}_r{k}_{key}": partial(_round_cells, key, m, k)
+            for i, m in enumerate(REFINE_MODELS) for k in range(1, refine_rounds(m) + 1) for key in keys}
+
+
 def ablation_enabled():
     return config["ablation"]["enabled"]
 
@@ -91,9 +147,12 @@ def all_targets():
     for m in models_by_source("toy", "hub", "local"):
         if ablation_enabled():
             targets += cell_paths("verdict", m)
+        if m in REFINE_MODELS:  # the trajectory waits for the rounds; ask for the cells directly
+            targets += cell_paths("pr", m)
     if ablation_enabled():  # the published final-checkpoint ablations (rule import_reference_ablation)
         targets += reference_ablations("verdict")
     targets += findings_outputs()
+    targets.append(PATHS["onsets"])
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
     return targets
 
@@ -162,18 +221,12 @@ def findings_params():
     }
 
 
-def reference_ablations(key="ablation"):
-    """The published final-checkpoint ablation (or verdict) of every reference model."""
-    return [PATHS[key].format(model=m, revision=panel.final_revision(config, m))
-            for m in models_by_source("reference")]
-
-
 def bootstrap_counts(wildcards=None):
     """Every screened cell's per-resample milestone counts (none when bootstrap.n_resamples is 0;
     reference models have no per-sequence masses)."""
     if not config["bootstrap"]["n_resamples"]:
         return []
-    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("bootstrap_milestones", m)]
+    return [p for m in models_by_source("toy", "hub", "local") for p in screened_paths("bootstrap_milestones", m)]
 
 
 def reference_ablations(key="ablation"):
@@ -185,5 +238,7 @@ def reference_ablations(key="ablation"):
 def run_model_ablations(wildcards=None):
     if not ablation_enabled():
         return []
-    # the published ablations of reference models beside the run models'
-    return [p for m in models_by_source("toy", "hub", "local") for p in cell_paths("ablation", m)] + reference_ablations()
+    # every screened revision, refined ones included: an input function only (checkpoint-driven);
+    # the published ablations of reference models beside them
+    return ([p for m in models_by_source("toy", "hub", "local") for p in screened_paths("ablation", m)]
+            + reference_ablations())

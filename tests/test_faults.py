@@ -483,3 +483,10 @@ def test_e2e_missing_revision_keep_going_and_identical_weights(tmp_path):
     md = (res / "findings" / "summary.md").read_text()
     assert "model 'tiny-same': revisions 'r1', 'r2' have byte-identical weights" in md
     assert md.count("byte-identical weights") == 1
+
+
+def test_missing_local_revisions_are_warned_when_the_dag_is_built(checkpoint_at_top):
+    cfg = _local_cfg(checkpoint_at_top, ["rev-a", "rev-b"], 64)
+    (w,) = panel.missing_local_revisions(cfg)
+    assert "models.loc: revision 'rev-b'" in w and str(checkpoint_at_top / "rev-b") in w
+    assert panel.missing_local_revisions(_local_cfg(checkpoint_at_top, ["final"], 64, single_checkpoint=True)) == []

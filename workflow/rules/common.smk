@@ -15,6 +15,8 @@ validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
 experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
 panel.check(config)
+for _warning in panel.missing_local_revisions(config):  # their cells fail; say so up front
+    print(_warning, file=sys.stderr)
 refine.check(config)
 
 SCRIPTS = "../scripts"

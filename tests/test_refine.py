@@ -162,3 +162,37 @@ def test_record_roundtrip(tmp_path):
     assert rec["added"] == ["b", "a"]  # token order
     refine.write_record(rec, tmp_path / "r.json")
     assert refine.read_added(tmp_path / "r.json") == ["b", "a"]
+
+
+def _ckpt(folder: Path, weights: bool = True) -> None:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    if weights:
+        (folder / "model.safetensors").write_bytes(b"")
+
+
+def test_live_panel_lists_checkpoint_folders_in_step_order(tmp_path):
+    for name in ("checkpoint-10", "checkpoint-2", "checkpoint-100"):
+        _ckpt(tmp_path / name)
+    _ckpt(tmp_path / "checkpoint-5", weights=False)  # still being written
+    _ckpt(tmp_path / "tmp-checkpoint-7")  # HF Trainer's staging name: not matched by the glob
+    (tmp_path / "checkpoint-9.json").write_text("{}")  # not a folder
+    assert revs.parse_step("checkpoint-500") == 500
+    assert revs.list_checkpoints(tmp_path, "checkpoint-*") == ["checkpoint-2", "checkpoint-10", "checkpoint-100"]
+    cfg = {"models": {"live": {"source": "local", "path": str(tmp_path), "tokens_per_step": 10,
+                               "revisions": {"glob": "checkpoint-*"}}}}
+    panel.expand_revisions(cfg)
+    spec = cfg["models"]["live"]
+    assert spec["revisions"] == ["checkpoint-2", "checkpoint-10", "checkpoint-100"]
+    assert spec["revisions_glob"] == "checkpoint-*"
+    assert panel.cell_tokens(cfg, "live", "checkpoint-10") == 100
+    assert refine.pool_pairs(revs.list_checkpoints(tmp_path), spec)[0] == ("checkpoint-2", 20)
+
+
+def test_live_panel_glob_errors_name_the_key(tmp_path):
+    cfg = {"models": {"live": {"source": "local", "path": str(tmp_path), "revisions": {"glob": "step*"}}}}
+    with pytest.raises(panel.ConfigError, match=r"models\.live\.revisions: no checkpoint folder matching 'step\*'"):
+        panel.expand_revisions(cfg)
+    cfg = {"models": {"t": {"source": "toy", "family": "olmo", "revisions": {"glob": "step*"}}}}
+    with pytest.raises(panel.ConfigError, match=r"models\.t\.revisions: a glob needs a local model"):
+        panel.expand_revisions(cfg)

@@ -129,7 +129,7 @@ def _round_cells(key, model, k, wildcards=None):
 
 
 def refined_targets():
-    """Named inputs of rule all: the PR (and verdict) of each model's round-k cells, one input
+    """Named inputs of the target `all`: the PR (and verdict) of each model's round-k cells, one input
     function per model, round and table, so that a dry run after round 1 lists all of round 1's
     cell jobs although round 2 has not run yet (Snakemake resolves each input function's
     checkpoint separately; the trajectory waits for the last round)."""
@@ -138,6 +138,40 @@ def refined_targets():
     keys = ["pr"] + (["verdict"] if ablation_enabled() else [])
     return {f"refined_m{i}_r{k}_{key}": partial(_round_cells, key, m, k)
             for i, m in enumerate(REFINE_MODELS) for k in range(1, refine_rounds(m) + 1) for key in keys}
+
+
+def _refine_spec(model):
+    return panel.model_spec(config, model)
+
+
+def refine_pool_input(wildcards):
+    """What a round needs to know the model's candidate pool (rule inputs, so the pool is ready)."""
+    source = _refine_spec(wildcards.model)["source"]
+    if source == "toy":
+        return PATHS["checkpoints"].format(model=wildcards.model)  # the folders train_toy saved
+    if source == "hub":
+        return PATHS["branches"].format(model=wildcards.model)  # the cached branch list
+    return []
+
+
+def refine_local_pool(wildcards):
+    """local: the checkpoint folders under path, listed when the DAG is built (a param, so a new
+    folder reruns the rounds and nothing else); None for other sources."""
+    spec = _refine_spec(wildcards.model)
+    if spec["source"] != "local" or spec.get("single_checkpoint") or "{revision}" in str(spec["path"]):
+        return None
+    return revisions.list_checkpoints(spec["path"], spec.get("revisions_glob", "*"))
+
+
+def refine_round_screens(wildcards):
+    """Round k reads the screens of the configured revisions and of those rounds 1..k-1 added."""
+    revs = screened_revisions(wildcards.model, upto=int(wildcards.round) - 1)
+    return [PATHS["screen"].format(model=wildcards.model, revision=r) for r in revs]
+
+
+def refine_token_spec(model):
+    spec = _refine_spec(model)
+    return {k: spec[k] for k in ("tokens", "tokens_from_name", "tokens_per_step") if k in spec}
 
 
 def ablation_enabled():

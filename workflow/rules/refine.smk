@@ -1,45 +1,12 @@
 # Adaptive refinement: after a model's revisions are screened, checkpoint rounds add revisions from
 # the model's candidate pool where F3 milestones are first reached (headtrace.refine); the added
-# cells run the same per-cell jobs and join every aggregate (screened_paths in common.smk).
+# cells run the same per-cell jobs and join every aggregate (screened_paths in common.smk);
+# the input functions are in common.smk.
 
 
 localrules:
     hub_branches,
     refine,
-
-
-def _refine_spec(model):
-    return panel.model_spec(config, model)
-
-
-def refine_pool_input(wildcards):
-    """What a round needs to know the model's candidate pool (rule inputs, so the pool is ready)."""
-    source = _refine_spec(wildcards.model)["source"]
-    if source == "toy":
-        return PATHS["checkpoints"].format(model=wildcards.model)  # the folders train_toy saved
-    if source == "hub":
-        return PATHS["branches"].format(model=wildcards.model)  # the cached branch list
-    return []
-
-
-def refine_local_pool(wildcards):
-    """local: the checkpoint folders under path, listed when the DAG is built (a param, so a new
-    folder reruns the rounds and nothing else); None for other sources."""
-    spec = _refine_spec(wildcards.model)
-    if spec["source"] != "local" or spec.get("single_checkpoint") or "{revision}" in str(spec["path"]):
-        return None
-    return revisions.list_checkpoints(spec["path"], spec.get("revisions_glob", "*"))
-
-
-def refine_round_screens(wildcards):
-    """Round k reads the screens of the configured revisions and of those rounds 1..k-1 added."""
-    revs = screened_revisions(wildcards.model, upto=int(wildcards.round) - 1)
-    return [PATHS["screen"].format(model=wildcards.model, revision=r) for r in revs]
-
-
-def refine_token_spec(model):
-    spec = _refine_spec(model)
-    return {k: spec[k] for k in ("tokens", "tokens_from_name", "tokens_per_step") if k in spec}
 
 
 rule hub_branches:

@@ -196,3 +196,13 @@ def test_live_panel_glob_errors_name_the_key(tmp_path):
     cfg = {"models": {"t": {"source": "toy", "family": "olmo", "revisions": {"glob": "step*"}}}}
     with pytest.raises(panel.ConfigError, match=r"models\.t\.revisions: a glob needs a local model"):
         panel.expand_revisions(cfg)
+
+
+def test_cli_lists_branches_as_a_recorded_branch_list(tmp_path, capsys):
+    from headtrace import cli
+
+    shuffled = list(reversed(pythia_schedule())) + ["main"]
+    (tmp_path / "in.txt").write_text("\n".join(shuffled) + "\n")
+    assert cli.main(["revisions", "EleutherAI/pythia-14m", "--from-file", str(tmp_path / "in.txt"), "--list"]) == 0
+    (tmp_path / "out.txt").write_text(capsys.readouterr().out)
+    assert refine.read_branch_list(tmp_path / "out.txt") == pythia_schedule() + ["main"]

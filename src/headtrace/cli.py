@@ -4,7 +4,9 @@
                               [--tokens-per-step N] [--family auto]
 
 prints a ready ``models:`` config block with N log-spaced revisions of HF_ID (branch names are
-listed from the Hub, or read one per line from FILE, e.g. a recorded list, with no network).
+listed from the Hub, or read one per line from FILE, e.g. a recorded list, with no network);
+``--list`` prints the sorted branch names instead, one per line (a recorded list for
+``models.NAME.branch_list``, the refinement pool of a hub model).
 
     headtrace summary [RESULTS]
 
@@ -38,6 +40,9 @@ def _read_names(path: str) -> list[str]:
 def _cmd_revisions(args: argparse.Namespace) -> int:
     names = _read_names(args.from_file) if args.from_file else rv.list_hub_revisions(args.hf_id)
     names = rv.sort_revisions(names)
+    if args.list:  # the branch list file a hub model's refine pool can use (models.NAME.branch_list)
+        sys.stdout.write("".join(f"{n}\n" for n in names))
+        return 0
     if args.log_spaced:
         key = args.by
         if key == "auto":
@@ -130,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokens per training step, e.g. 2097152 or 2M (written to the block)")
     r.add_argument("--by", choices=("auto", "step", "tokens"), default="auto",
                    help="space by step or tokens (auto: tokens when every name has them)")
+    r.add_argument("--list", action="store_true",
+                   help="print every branch name, one per line (a recorded list for models.NAME.branch_list)")
     r.set_defaults(func=_cmd_revisions)
     s = sub.add_parser("summary", help="one-screen summary of a finished run (results/models/*/trajectory.parquet)")
     s.add_argument("results", nargs="?", default="results", help="results folder (default: results)")

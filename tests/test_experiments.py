@@ -157,14 +157,14 @@ def test_composition_onset():
                        ("step20", 20, 0.3, 0.25, 0.3, False),
                        ("step30", 30, 0.5, 0.0, 0.5, True),
                        ("step40", 40, 0.6, 0.0, 0.6, True)])
-    df = E.composition_table(v, min_baseline_top1=0.05)
+    df = E.composition_table(v, 1 / 95, min_baseline_ratio=10)  # induction present at >= 10.5 %
     tables.conform(df, "composition")
     assert df.height == 5
     assert df["destroys_induction"].to_list() == [False, True, False, True, True]
     r = df.row(0, named=True)
     assert r["onset_revision"] == "step10" and r["onset_tokens"] == 10
     assert r["sustained_onset_revision"] == "step30" and r["sustained_onset_tokens"] == 30
-    never = E.composition_table(_verdict("n", [("step0", 0, 0.3, 0.3, 0.3, False)]))
+    never = E.composition_table(_verdict("n", [("step0", 0, 0.3, 0.3, 0.3, False)]), 1 / 95)
     assert never["onset_revision"][0] is None and never["sustained_onset_revision"][0] is None
 
 
@@ -232,7 +232,8 @@ def test_figures_and_summary(tmp_path):
     shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0)}, {(1, 0)}])
     ds, dh = E.data_shift_table(base, shifted), E.data_shift_heads(base, shifted)
     EF.plot_data_shift(dh, ds, tmp_path / "ds.png")
-    comp = E.composition_table(_verdict("m", [("step0", 0, 0.01, 0.0, 0.01, False), ("step10", 10, 0.3, 0.0, 0.3, True)]))
+    comp = E.composition_table(_verdict("m", [("step0", 0, 0.01, 0.0, 0.01, False), ("step10", 10, 0.3, 0.0, 0.3, True)]),
+                               {"m": 1 / 95})
     EF.plot_composition(comp, tmp_path / "comp.png")
     init = _screen("m", "step0", 0, [{"induction": 1.0}, {"induction": 2.0}])
     fl = E.floors(E.null_samples(init, None))

@@ -71,7 +71,8 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
                          + ("" if sus == on else f", for good from {sus or 'never'}")))
         out.append(
             "**Composition.** Revisions at which ablating the previous-token circuit (best class previous-token "
-            "≥ 100×) destroys induction (causal against its matched-random control, baseline top-1 ≥ threshold): "
+            "≥ 100×) destroys induction (causal against its matched-random control, baseline top-1 ≥ "
+            "min_baseline_ratio × chance): "
             + "; ".join(parts) + ". (`results/experiments/composition.parquet`)")
         out.append("")
     # noise floor

@@ -340,6 +340,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "ablated_top1": pl.Float64,
         "random_top1_mean": pl.Float64,
         "p_value": pl.Float64,
+        "verdict": pl.String,  # the previous-token circuit's three-way verdict
+        "chance_top1": pl.Float64,  # 1 / number of distinct probe tokens
+        "induction_present": pl.Boolean,  # baseline top-1 >= min_baseline_ratio x chance
         "destroys_induction": pl.Boolean,
         "onset_revision": pl.String,
         "onset_tokens": pl.Int64,

@@ -3,6 +3,7 @@
 # The seed and data-shift models are ordinary toy models added to config["models"] by
 # experiments.expand_models(config) (called in common.smk before MODELS is computed).
 from headtrace import experiments  # noqa: E402
+from headtrace import verdict as verdict_stats  # noqa: E402
 
 EXP = experiments.settings(config)
 SEED_MODELS = experiments.seed_models(config)
@@ -126,7 +127,8 @@ rule composition:
             category="Method experiments",
         ),
     params:
-        min_baseline_top1=EXP["composition"]["min_baseline_top1"],
+        min_baseline_ratio=EXP["composition"]["min_baseline_ratio"],
+        chance={m: verdict_stats.chance_top1(panel.probe_settings(config, m)["token_range"]) for m in EXP_RUN_MODELS},
     conda:
         CONDA_ENV
     log:

@@ -2,7 +2,7 @@
 from headtrace import experiment_figures, experiments, logs, tables
 
 with logs.to_file(snakemake.log[0]):
-    table = experiments.composition_table(tables.read_many(snakemake.input.verdicts),
-                                          min_baseline_top1=snakemake.params.min_baseline_top1)
+    table = experiments.composition_table(tables.read_many(snakemake.input.verdicts), dict(snakemake.params.chance),
+                                          min_baseline_ratio=snakemake.params.min_baseline_ratio)
     tables.write(table, snakemake.output.table, schema="composition")
     experiment_figures.plot_composition(table, snakemake.output.figure)

@@ -33,7 +33,7 @@ DEFAULTS = {
     "seeds": {"base": None, "seeds": [], "revisions": "ends"},
     "data_shift": {"base": None, "max_steps": 100, "n_checkpoints": 5, "seed": 1,
                    "data": {"kind": "zipf"}, "optim": {}},
-    "composition": {"enabled": True, "min_baseline_top1": 0.05},
+    "composition": {"enabled": True, "min_baseline_ratio": 10.0},
     "noise_floor": {"enabled": True, "quantile": 0.99, "init_revision": "step0",
                     "shuffle_revisions": ["first", "final"], "shuffle_seed": 0, "models": None},
 }

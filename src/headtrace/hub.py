@@ -203,12 +203,15 @@ def auto_batch_size(model: torch.nn.Module, seq_len: int, device: str | torch.de
     free memory (``torch.cuda.mem_get_info``, after the model is loaded) times ``headroom`` (0.6)
     divided by an estimate of the activation memory of one sequence at the model's dtype::
 
-        per_seq = bytes × T × (L × H × T        # eager attention probabilities, all layers kept
+        per_seq = bytes × T × (H × T            # one layer's attention scores at a time (SDPA's
+                                                #   math kernel; capture and ablation never keep
+                                                #   attention maps of all layers)
                                 + 12 × d_model  # hidden states, q/k/v, attention output, MLP (4d)
-                                + vocab)        # logits
-                  + 4 × L × d_model             # per-head outputs captured at the query (fp32)
+                                + 2 × L × d_model)  # ablation: residual + out_proj input kept at
+                                                #   each first-ablated layer (at most L)
+                  + 4 × (vocab + L × d_model)   # logits at the query only; per-head outputs (fp32)
 
-    (T = seq_len, L layers, H heads). Clamped to [1, ``cap``].
+    (T = seq_len, L layers, H heads). Clamped to [1, ``cap``]. Not yet checked on a GPU.
     """
     if not isinstance(requested, str):
         return max(1, int(requested))
@@ -222,7 +225,8 @@ def auto_batch_size(model: torch.nn.Module, seq_len: int, device: str | torch.de
     d_model = cfg.hidden_size
     vocab = getattr(cfg, "vocab_size", 50_000)
     b = _param_bytes(model)
-    per_seq = b * seq_len * (n_layers * n_heads * seq_len + 12 * d_model + vocab) + 4 * n_layers * d_model
+    per_seq = (b * seq_len * (n_heads * seq_len + 12 * d_model + 2 * n_layers * d_model)
+               + 4 * (vocab + n_layers * d_model))
     free, _total = torch.cuda.mem_get_info(dev)
     return int(max(1, min(cap, (free * headroom) // per_seq)))
 

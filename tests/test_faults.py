@@ -312,7 +312,14 @@ def fsyncs(monkeypatch):
         calls.append((st.st_ino, os.path.stat.S_ISDIR(st.st_mode)))
         return real(fd)
 
+    real_replace = os.replace
+
+    def replace(src, dst):  # the rename, as an event between the fsyncs
+        calls.append(("replace", Path(dst).name))
+        return real_replace(src, dst)
+
     monkeypatch.setattr(os, "fsync", spy)
+    monkeypatch.setattr(os, "replace", replace)
     return calls
 
 
@@ -328,7 +335,7 @@ def test_writers_fsync_file_then_folder(tmp_path, fsyncs, writer):
     file_ino, dir_ino = out.stat().st_ino, out.parent.stat().st_ino
     assert (file_ino, False) in fsyncs, "the file's bytes are fsync'd"
     assert fsyncs[-1] == (dir_ino, True), "the folder entry is fsync'd after the rename"
-    assert fsyncs.index((file_ino, False)) < len(fsyncs) - 1
+    assert fsyncs.index((file_ino, False)) < fsyncs.index(("replace", out.name)) < len(fsyncs) - 1, fsyncs
     assert out.stat().st_mode & 0o777 == 0o666 & ~durable._umask(), "the usual mode, not mkstemp's 0600"
     assert [p.name for p in out.parent.iterdir()] == [out.name], "no temporary file left"
 
@@ -350,8 +357,10 @@ def test_toy_checkpoint_folder_is_fsynced_before_it_is_published(tmp_path, fsync
 
     final = toy._save(tiny_model("gpt_neox"), tmp_path, 3)
     inodes = {ino for ino, _ in fsyncs}
+    renamed = fsyncs.index(("replace", "step3"))
     for f in final.iterdir():
         assert f.stat().st_ino in inodes, f.name
+        assert fsyncs.index((f.stat().st_ino, False)) < renamed, f.name
     assert final.stat().st_ino in inodes and fsyncs[-1] == (tmp_path.stat().st_ino, True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step3"]
 

@@ -131,8 +131,12 @@ def test_onsets_table_over_rounds():
     # round 1 added m5 (reached), round 2 added m3 (not reached): final bracket (m3, m5]
     revisions = [("m1", 1_000), ("m3", 3_000), ("m5", 5_000), ("m9", 9_000)]
     t = traj("m", revisions, {"m5": 3, "m9": 3})
-    plan = lambda added: {"milestone": "induction_3_heads", "action": refine.ADDED, "added": added}
-    records = {"m": [{"round": 1, "milestones": [plan(["m5"])]}, {"round": 2, "milestones": [plan(["m3"])]}]}
+    def plan(lo, hi, ratio, added):
+        return {"milestone": "induction_3_heads", "action": refine.ADDED, "added": added,
+                "lo_revision": lo, "hi_revision": hi, "bracket_ratio": ratio}
+
+    records = {"m": [{"round": 1, "milestones": [plan("m1", "m9", 9.0, ["m5"])]},
+                     {"round": 2, "milestones": [plan("m1", "m5", 5.0, ["m3"])]}]}
     info = {"m": {"milestones": ["induction_3_heads"], "target_ratio": 1.5, "refine": True, "source": "local"},
             "r": {"milestones": ["induction_3_heads"], "target_ratio": 1.5, "refine": False, "source": "reference"}}
     t = pl.concat([t, traj("r", [("p1", 10), ("p2", 100)], {"p2": 3})])
@@ -142,8 +146,13 @@ def test_onsets_table_over_rounds():
     assert (m["lo_revision"], m["hi_revision"], m["rounds"], m["n_added"]) == ("m3", "m5", 2, 2)
     assert m["bracket_ratio"] == pytest.approx(5 / 3) and not m["target_met"] and m["stop"] == refine.MAX_ROUNDS
     assert m["onset_lo_revision"] is None and m["onset_hi_revision"] is None
+    assert (m["unrefined_lo_revision"], m["unrefined_hi_revision"], m["unrefined_ratio"]) == ("m1", "m9", 9.0)
+    text = refine.summary_section(out)
+    assert "m induction_3_heads: onset bracket (m1, m9] 9x from the configured revisions -> (m3, m5] 1.67x" in text
+    assert "r induction_3_heads: " + refine.NO_POOL in text
     r = out.filter(pl.col("model") == "r").row(0, named=True)
     assert (r["rounds"], r["n_added"], r["stop"]) == (0, 0, refine.NO_POOL)
+    assert (r["unrefined_lo_revision"], r["unrefined_ratio"]) == ("p1", 10.0)  # unrefined: the bracket itself
 
 
 def test_settings_merge_and_refinement_needs_tokens():

@@ -134,6 +134,9 @@ def test_rounds_narrow_the_bracket_and_every_aggregate_uses_them(full):
     row = onsets.filter(pl.col("model") == "tiny-refine").row(0, named=True)
     assert (row["lo_revision"], row["hi_revision"], row["rounds"], row["n_added"]) == ("step32", "step64", 2, 2)
     assert row["bracket_ratio"] == pytest.approx(2.0) and not row["target_met"] and row["stop"] == refine.MAX_ROUNDS
+    assert (row["unrefined_lo_revision"], row["unrefined_hi_revision"]) == ("step4", "step64")
+    assert row["unrefined_ratio"] == pytest.approx(16.0)
+    assert "tiny-refine induction_1_heads: onset bracket (step4, step64] 16x" in (full / "findings" / "summary.md").read_text()
     live = onsets.filter(pl.col("model") == "tiny-live").row(0, named=True)
     assert (live["n_added"], live["stop"]) == (0, refine.OFF)
     traj = pl.read_parquet(full / "models" / "tiny-refine" / "trajectory.parquet")

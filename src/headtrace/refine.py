@@ -299,10 +299,14 @@ def onsets(traj: pl.DataFrame, info: dict[str, dict], records: dict[str, list[di
                 stop = MAX_ROUNDS
             else:
                 stop = EXHAUSTED
+            first = plans[0] if plans else row
             rows.append({**{k: v for k, v in row.items() if k != "status"},
                          "rounds": sum(1 for p in plans if p["added"]),
                          "n_added": sum(len(p["added"]) for p in plans),
                          "target_met": met, "stop": stop,
+                         "unrefined_lo_revision": first["lo_revision"],
+                         "unrefined_hi_revision": first["hi_revision"],
+                         "unrefined_ratio": first["bracket_ratio"],
                          "onset_lo_revision": None, "onset_hi_revision": None})
         frames.append(pl.DataFrame(rows, schema=SCHEMAS["f3_onsets"]))
     if not frames:
@@ -312,8 +316,34 @@ def onsets(traj: pl.DataFrame, info: dict[str, dict], records: dict[str, list[di
     return conform(with_onset_columns(pl.concat(frames), intervals), "f3_onsets")
 
 
+def _fmt_ratio(r) -> str:
+    return "n/a" if r is None else f"{r:.3g}x"
+
+
+def summary_section(onsets_df: pl.DataFrame) -> str:
+    """The summary.md section on adaptive refinement: per refined model x milestone, the bracket
+    from the configured revisions and after refinement, and why refinement stopped."""
+    lines = ["## Adaptive refinement of the F3 onsets", ""]
+    if not onsets_df.height:
+        return "\n".join(lines + ["No models.", ""])
+    for row in onsets_df.sort("model", "milestone").iter_rows(named=True):
+        name = f"{row['model']} {row['milestone']}"
+        if row["stop"] in (OFF, NO_POOL):
+            lines.append(f"- {name}: {row['stop']}.")
+            continue
+        if row["hi_revision"] is None or row["lo_revision"] is None:
+            lines.append(f"- {name}: {row['stop']}; nothing to refine.")
+            continue
+        before = (f"({row['unrefined_lo_revision']}, {row['unrefined_hi_revision']}] "
+                  f"{_fmt_ratio(row['unrefined_ratio'])}")
+        after = f"({row['lo_revision']}, {row['hi_revision']}] {_fmt_ratio(row['bracket_ratio'])}"
+        lines.append(f"- {name}: onset bracket {before} from the configured revisions -> {after} after "
+                     f"{row['rounds']} round(s), {row['n_added']} revision(s) added; {row['stop']}.")
+    return "\n".join(lines + [""])
+
+
 __all__ = [
     "DEFAULTS", "parse_milestone", "settings", "enabled", "check", "brackets", "pick_between", "plan_round",
     "round_record", "run_round", "write_record", "read_record", "read_added", "pool_pairs", "read_branch_list",
-    "write_branch_list", "onsets",
+    "write_branch_list", "onsets", "summary_section",
 ]

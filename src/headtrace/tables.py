@@ -259,6 +259,10 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_added": pl.Int32,
         "target_met": pl.Boolean,
         "stop": pl.String,
+        # the bracket from the configured revisions alone (round 1's view; = the final one unrefined)
+        "unrefined_lo_revision": pl.String,
+        "unrefined_hi_revision": pl.String,
+        "unrefined_ratio": pl.Float64,
         "onset_lo_revision": pl.String,
         "onset_hi_revision": pl.String,
     },

@@ -1,7 +1,7 @@
 # rule findings: F1-F5 tables and summary.md over every model of the panel (+ the experiments' section).
 from pathlib import Path
 
-from headtrace import logs, summary, tables
+from headtrace import logs, refine, summary, tables
 
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
@@ -9,6 +9,7 @@ with logs.to_file(snakemake.log[0]):
     summary.write_findings(traj, Path(snakemake.output.summary).parent, findings=findings)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     text = summary.render(traj, findings=findings, **snakemake.params)
+    text += "\n" + refine.summary_section(tables.read(snakemake.input.onsets))
     if snakemake.input.experiments:
         text += "\n" + Path(snakemake.input.experiments[0]).read_text()
     tables.write_text(text, snakemake.output.summary)

@@ -179,3 +179,19 @@ def test_live_panel_schedules_only_a_new_checkpoint(full, work):
     finally:
         shutil.rmtree(live / "checkpoint-15")
         shutil.rmtree(live / "checkpoint-30", ignore_errors=True)
+
+
+def test_hub_pool_is_cached_by_a_local_rule_offline(tmp_path):
+    """A hub model's pool: the recorded branch list (branch_list) through the hub_branches rule, no
+    network; the refinement rounds read the cached file (resources/branches/{model}.txt)."""
+    fixture = Path(__file__).parent / "fixtures" / "pythia_branches.txt"
+    cfg = {"models": {"pythia": {"source": "hub", "hf_id": "EleutherAI/pythia-14m", "family": "gpt_neox",
+                                 "tokens_per_step": 2097152, "revisions": ["step512", "step3000"],
+                                 "branch_list": str(fixture)}},
+           "experiments": {"enabled": False}, "refine": {"enabled": True}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    counts = job_counts(snakemake(tmp_path, "-n"))
+    assert counts.get("hub_branches") == 1 and counts.get("refine") == 2 and counts.get("fetch") == 2
+    snakemake(tmp_path, "resources/branches/pythia.txt")
+    cached = refine.read_branch_list(tmp_path / "resources" / "branches" / "pythia.txt")
+    assert cached == refine.read_branch_list(fixture) and len(cached) == 154

@@ -40,6 +40,9 @@ def test_family_detection_and_bad_input():
         api.family_of(object())
     with pytest.raises(ValueError, match="vocabulary has 128"):
         headtrace.analyze(tiny.tiny_model("olmo"), probe={"n_sequences": 4, "seq_len": 64, "ab_low": 10, "ab_high": 40}, ablate=False)
+    with pytest.raises(ValueError, match="exceeds the model's context length of 256"):
+        headtrace.analyze(tiny.tiny_model("olmo"), probe={"n_sequences": 4, "seq_len": 300, "token_low": 2,
+                                                          "token_high": 128}, ablate=False)
 
 
 @pytest.fixture(scope="module")

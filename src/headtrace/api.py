@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 import polars as pl
 import torch
 
-from headtrace import capture, families, hub, probe, screen, spectral, tables
+from headtrace import capture, context, families, hub, probe, screen, spectral, tables
 from headtrace.heads import as_heads
 
 # The workflow's defaults (config/schema.yaml), for a cell run outside the workflow; a test keeps
@@ -76,6 +76,10 @@ def _probe_batch(spec, model: torch.nn.Module) -> probe.ProbeBatch:
         batch = spec
     else:
         batch = probe.make_batch(**dict(spec or {}))
+    msg = context.too_long(getattr(model, "name_or_path", None) or type(model).__name__, batch.seq_len,
+                           context.limit_of(model.config), "the model's config")
+    if msg:
+        raise ValueError(msg)
     vocab = int(model.config.vocab_size)
     if int(batch.tokens.max()) >= vocab:
         raise ValueError(f"probe tokens reach {int(batch.tokens.max())} but the model's vocabulary has {vocab} "

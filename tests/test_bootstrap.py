@@ -178,3 +178,21 @@ def test_milestones_figure_draws_intervals(tmp_path):
     path = tmp_path / "milestones.png"
     onset_figures.plot_milestones(ms, iv, revs, path)
     assert path.stat().st_size > 5000 and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_f3_onsets_gets_the_bootstrap_columns():
+    """refine.onsets fills onset_lo/hi_revision from f3_onset_bootstrap (null for a reference model)."""
+    from test_refine import traj
+
+    from headtrace import refine
+
+    t = pl.concat([traj("m", [("step0", 0), ("step1", 100), ("step2", 200), ("step3", 300)], {"step2": 3, "step3": 3}),
+                   traj("r", [("p1", 10), ("p2", 100)], {"p2": 3})])
+    info = {"m": {"milestones": ["induction_3_heads"], "target_ratio": 1.5, "refine": False, "source": "local"},
+            "r": {"milestones": ["induction_3_heads"], "target_ratio": 1.5, "refine": False, "source": "reference"}}
+    iv = B.onset_intervals(_counts("m", [1] * 10 + [2] * 90), ["m", "r"])
+    out = refine.onsets(t, info, {}, intervals=iv)
+    m = out.filter(pl.col("model") == "m").row(0, named=True)
+    assert (m["hi_revision"], m["onset_lo_revision"], m["onset_hi_revision"]) == ("step2", "step1", "step2")
+    r = out.filter(pl.col("model") == "r").row(0, named=True)
+    assert r["onset_lo_revision"] is None and r["onset_hi_revision"] is None

@@ -97,7 +97,7 @@ DEFAULTS: dict[str, dict] = {
 }
 
 # Probe settings matched to the toy data (copy distances 20..63 at seq_len 128 -> ab in [64, 108)).
-PROBE = {"n_sequences": 512, "seq_len": 128, "token_low": 32, "token_high": 127, "ab_low": 64, "ab_high": 108}
+PROBE = {"n_sequences": 256, "seq_len": 128, "token_low": 32, "token_high": 127, "ab_low": 64, "ab_high": 108}
 
 
 def checkpoint_steps(max_steps: int, n: int = 10) -> list[int]:

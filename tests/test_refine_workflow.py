@@ -2,8 +2,8 @@
 
 One module-scoped workdir with two local models:
 
-* ``tiny-refine``: eight checkpoint folders step0 ... step64, three of them configured (step0,
-  step4, step64); refinement on (milestone ``induction_1_heads``, per_round 1, max_rounds 2).
+* ``tiny-refine``: eight checkpoint folders step0 ... step64, two of them configured (step4,
+  step64); refinement on (milestone ``induction_1_heads``, per_round 1, max_rounds 2).
 * ``tiny-live``: ``revisions: {glob: "checkpoint-*"}`` over a folder the test adds checkpoints to.
 
 Test-only device (documented in the README): tiny random models do not form induction heads, so
@@ -36,7 +36,7 @@ from test_workflow import job_counts, snakemake  # noqa: E402
 pytestmark = pytest.mark.slow
 
 STEPS = [0, 1, 2, 4, 8, 16, 32, 64]
-CONFIGURED = ["step0", "step4", "step64"]
+CONFIGURED = ["step4", "step64"]
 PROBE = {"n_sequences": 24, "seq_len": 64, "token_range": [2, 128], "seed": 42, "ab_range": [20, 40]}
 
 
@@ -143,7 +143,7 @@ def test_rounds_narrow_the_bracket_and_every_aggregate_uses_them(full):
     assert sorted(traj["revision"].unique()) == sorted(CONFIGURED + ["step16", "step32"])
     assert (full / "cells" / "tiny-refine" / "step32" / "verdict.parquet").exists()
     circuit = pl.read_parquet(full / "findings" / "circuit_size.parquet")
-    assert circuit.filter(pl.col("model") == "tiny-refine").height == 5
+    assert circuit.filter(pl.col("model") == "tiny-refine").height == 4
 
 
 def test_second_run_adds_nothing(full, work):
@@ -152,7 +152,7 @@ def test_second_run_adds_nothing(full, work):
 
 def test_adding_a_configured_revision_reruns_no_other_cell(full, work):
     cfg = yaml.safe_load((work / "config.yaml").read_text())
-    cfg["models"]["tiny-refine"]["revisions"] = ["step0", "step4", "step8", "step64"]
+    cfg["models"]["tiny-refine"]["revisions"] = ["step4", "step8", "step64"]
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     try:
         counts = job_counts(snakemake(work, "-n"))

@@ -15,6 +15,9 @@ Geometries:
   --geometry pythia-1b  Pythia-1B's 16 layers x 8 heads at narrow widths (hidden 128, so it runs on
                         a CPU), the published induction circuit L4H4 L7H0 L7H1 and the published
                         previous-token circuit L1H3 L2H1 L2H3 L2H5 L3H2 L3H5 L3H6 L6H3.
+  --geometry olmo-1b / olmoe-1b-7b   16 x 16 with those models' published circuits.
+  Real sizes (GPU; benchmarks/gpu.sh): --hidden 2048 --vocab 50304 --seq-len 256 --n 2000, OLMoE
+  --intermediate 1024 --experts 64 --experts-per-tok 8, OLMo/OLMoE --dtype fp16.
   --final other|same    the final circuit differs from the cell circuit (its own controls cost
                         K+1 more head sets: the case of every non-final revision) or equals it
                         (the final revision: its controls are the cell circuit's, shared).
@@ -44,19 +47,32 @@ from naive_ablation import run_naive  # noqa: E402  (the test oracle)
 PYTHIA_INDUCTION = ["L4H4", "L7H0", "L7H1"]
 PYTHIA_PREV = ["L1H3", "L2H1", "L2H3", "L2H5", "L3H2", "L3H5", "L3H6", "L6H3"]
 PYTHIA_OTHER_FINAL = ["L5H2", "L7H0", "L8H6"]  # a final circuit unlike the cell's (non-final revision)
+# The published final circuits of the other two models (prev_token_circuit/*_ablation.json), 16 x 16.
+REAL = {
+    "pythia-1b": dict(family="gpt_neox", layers=16, heads=8, circuit=PYTHIA_INDUCTION, prev=PYTHIA_PREV,
+                      other=PYTHIA_OTHER_FINAL),
+    "olmo-1b": dict(family="olmo", layers=16, heads=16, circuit=["L2H11", "L4H12", "L12H8"],
+                    prev=["L0H5", "L0H6", "L0H12", "L1H1", "L1H2", "L1H5", "L1H7", "L1H14", "L11H10"],
+                    other=["L3H1", "L4H12", "L9H3"]),
+    "olmoe-1b-7b": dict(family="olmoe", layers=16, heads=16, circuit=["L5H10", "L7H0", "L9H8", "L12H14"],
+                        prev=["L0H1", "L0H5", "L1H5", "L2H6", "L4H12", "L6H6", "L8H10", "L8H13"],
+                        other=["L5H3", "L7H0", "L10H2", "L12H14"]),
+}
 
 
-def toy_model(family: str, vocab: int, layers: int, hidden: int, heads: int, seq_len: int, seed: int):
+def toy_model(family: str, vocab: int, layers: int, hidden: int, heads: int, seq_len: int, seed: int,
+              intermediate: int | None = None, experts: int = 8, experts_per_tok: int = 2):
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                  intermediate_size=4 * hidden, max_position_embeddings=max(seq_len, 256),
+                  intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max(seq_len, 256),
                   bos_token_id=0, eos_token_id=1, pad_token_id=1)
     if family == "gpt_neox":
         cfg, cls = transformers.GPTNeoXConfig(**common, rotary_pct=0.25), transformers.GPTNeoXForCausalLM
     elif family == "olmo":
         cfg, cls = transformers.OlmoConfig(**common, num_key_value_heads=heads), transformers.OlmoForCausalLM
     elif family == "olmoe":
-        cfg = transformers.OlmoeConfig(**common, num_key_value_heads=heads, num_experts=8, num_experts_per_tok=2)
+        cfg = transformers.OlmoeConfig(**common, num_key_value_heads=heads, num_experts=experts,
+                                       num_experts_per_tok=experts_per_tok)
         cls = transformers.OlmoeForCausalLM
     else:
         raise SystemExit(f"unknown family {family}")
@@ -89,9 +105,13 @@ def timed(fn, repeats: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--geometry", default="toy", choices=["toy", "pythia-1b"])
+    ap.add_argument("--geometry", default="toy", choices=["toy", *REAL])
+    ap.add_argument("--intermediate", type=int, default=None, help="MLP width (default 4 x hidden)")
+    ap.add_argument("--experts", type=int, default=8, help="OLMoE experts (the real model: 64)")
+    ap.add_argument("--experts-per-tok", type=int, default=2, help="OLMoE active experts (the real model: 8)")
     ap.add_argument("--final", default="other", choices=["other", "same"])
-    ap.add_argument("--family", default="gpt_neox", choices=["gpt_neox", "olmo", "olmoe"])
+    ap.add_argument("--family", default=None, choices=["gpt_neox", "olmo", "olmoe"],
+                    help="default: gpt_neox (toy), the model's family (real geometries)")
     ap.add_argument("--layers", type=int, default=None, help="default: 2 (toy), 16 (pythia-1b)")
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--heads", type=int, default=None, help="default: 4 (toy), 8 (pythia-1b)")
@@ -109,18 +129,20 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    pythia = args.geometry == "pythia-1b"
-    layers = args.layers or (16 if pythia else 2)
-    heads = args.heads or (8 if pythia else 4)
-    if pythia:
-        circuit, prev = PYTHIA_INDUCTION, PYTHIA_PREV
-        final = circuit if args.final == "same" else PYTHIA_OTHER_FINAL
+    real = REAL.get(args.geometry)
+    args.family = args.family or (real["family"] if real else "gpt_neox")
+    layers = args.layers or (real["layers"] if real else 2)
+    heads = args.heads or (real["heads"] if real else 4)
+    if real:
+        circuit, prev = real["circuit"], real["prev"]
+        final = circuit if args.final == "same" else real["other"]
     else:
         last = layers - 1
         circuit, prev = [(last, 0), (last, 1)], [(0, heads - 1)]
         final = circuit if args.final == "same" else [(last, 0)]
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    model = toy_model(args.family, args.vocab, layers, args.hidden, heads, args.seq_len, 0).to(args.device, dtype)
+    model = toy_model(args.family, args.vocab, layers, args.hidden, heads, args.seq_len, 0, args.intermediate,
+                      args.experts, args.experts_per_tok).to(args.device, dtype)
     family = families.get(args.family)
     batch = probe.make_batch(n_sequences=args.n, seq_len=args.seq_len, token_low=10, token_high=args.vocab,
                              ab_low=20, ab_high=min(100, args.seq_len - 7))

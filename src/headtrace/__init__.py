@@ -2,7 +2,8 @@
 
 Pure functions over arrays and tables, one module per concept: probe (the synthetic induction
 batch), capture (one forward pass per cell), spectral (participation ratio), screen (six-class
-selectivity), ablation (causal group ablation), trajectories (cross-revision findings),
+selectivity), ablation (the causal group-ablation engine), conditions (the circuits and their
+matched controls), verdict (verdict statistics), trajectories (cross-revision findings),
 revisions (checkpoint names and tokens), tables (Parquet schemas). The model is touched only by
 capture and ablation, through the family adapters in ``families``. ``headtrace.analyze(model)``
 (module ``api``) runs the whole per-cell recipe on a model already loaded in a notebook.

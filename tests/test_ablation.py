@@ -519,3 +519,16 @@ def test_composition_relative_to_chance_with_published_numbers():
     # the published file has one matched draw: the effect is there, the test cannot decide
     one = ablation.verdict(table_of(rows[:3])).row(0, named=True)
     assert one["verdict"] == "underpowered" and not V.destroys_induction(one["verdict"], 0.0405, chance)
+
+
+def test_summary_line_says_underpowered_and_why():
+    from headtrace.console import verdict_line
+
+    screen = screen_df(2, 4, induction=[(1, 0), (1, 1), (1, 2)])
+    conds = ablation.build_conditions(screen, 4, final_circuit=None, n_random=20)
+    res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
+            "top1": {"baseline": 0.76, "circuit": 0.01}.get(c.name, 0.75), "top5": 0.0, "ce": 0.0, "logit_b": 0.0}
+           for c in conds]
+    row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
+    line = verdict_line(row)
+    assert "verdict: underpowered" in line and "all 1 matched set(s) (exact)" in line and "0.500 > alpha" in line

@@ -84,6 +84,9 @@ def verdict_line(v: dict) -> str:
     out += f"; {metric} effect {_fmt(metric, v['effect'])}{ci}"
     if n_sets:
         out += f", p={v['p_value']:.3f}"
+    if v.get("class_control") and v.get("n_class_matched_sets"):
+        out += (f" (class-matched, sinks excluded: p={v['class_p_value']:.3f}, mean effect "
+                f"{_fmt(metric, v['class_random_effect_mean'])})")
     verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
     if verdict == "underpowered":
         why = (f"the smallest p {n_sets} matched set(s) allow is {v.get('min_p'):.3f} > alpha" if n_sets

@@ -76,7 +76,9 @@ def test_cross_seed_conditions_and_table():
     circuits = {"a": [(1, 0), (1, 1)], "b": [(1, 2)]}
     conds = E.cross_seed_conditions(circuits, n_heads_per_layer=4, n_random=3, seed=0)
     names = [c.name for c in conds]
-    assert names[0] == "baseline" and names.count("random:a") == 3 and names.count("random:b") == 3
+    # a's 2 heads leave 2 free heads in the 4-head layer: one matched set (exact); b's 1 head leaves 3:
+    # three sets, all evaluated (K = 3) - distinct sets, as the verdict's controls
+    assert names[0] == "baseline" and names.count("random:a") == 1 and names.count("random:b") == 3
     for c in conds:
         if c.name == "random:a":
             assert len(c.heads) == 2 and not set(c.heads) & {(1, 0), (1, 1)}
@@ -88,8 +90,8 @@ def test_cross_seed_conditions_and_table():
     ra = df.filter(pl.col("circuit_model") == "a").row(0, named=True)
     rb = df.filter(pl.col("circuit_model") == "b").row(0, named=True)
     assert ra["top1_drop"] == pytest.approx(0.5) and ra["top1_drop_vs_random"] == pytest.approx(0.4)
-    # 2 free heads in the 4-head layer: one distinct matched set, so p = (1 + 0) / (1 + 1), the
-    # verdict's rule (distinct sets), not 1/4 over three repeats of the same set.
+    # one matched set, so p = (1 + 0) / (1 + 1), the verdict's rule (distinct sets), not 1/4 over
+    # three repeats of the same set.
     assert ra["jaccard"] == 1.0 and ra["same_seed"] and ra["p_value"] == pytest.approx(1 / 2)
     assert ra["n_candidates"] is None
     df4 = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1}, n_heads_per_layer=4)

@@ -49,7 +49,7 @@ from torch import nn
 from headtrace import families as _families
 from headtrace import probe, tables
 from headtrace.conditions import (CIRCUITS, Condition, build_conditions, circuit_from_screen,  # noqa: F401
-                                  matched_random_draws, matched_sets, matched_space,
+                                  matched_sets, matched_space,
                                   previous_token_circuit_from_screen, sink_heads_from_screen)
 from headtrace.families import Family
 from headtrace.heads import Head

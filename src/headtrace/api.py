@@ -36,7 +36,8 @@ DEFAULTS = {
     "screen": {"baseline": "sampled", "class_threshold": 30.0, "induction_threshold": 50.0,
                "previous_token_threshold": 100.0},
     "capture": {"pr_center": False, "pr_n_sequences": None},
-    "ablation": {"seed": 0},
+    "ablation": {"seed": 0, "final_controls": True, "exact_max": None, "class_matched": False, "metric": "top1",
+                 "alpha": 0.05, "n_bootstrap": 1000, "ci_level": 0.95},
 }
 TABLES = ("attention", "pr", "screen", "ablation", "verdict")
 
@@ -128,22 +129,30 @@ def analyze(
     cell = CellTables(attention=attention, pr=pr, screen=cell_screen)
     if ablate:
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
-        cell.ablation, cell.verdict = _ablation(model, family, batch, cell_screen, final, n_random=n_random,
-                                                seed=opts["ablation"]["seed"], batch_size=bs, device=dev,
-                                                name=name, revision=revision, tokens=tokens, screen_opts=sc)
+        cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final, n_random=n_random,
+                                                  batch_size=bs, device=dev, name=name, revision=revision,
+                                                  tokens=tokens, ablation=opts["ablation"], screen_opts=sc)
     if out is not None:
         cell.write(out)
     return cell
 
 
-def _ablation(model, family, batch, cell_screen, final, *, n_random, seed, batch_size, device, name, revision,
-              tokens, screen_opts):
-    from headtrace import ablation
+def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFrame, final_circuit, *, n_random: int,
+                batch_size: int, device, name: str, revision: str, tokens: int | None,
+                ablation: Mapping | None = None, screen_opts: Mapping | None = None):
+    """Step 3 of one cell: ``(ablation table, verdict table)`` of ``cell_screen``'s circuits (and
+    ``final_circuit``) against their controls. The workflow's ``ablate`` job and ``analyze`` both
+    call this, with the ablation / screen config blocks (``DEFAULTS`` for what they omit)."""
+    from headtrace import ablation as engine
 
-    conditions = ablation.build_conditions(
-        cell_screen, final_circuit=final, n_random=n_random, seed=seed,
-        induction_threshold=screen_opts["induction_threshold"],
-        previous_token_threshold=screen_opts["previous_token_threshold"])
-    results = ablation.run(model, family, batch, conditions, batch_size=batch_size, device=device)
-    table = ablation.ablation_table(results, name, revision, tokens)
-    return table, ablation.verdict(table)
+    a = {**DEFAULTS["ablation"], **dict(ablation or {})}
+    sc = {**DEFAULTS["screen"], **dict(screen_opts or {})}
+    conditions = engine.build_conditions(
+        cell_screen, final_circuit=final_circuit, n_random=n_random, seed=a["seed"],
+        final_controls=a["final_controls"], exact_max=a["exact_max"], class_matched=a["class_matched"],
+        class_threshold=sc["class_threshold"], induction_threshold=sc["induction_threshold"],
+        previous_token_threshold=sc["previous_token_threshold"])
+    results = engine.run(model, family, batch, conditions, batch_size=batch_size, device=device)
+    table = engine.ablation_table(results, name, revision, tokens, n_boot=a["n_bootstrap"], seed=a["seed"],
+                                  level=a["ci_level"])
+    return table, engine.verdict(table, metric=a["metric"], alpha=a["alpha"])

@@ -133,24 +133,6 @@ def matched_sets(circuit: Sequence, n_heads_per_layer: int, n_random: int, seed:
     return out, n_sets, False
 
 
-def matched_random_draws(circuit: Sequence[Head], n_heads_per_layer: int, n_random: int, seed: int,
-                         name: str) -> list[tuple[Head, ...]]:
-    """K *independent* matched draws (sets may repeat across draws), seeded from ``(seed,
-    crc32(name))``: the cross-seed experiment's legacy control. The verdict's controls use
-    ``matched_sets`` (distinct sets, exact when the space is small)."""
-    circuit = as_heads(circuit)
-    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode())])
-    layers, _ = matched_space(circuit, n_heads_per_layer)
-    draws = []
-    for _ in range(n_random):
-        heads: list[Head] = []
-        for l, pool, take in layers:
-            if take:
-                heads.extend((l, int(h)) for h in rng.choice(pool, size=take, replace=False))
-        draws.append(tuple(sorted(heads)))
-    return draws
-
-
 # --------------------------------------------------------------------------------------------
 # Circuits from a screen
 

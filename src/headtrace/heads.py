@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 
 Head = tuple[int, int]
 
-_NAME = re.compile(r"L(\d+)H(\d+)")
+_NAME = re.compile(r"L(\d+)_?H(\d+)")  # ours: L4H4; the author's result files: L4_H4
 
 
 def head_name(layer: int, head: int) -> str:
@@ -20,7 +20,7 @@ def head_name(layer: int, head: int) -> str:
 
 
 def parse_head(name: str) -> Head:
-    """``'L4H4'`` -> ``(4, 4)``; a ``ValueError`` naming the string otherwise."""
+    """``'L4H4'`` (or the author's ``'L4_H4'``) -> ``(4, 4)``; a ``ValueError`` naming the string otherwise."""
     m = _NAME.fullmatch(str(name).strip())
     if not m:
         raise ValueError(f"cannot parse head name '{name}' (expected like 'L4H4')")

@@ -32,12 +32,12 @@ revision names carry them (``step126000-tokens264B`` -> 264 x 10^9).
 from __future__ import annotations
 
 import json
-import re
 from functools import lru_cache
 from pathlib import Path
 
 import polars as pl
 
+from headtrace.heads import parse_head
 from headtrace.probe import CLASSES
 from headtrace.revisions import parse_step, parse_tokens
 from headtrace.screen import classify_table
@@ -57,7 +57,6 @@ PUBLISHED: dict[str, tuple[str, str]] = {
     "olmo": ("olmo", "olmo_phase1_trajectory.json"),
     "olmoe": ("olmoe", "olmoe_phase1_trajectory.json"),
 }
-_HEAD_KEY = re.compile(r"^L(\d+)_H(\d+)$")
 
 
 def default_reference_dir() -> Path:
@@ -131,17 +130,6 @@ def reference_tokens(published_model: str, revision: str) -> int | None:
     return parse_tokens(revision)
 
 
-def _parse_head(key: str) -> tuple[int, int]:
-    m = _HEAD_KEY.match(key)
-    if not m:
-        raise ValueError(f"unexpected head key {key!r}")
-    return int(m.group(1)), int(m.group(2))
-
-
-# ---------------------------------------------------------------------------------------------
-# cells
-
-
 def screen_cell(reference_dir, published_model: str, revision: str, model_name: str | None = None,
                 tokens: int | None = None, class_threshold: float = 30.0,
                 induction_threshold: float = 50.0) -> pl.DataFrame:
@@ -154,7 +142,7 @@ def screen_cell(reference_dir, published_model: str, revision: str, model_name: 
         tokens = reference_tokens(published_model, revision)
     rows = []
     for key, sel in data["all_head_selectivity"].items():
-        layer, head = _parse_head(key)
+        layer, head = parse_head(key)
         row = {"layer": layer, "head": head}
         for cls, col in zip(CLASSES, CLASS_COLUMNS):
             v = sel.get(cls)
@@ -186,7 +174,7 @@ def pr_cell(reference_dir, published_model: str, revision: str, model_name: str 
     idx = revs.index(revision) if revision in revs else None
     rows = []
     for key, values in traj["pr"].items():
-        layer, head = _parse_head(key)
+        layer, head = parse_head(key)
         v = None if idx is None or idx >= len(values) or values[idx] is None else float(values[idx])
         rows.append({"layer": layer, "head": head, "pr": v})
     df = pl.DataFrame(rows, schema={"layer": pl.Int32, "head": pl.Int32, "pr": pl.Float64})

@@ -6,8 +6,8 @@ matched-random draws drawn *in model j* (same heads per layer among the heads no
 ``top1_drop = baseline_top1 - ablated_top1``; ``random_drop_mean`` = mean over the draws of
 ``baseline_top1 - draw_top1``; ``top1_drop_vs_random = top1_drop - random_drop_mean`` (the excess
 drop over the matched-random control, in top-1 units); ``effect_vs_random`` is the ratio, and
-``p_value`` the empirical permutation p-value over the *distinct* matched sets, the same rule as
-the cell verdict's. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
+``p_value`` the permutation p-value over the matched sets (``verdict.permutation_p``: distinct
+sets drawn without replacement, or the whole space when small), the same rule as the cell verdict's. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
 ``n_candidates`` is the number of heads in the circuit's layers (how much room two seeds had to
 land on different heads).
 """
@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from headtrace.heads import Head, as_heads, head_name, jaccard, layers_of
+from headtrace.verdict import permutation_p
 
 
 def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tuple[Head, ...]:
@@ -30,8 +31,9 @@ def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tup
 
 
 def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: int, n_random: int, seed: int):
-    """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x K matched draws."""
-    from headtrace.ablation import Condition, matched_random_draws
+    """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x its matched sets (the
+    verdict's control: K distinct sets, or the whole matched space when it holds at most K)."""
+    from headtrace.conditions import Condition, matched_sets
 
     conds = [Condition("baseline", 0, ())]
     for name, heads in circuits.items():
@@ -41,18 +43,9 @@ def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: i
             raise ValueError(f"circuit of {name} has heads {bad} beyond {n_heads_per_layer} heads per layer")
         conds.append(Condition(f"circuit:{name}", 0, heads))
         if heads:
-            conds += [Condition(f"random:{name}", i + 1, d) for i, d in
-                      enumerate(matched_random_draws(heads, n_heads_per_layer, n_random, seed, f"random:{name}"))]
+            sets, n_sets, _ = matched_sets(heads, n_heads_per_layer, n_random, seed, f"random:{name}")
+            conds += [Condition(f"random:{name}", i + 1, d, n_sets=n_sets) for i, d in enumerate(sets)]
     return conds
-
-
-def permutation_p(effect: float, draws: Sequence[tuple[tuple, float]]) -> float:
-    """Empirical permutation p-value of ``effect`` against matched draws ``(head set, effect)``,
-    counted over *distinct* head sets: ``(1 + #{sets with effect >= effect}) / (1 + #sets)``."""
-    distinct = dict(draws)
-    if not distinct:
-        return math.nan
-    return (1 + sum(1 for e in distinct.values() if e >= effect)) / (1 + len(distinct))
 
 
 def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], model: str,
@@ -76,11 +69,7 @@ def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], 
             rmean = float(np.mean(b - draws))
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = float(np.float64(drop) / np.float64(rmean))
-            # a draw's identity is its head set (``ablation.run`` results carry it); without one
-            # (hand-built results) each draw counts as its own set
-            p = (permutation_p(drop, [(tuple(d.get("heads", ())) or ("draw", i), b - d["top1"])
-                                     for i, d in enumerate(rand)])
-                 if heads else math.nan)
+            p = permutation_p(drop, b - draws) if heads else math.nan
         else:
             rmean, ratio, p = (0.0 if not heads else math.nan), math.nan, math.nan
         rows.append({

@@ -5,6 +5,7 @@ import polars as pl
 import pytest
 
 from headtrace import reference as R
+from headtrace import spectral_lead as SL
 from headtrace import trajectories as T
 from headtrace.probe import CLASSES
 from headtrace.tables import SCHEMAS
@@ -94,7 +95,7 @@ def test_author_pr_integral_matches_published_field():
     published 'integral' of every top-k head (author used tokens truncated to 1e-3 B)."""
     for model in R.PUBLISHED:
         s, p = R.import_model(REF, model)
-        pi = T.pr_integral(T.assemble([s], [p]))
+        pi = SL.pr_integral(T.assemble([s], [p]))
         pub = R.published_classifications(REF, model, R.published_revisions(REF, model)[0])
         j = pub.join(pi, on=["layer", "head"])
         rel = ((j["integral"] - j["integral_author"]).abs() / j["integral"]).max()

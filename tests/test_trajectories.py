@@ -8,6 +8,7 @@ import pytest
 
 from headtrace import reference as R
 from headtrace import summary as S
+from headtrace import spectral_lead as SL
 from headtrace import trajectories as T
 from headtrace.tables import CLASS_COLUMNS, SCHEMAS, conform
 
@@ -277,7 +278,7 @@ def test_toy_f3_f4_f5_and_zero_tokens():
     rm = T.f4_recall_milestones(rec)
     assert rm["revision"].to_list() == ["s1", "s1", "s2"]
     assert rm["token_share"].to_list() == pytest.approx([0.1, 0.1, 1.0])
-    lead = T.f5_pr_lead(t).sort("layer", "head")
+    lead = SL.f5_pr_lead(t).sort("layer", "head")
     # (0,0): PR 1 -> 5 at s1, crosses at s1 -> lead 1; (0,1): PR 1 -> 3 at s2, crosses at s2
     assert lead["pr_rise_revision"].to_list() == ["s1", "s2", None]
     assert lead["selectivity_cross_revision"].to_list() == ["s1", "s2", "s2"]
@@ -288,21 +289,21 @@ def test_toy_f3_f4_f5_and_zero_tokens():
 def test_f5_lead_with_zero_token_rise():
     rows = [("m", "s0", 0, 0, 0, {"induction": 1}, 1.0), ("m", "s1", 0, 0, 0, {"induction": 1}, 9.0),
             ("m", "s2", 50, 0, 0, {"induction": 80}, 9.0)]
-    lead = T.f5_pr_lead(toy(rows))
+    lead = SL.f5_pr_lead(toy(rows))
     assert lead["pr_rise_revision"][0] == "s1" and lead["lead_ratio"][0] is None
     assert lead["lead_revisions"][0] == 1
 
 
 def test_pr_rise_rules():
     l4h4 = [1.96, 1.96, 1.32, 2.58, 27.35, 13.21, 48.05, 35.62, 26.38, 28.29]
-    assert T.pr_rise_index(l4h4) == 4
-    assert T.pr_rise_index(l4h4, "first_ratio", 2.0) == 4
-    assert T.pr_rise_index(l4h4, "max_log_step") == 4
-    assert T.pr_rise_index([10, 8, 6, 5]) is None
-    assert T.pr_rise_index([10, 8, 6, 5], "max_log_step") is None
-    assert T.pr_rise_index([1.0, None, 3.0]) == 2
+    assert SL.pr_rise_index(l4h4) == 4
+    assert SL.pr_rise_index(l4h4, "first_ratio", 2.0) == 4
+    assert SL.pr_rise_index(l4h4, "max_log_step") == 4
+    assert SL.pr_rise_index([10, 8, 6, 5]) is None
+    assert SL.pr_rise_index([10, 8, 6, 5], "max_log_step") is None
+    assert SL.pr_rise_index([1.0, None, 3.0]) == 2
     with pytest.raises(ValueError):
-        T.pr_rise_index([1, 2], "nope")
+        SL.pr_rise_index([1, 2], "nope")
 
 
 def test_pr_integral_toy():
@@ -310,7 +311,7 @@ def test_pr_integral_toy():
             ("m", "s2", 10 * B, 0, 0, {}, 0.5), ("m", "s3", 100 * B, 0, 0, {}, 2.0),
             ("m", "s0", 0, 0, 1, {}, 1.0), ("m", "s1", 1 * B, 0, 1, {}, None),
             ("m", "s2", 10 * B, 0, 1, {}, 1.0), ("m", "s3", 100 * B, 0, 1, {}, 1.0)]
-    pi = T.pr_integral(toy(rows)).sort("head")
+    pi = SL.pr_integral(toy(rows)).sort("head")
     ln10 = math.log(10)
     # paper: tokens 0 dropped; intervals 1B->10B (PR 0.5 -> 0) and 10B->100B (PR 2 -> 1)
     assert pi["integral_paper"][0] == pytest.approx(1.0 * ln10)

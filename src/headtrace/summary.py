@@ -20,6 +20,7 @@ import polars as pl
 
 from headtrace import tables
 from headtrace import trajectories as T
+from headtrace.spectral_lead import PR_RISE_RULES
 
 
 def fmt_tokens(t: int | None) -> str:
@@ -261,7 +262,7 @@ def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: s
              "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
              "—" if r["lead_revisions"] is None else str(r["lead_revisions"])] for r in lead.iter_rows(named=True)]
     text = ["## Finding 5: PR rise vs induction-selectivity crossing\n\n"
-            f"PR rise rule `{rule}` (factor {factor:g}; see `trajectories.pr_rise_index`); crossing = first "
+            f"PR rise rule `{rule}` (factor {factor:g}; see `spectral_lead.pr_rise_index`); crossing = first "
             f"revision with `sel_induction ≥ {induction_threshold:g}×`; lead = crossing tokens / rise tokens.\n",
             _md(["model", "head", "PR rises", "selectivity crosses", "lead (tokens)", "lead (revisions)"], rows) + "\n"]
     # worked example per model: the final induction head with the highest final selectivity
@@ -392,7 +393,7 @@ def main(argv=None) -> None:
     ap.add_argument("--induction-threshold", type=float, default=50.0)
     ap.add_argument("--found-threshold", type=float, default=None)
     ap.add_argument("--sharp-share", type=float, default=0.5)
-    ap.add_argument("--pr-rise-rule", default="running_min_ratio", choices=T.PR_RISE_RULES)
+    ap.add_argument("--pr-rise-rule", default="running_min_ratio", choices=PR_RISE_RULES)
     ap.add_argument("--pr-rise-factor", type=float, default=2.0)
     a = ap.parse_args(argv)
     traj = tables.read_many(a.trajectory)

@@ -1,6 +1,9 @@
 """One forward pass per (model, revision) cell: per-head outputs and the screen's attention masses.
 
-What is captured (Xu 2026, arXiv:2605.24059, steps 1 and 2 of the recipe), all at the query (the last position T-1):
+What is captured (Xu 2026, arXiv:2605.24059, steps 1 and 2 of the recipe), all at the query (the
+last position T-1). (Length: ~430 lines for the one pass - its attention function, hooks, six named
+steps of ``run``, and the result's tables - kept together so the single-pass guarantee is checkable
+in one file.)
 
 * **Head outputs** - each head's slice of the *input* to the attention output projection
   (GPT-NeoX ``attention.dense``, OLMo/OLMoE ``self_attn.o_proj``), i.e. the head's output before

@@ -4,6 +4,7 @@ Layout follows the author's ``developmental_note.md`` (per-layer first-token cou
 fraction by tokens, milestones, recall of the final circuit, a worked PR-lead example), computed
 from the trajectory table by ``headtrace.trajectories``. Notes where our definitions or the data
 differ from the published tables are generated from the data (no published number is stored here).
+Length: ~400 lines, one section renderer per finding (F1-F5, F2b, refinement, provenance warning).
 
 CLI (for the workflow)::
 

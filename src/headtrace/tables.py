@@ -3,6 +3,9 @@
 The schemas below are the output contract documented in the README (same names, same order).
 Tables are long format: one row per model x revision x layer x head (or x condition, ...).
 Writers may add columns beyond the schema; the schema's columns must be present with these dtypes.
+
+Length: over 400 lines by design - every output schema lives here, in one place, so the README's
+schema section and every writer read the same contract.
 """
 from __future__ import annotations
 

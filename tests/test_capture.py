@@ -52,8 +52,8 @@ def case(request, batch):
     return name, model, family, result, attn_out
 
 
-def _eager_masses(model, family, batch) -> dict[str, np.ndarray]:
-    """Reference: full eager attention maps, last row reduced by hand (the author's way)."""
+def _eager_last_row(model, family, batch) -> np.ndarray:
+    """The query's attention row of every layer and head from full eager maps: (N, L, H, T)."""
     impl = model.config._attn_implementation
     model.set_attn_implementation("eager")
     try:
@@ -62,7 +62,12 @@ def _eager_masses(model, family, batch) -> dict[str, np.ndarray]:
                                          use_cache=False)
     finally:
         model.set_attn_implementation(impl)
-    row = torch.stack(out.attentions, dim=1)[:, :, :, -1, :].double().numpy()  # (N, L, H, T)
+    return torch.stack(out.attentions, dim=1)[:, :, :, -1, :].double().numpy()
+
+
+def _eager_masses(model, family, batch) -> dict[str, np.ndarray]:
+    """Reference: full eager attention maps, last row reduced by hand (the author's way)."""
+    row = _eager_last_row(model, family, batch)  # (N, L, H, T)
     t = batch.seq_len
     n = np.arange(row.shape[0])
     v = batch.valid
@@ -263,15 +268,7 @@ def test_sequence_masses_average_to_the_point_estimates(case, batch):
         mean = per[v, ..., c].mean(0) if field in ("induction", "duplicate-token") else per[..., c].mean(0)
         np.testing.assert_allclose(mean, result.mass(field), rtol=1e-5, atol=1e-7, err_msg=f"{name} {field}")
     assert (per[~v, ..., :2] == 0).all()  # induction/duplicate-token weighted by validity
-    impl = model.config._attn_implementation
-    model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            out = family.backbone(model)(input_ids=torch.from_numpy(batch.tokens), output_attentions=True,
-                                         use_cache=False)
-    finally:
-        model.set_attn_implementation(impl)
-    row0 = torch.stack(out.attentions, dim=1)[:, :, :, -1, 0].double().numpy()  # (N, L, H)
+    row0 = _eager_last_row(model, family, batch)[..., 0]  # (N, L, H)
     np.testing.assert_allclose(per[..., probe.CLASSES.index("first-token")], row0, rtol=1e-4, atol=1e-6)
 
 

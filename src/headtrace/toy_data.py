@@ -1,0 +1,114 @@
+"""The toy panel's synthetic training streams: one batch of token ids per call, from a data spec.
+
+Vocabulary: byte-level, 256 content tokens (0..255) plus BOS (256) and EOS/PAD (257); the default
+data and probe use the 95 printable bytes [32, 127). Pure numpy (a seeded ``Generator`` in, an
+int64 array out), so a stream can be inspected without torch.
+
+Data kinds (``make_data``):
+
+``repeat``
+    Every sequence holds a span R of ``repeat_min``..``repeat_max`` (inclusive) uniform random
+    tokens from ``[token_low, token_high)``, immediately repeated (``R R``; ``n_copies`` copies in
+    all, or periodically to the end of the sequence with ``n_copies: fill``), the rest fresh
+    uniform random tokens. The span starts at position 0 (``placement: start``) or at a uniform
+    offset (``placement: random``). Every copy after the first is perfectly predictable by
+    induction at copy distance ``len(R)``; the rest is unpredictable. With ``repeat_prob < 1`` a
+    sequence has no repeat (all random) with probability ``1 - repeat_prob``.
+``zipf``
+    A text-like stream: tokens drawn from a Zipf(``zipf_a``) distribution over
+    ``[token_low, token_high)`` (randomly permuted ranks, fixed by ``vocab_seed``), with
+    ``n_spans`` earlier spans of ``span_min``..``span_max`` tokens copied to later positions (copy
+    distance at least ``min_distance``). Meant for a data-shift continuation (``init_from``).
+``pairs``
+    Uniform random tokens in which ``n_pairs`` bigrams (A B) recur once, ``distance_min``..
+    ``distance_max`` positions later: in-context recall of a single token pair, like the probe.
+``mixture``
+    Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
+
+The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
+The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+VOCAB_SIZE = 258
+BOS_TOKEN_ID = 256
+EOS_TOKEN_ID = 257
+
+
+def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
+    """One training batch ``(batch_size, seq_len)`` int64 drawn from ``rng`` (see module docstring)."""
+    kind = data.get("kind", "repeat")
+    if kind == "mixture":
+        comps = data["components"]
+        w = np.array([float(c.get("weight", 1.0)) for c in comps])
+        which = rng.choice(len(comps), size=batch_size, p=w / w.sum())
+        out = np.empty((batch_size, seq_len), dtype=np.int64)
+        for k, comp in enumerate(comps):
+            idx = np.flatnonzero(which == k)
+            if idx.size:
+                out[idx] = make_data(comp, int(idx.size), seq_len, rng)
+        return out
+    lo, hi = int(data.get("token_low", 0)), int(data.get("token_high", 256))
+    if hi - lo < 2:
+        raise ValueError(f"data token range [{lo}, {hi}) needs at least two tokens")
+    bos = bool(data.get("bos", False))
+    body = seq_len - 1 if bos else seq_len
+    if kind == "repeat":
+        rmin, rmax = int(data.get("repeat_min", 20)), int(data.get("repeat_max", 63))
+        copies = data.get("n_copies", 2)
+        fill = copies in ("fill", 0, None)
+        copies = 2 if fill else int(copies)
+        if not 1 <= rmin <= rmax or copies < 2 or copies * rmax > body:
+            raise ValueError(f"repeat span {rmin}..{rmax} does not fit {copies} times in {body} tokens")
+        placement = data.get("placement", "start")
+        if placement not in ("start", "random"):
+            raise ValueError(f"unknown repeat placement '{placement}' (start, random)")
+        p = float(data.get("repeat_prob", 1.0))
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        lens = rng.integers(rmin, rmax + 1, size=batch_size)
+        has = rng.random(batch_size) < p
+        offs = rng.random(batch_size)
+        for i in range(batch_size):
+            if not has[i]:
+                continue
+            n = int(lens[i])
+            o = int(offs[i] * (body - copies * n + 1)) if placement == "random" else 0
+            end = body if fill else o + copies * n
+            for k in range(o + n, end, n):
+                m = min(n, end - k)
+                out[i, k:k + m] = out[i, o:o + m]
+    elif kind == "pairs":
+        k_pairs = int(data.get("n_pairs", 8))
+        dmin, dmax = int(data.get("distance_min", 20)), int(data.get("distance_max", 63))
+        if dmax + 2 > body or dmin < 2:
+            raise ValueError(f"pair distances {dmin}..{dmax} do not fit in {body} tokens")
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        for i in range(batch_size):
+            for _ in range(k_pairs):
+                d = int(rng.integers(dmin, dmax + 1))
+                p0 = int(rng.integers(0, body - d - 1))
+                out[i, p0 + d:p0 + d + 2] = out[i, p0:p0 + 2]
+    elif kind == "zipf":
+        a = float(data.get("zipf_a", 1.1))
+        v = hi - lo
+        probs = 1.0 / np.arange(1, v + 1) ** a
+        probs /= probs.sum()
+        perm = np.random.default_rng(int(data.get("vocab_seed", 0))).permutation(v)
+        out = lo + perm[rng.choice(v, size=(batch_size, body), p=probs)].astype(np.int64)
+        smin, smax = int(data.get("span_min", 8)), int(data.get("span_max", 32))
+        dmin = int(data.get("min_distance", 20))
+        for i in range(batch_size):
+            for _ in range(int(data.get("n_spans", 2))):
+                n = int(rng.integers(smin, smax + 1))
+                if 2 * n + dmin > body:
+                    continue
+                src = int(rng.integers(0, body - n - max(n, dmin) + 1))
+                dst = int(rng.integers(src + max(n, dmin), body - n + 1))
+                out[i, dst:dst + n] = out[i, src:src + n]
+    else:
+        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, zipf, mixture)")
+    if bos:
+        out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
+    return out

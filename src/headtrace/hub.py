@@ -287,16 +287,9 @@ def load_for_cell(load: dict, model: str, revision: str, device: str = "auto",
     the cache only (the fetch rule downloaded them). A probe of ``seq_len`` tokens longer than the
     checkpoint's context length fails here, before the weights are read.
     """
-    source = load.get("source", "hub")
+    source, folder, _ = cell_checkpoint(load, model, revision, cache_dir)
+    ident = load["hf_id"] if source == "hub" else folder
     dev = resolve_device(device)
-    if source == "hub":
-        ident = load["hf_id"]
-    elif source == "toy":
-        ident = toy_checkpoint_dir(model, revision)
-    elif source == "local":
-        ident = local_checkpoint_dir(load, model, revision)
-    else:
-        raise ValueError(f"model '{model}': source '{source}' has no checkpoint to load")
     net, fam = load_model(source, ident, revision, family=load.get("family", "auto"),
                           dtype=load.get("dtype", "fp32"), device=dev, offline=True, cache_dir=cache_dir,
                           seq_len=seq_len, name=model)

@@ -19,11 +19,11 @@ import json
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
+from headtrace import durable
 from headtrace import revisions as revs
 from headtrace import trajectories
 from headtrace.tables import SCHEMAS, conform
@@ -212,13 +212,7 @@ def run_round(traj: pl.DataFrame, model: str, round_index: int, pool: list[tuple
 
 def write_record(record: dict, path: str | os.PathLike) -> None:
     """Write a round record atomically (a half-written record must never look like a finished round)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh, indent=1, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    durable.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", path)
 
 
 def read_record(path: str | os.PathLike) -> dict:
@@ -256,12 +250,7 @@ def read_branch_list(path: str | os.PathLike) -> list[str]:
 
 
 def write_branch_list(names: list[str], path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write("".join(f"{n}\n" for n in names))
-    os.replace(tmp, path)
+    durable.write_text("".join(f"{n}\n" for n in names), path)
 
 
 # ---------------------------------------------------------------------------------------------

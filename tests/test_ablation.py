@@ -280,6 +280,16 @@ def test_verdict_known_answers():
     assert p["upper_bound_top1"] == 0.30 and not p["upper_bound_saturates"]
 
 
+def test_verdict_counts_a_control_set_tied_with_the_circuit():
+    # top-1 = 14/2000 -> 1/2000: b - (b - a) rounds below a in floating point; a tied set must count
+    b, a = 14 / 2000, 1 / 2000
+    rows = [{"condition": "baseline", "top1": b}, {"condition": "circuit", "top1": a, "heads": ["L0H0"]},
+            {"condition": "matched_random", "draw": 1, "top1": a, "heads": ["L0H1"]},
+            *({"condition": "matched_random", "draw": i + 2, "top1": b, "heads": [f"L0H{i + 2}"]} for i in range(19))]
+    c = ablation.verdict(table_of(rows)).row(0, named=True)
+    assert c["p_value"] == pytest.approx(2 / 21) and not c["causal"]
+
+
 def test_verdict_edge_cases():
     # random draws do nothing: effect_vs_random = inf, still causal
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},

@@ -9,7 +9,7 @@ in fp32; a condition's value is the mean over *all* sequences of the batch (vali
 per-sequence values are kept (``per_sequence``) for the bootstrap intervals of ``headtrace.verdict``.
 
 The conditions (which heads, which controls) are ``headtrace.conditions``; the verdict statistics
-``headtrace.verdict``. ``Condition``, ``build_conditions``, ``matched_sets`` and ``verdict`` are
+``headtrace.verdict``. ``Condition``, ``build_conditions`` and ``verdict`` are
 re-exported here for callers of the ablation step.
 
 **Speed** (``run``, in named steps). Heads in layer l change nothing before l, and all conditions
@@ -48,9 +48,7 @@ from torch import nn
 
 from headtrace import families as _families
 from headtrace import probe, tables
-from headtrace.conditions import (CIRCUITS, Condition, build_conditions, circuit_from_screen,  # noqa: F401
-                                  matched_sets, matched_space,
-                                  previous_token_circuit_from_screen, sink_heads_from_screen)
+from headtrace.conditions import Condition, build_conditions  # noqa: F401 (re-exported: ablation.build_conditions)
 from headtrace.families import Family
 from headtrace.heads import Head
 from headtrace.verdict import CI_METRICS, bootstrap_intervals, verdict  # noqa: F401

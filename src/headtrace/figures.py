@@ -294,9 +294,9 @@ def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None,
              onset_bootstrap: pl.DataFrame | None = None, **params) -> dict[str, Path]:
     """Every figure into ``out_dir`` (ablation only when given; ``onset_bootstrap``: the
     ``f3_onset_bootstrap`` table, the F3 figure's intervals); returns name -> path."""
-    F = T.all_findings(traj, **{k: v for k, v in params.items() if k in (
-        "class_threshold", "induction_threshold", "found_threshold", "sharp_share", "spread_alpha",
-        "spread_permutations", "spread_seed")})
+    from headtrace import summary  # the workflow's parameter names -> all_findings, as the findings job
+
+    F = summary.findings_tables(traj, **params)
     out = Path(out_dir)
     paths = {"bos_fraction": out / "bos_fraction.png", "bos_heatmap": out / "bos_heatmap.png",
              "circuit_recall": out / "circuit_recall.png", "head_trajectories": out / "head_trajectories.png"}

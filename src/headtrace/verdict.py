@@ -52,6 +52,7 @@ import numpy as np
 import polars as pl
 
 from headtrace import tables
+from headtrace.bootstrap import resample_counts
 from headtrace.conditions import CIRCUITS
 
 VERDICTS = ("causal", "not_causal", "underpowered")
@@ -98,15 +99,9 @@ def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_va
 
 
 def bootstrap_counts(n: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
-    """``(n_boot, n)`` resampling counts: ``counts @ v / n`` = the mean of per-sequence ``v`` on each resample."""
-    if n < 1 or n_boot < 1:
-        raise ValueError(f"bootstrap needs n >= 1 and n_boot >= 1, got n={n}, n_boot={n_boot}")
-    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(b"bootstrap")])
-    idx = rng.integers(0, n, size=(n_boot, n))
-    w = np.zeros((n_boot, n))
-    for b in range(n_boot):
-        w[b] = np.bincount(idx[b], minlength=n)
-    return w
+    """``(n_boot, n)`` resampling counts: ``counts @ v / n`` = the mean of per-sequence ``v`` on each resample
+    (``bootstrap.resample_counts``, seeded apart from the screen's resamples)."""
+    return resample_counts(n, n_boot, [int(seed) & 0xFFFFFFFF, zlib.crc32(b"bootstrap")])
 
 
 def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> tuple[float, float]:
@@ -165,11 +160,7 @@ def _control_stats(cell: pl.DataFrame, name: str | None, metric: str, b: float, 
     # The p-value counts *distinct* head sets: K copies of one comparison are not K comparisons.
     distinct = draws.unique(subset=["heads"], keep="first", maintain_order=True)
     dmetric = distinct[metric].to_numpy().astype(float)
-    if metric == "top1":  # draw effect >= circuit effect <=> draw top1 <= circuit top1 (no rounding)
-        a = b - effect
-        p = (1 + int((dmetric <= a).sum())) / (1 + distinct.height)
-    else:
-        p = permutation_p(effect, damage(metric, b, dmetric))
+    p = permutation_p(effect, damage(metric, b, dmetric))  # a set tied with the circuit: b - d == b - a exactly
     if not n_heads:
         p = math.nan
     return r_mean, p, distinct.height, space or distinct.height, float(draws["top1"].mean()), k

@@ -148,8 +148,10 @@ def test_onset_intervals_percentiles_never_and_missing_models():
 def test_onset_intervals_same_milestones_as_point_estimate():
     names = B.onset_intervals(_counts("toy", [1] * 5))["milestone"].to_list()
     assert names == [s[0] for s in T.milestone_specs()] == [
-        "induction_3_heads", "induction_5_heads", "first_token_10pct", "first_token_30pct",
-        "first_token_50pct", "first_token_70pct"]
+        "induction_2_heads", "induction_3_heads", "induction_5_heads", "first_token_10pct",
+        "first_token_25pct", "first_token_30pct", "first_token_50pct", "first_token_70pct"]
+    assert B.onset_intervals(_counts("toy", [1] * 5), induction_counts=(2,), first_token_fractions=(0.25,))[
+        "milestone"].to_list() == ["induction_2_heads", "first_token_25pct"]
 
 
 def test_with_onset_columns_fills_f3_onsets_style_tables():

@@ -137,11 +137,25 @@ def test_f3_milestones(F):
 
 
 def test_f3_gaps(F):
-    g = {r["model"]: r["gap_ratio"] for r in F["f3_gaps"].iter_rows(named=True)}
+    gaps = F["f3_gaps"]
+    assert gaps.select("later", "earlier").unique(maintain_order=True).rows() == list(T.GAPS)
+    g = {r["model"]: r["gap_ratio"] for r in gaps.filter(pl.col("later") == "first_token_50pct").iter_rows(named=True)}
     assert g["olmo"] == pytest.approx(11.5, abs=0.05)  # "11x"/"11.5x"
     assert g["olmoe"] == pytest.approx(21, abs=0.1)
     g10 = T.f3_gaps(F["f3_milestones"], later="first_token_10pct")
     assert g10.filter(pl.col("model") == "pythia1b")["same_revision"][0]  # below resolution
+    assert g10.equals(gaps.filter(pl.col("later") == "first_token_10pct"))
+
+
+def test_f3_gap_table_pairs():
+    """Each configured pair gives one row per model; a pair naming an uncomputed milestone is an
+    error naming it, not a silent 'never reached'."""
+    ms = pl.DataFrame({"model": ["m"] * 3, "milestone": ["induction_2_heads", "first_token_25pct", "first_token_50pct"],
+                       "revision": ["s1", "s4", None], "tokens": [100, 800, None]})
+    t = T.f3_gap_table(ms, [("first_token_25pct", "induction_2_heads"), ("first_token_50pct", "induction_2_heads")])
+    assert t["gap_ratio"].to_list() == [8.0, None]
+    with pytest.raises(ValueError, match="first_token_20pct"):
+        T.f3_gap_table(ms, [("first_token_20pct", "induction_2_heads")])
 
 
 def _recall_at(rm, model, label):
@@ -193,7 +207,7 @@ def test_summary_renders(panel, tmp_path):
     S.write(panel, tmp_path / "summary.md")
     paths = S.write_findings(panel, tmp_path)
     assert set(paths) >= {"f1_bos_floor", "f2_bos_fraction", "f5_pr_lead", "pr_integral"}
-    assert pl.read_parquet(paths["f3_milestones"]).height == 18
+    assert pl.read_parquet(paths["f3_milestones"]).height == 3 * (len(T.INDUCTION_COUNTS) + len(T.FIRST_TOKEN_FRACTIONS))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -181,8 +181,8 @@ def run_cell(masses_path, model: str, revision: str, tokens: int | None, **setti
 
 
 def onset_intervals(counts: pl.DataFrame, models: list[str] | None = None, *, interval: float = 0.9,
-                    induction_counts: tuple[int, ...] = (3, 5),
-                    first_token_fractions: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7)) -> pl.DataFrame:
+                    induction_counts: tuple[int, ...] | None = None,
+                    first_token_fractions: tuple[float, ...] | None = None) -> pl.DataFrame:
     """``f3_onset_bootstrap``: per model x F3 milestone (the names of ``trajectories.f3_milestones``),
     the ``interval`` percentiles of the first revision reaching the milestone across resamples.
 
@@ -191,10 +191,12 @@ def onset_intervals(counts: pl.DataFrame, models: list[str] | None = None, *, in
     never reached ranks after the last revision: ``p_reached`` is the share of resamples reaching
     it, and a percentile that falls on "never" gives a null revision. ``models``: rows for these
     models too (null bootstrap columns, ``n_resamples`` 0) when they have no counts (the published
-    reference panel has no per-sequence masses)."""
-    from headtrace.trajectories import milestone_specs, revision_order
+    reference panel has no per-sequence masses). ``induction_counts`` / ``first_token_fractions``:
+    the milestones (None: those of ``trajectories.f3_milestones``)."""
+    from headtrace.trajectories import FIRST_TOKEN_FRACTIONS, INDUCTION_COUNTS, milestone_specs, revision_order
 
-    specs = milestone_specs(induction_counts, first_token_fractions)
+    specs = milestone_specs(tuple(INDUCTION_COUNTS if induction_counts is None else induction_counts),
+                            tuple(FIRST_TOKEN_FRACTIONS if first_token_fractions is None else first_token_fractions))
     q = (1 - interval) / 2
     rows = []
     have = counts["model"].unique(maintain_order=True).to_list() if counts.height else []

@@ -178,7 +178,7 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
             f"First revision reaching each milestone (`induction_k_heads`: ≥ k heads with "
             f"`sel_induction ≥ {induction_threshold:g}×`; `first_token_p pct`: Finding 2's fraction ≥ p).\n",
             _md(["milestone"] + models, rows) + "\n"]
-    gaps = [F["f3_gaps"], T.f3_gaps(ms, later="first_token_10pct")]
+    gaps = [F["f3_gaps"]]
     rows = []
     for g in gaps:
         for r in g.iter_rows(named=True):
@@ -365,7 +365,8 @@ def findings_tables(traj: pl.DataFrame, **params) -> dict[str, pl.DataFrame]:
                           params.get("found_threshold"), params.get("sharp_share", 0.5),
                           params.get("pr_rise_rule", "running_min_ratio"), params.get("pr_rise_factor", 2.0),
                           params.get("spread_alpha", 0.05), params.get("spread_permutations", 10000),
-                          params.get("spread_seed", 0))
+                          params.get("spread_seed", 0),
+                          **{k: params[k] for k in ("induction_counts", "first_token_fractions", "gaps") if k in params})
 
 
 def write_findings(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame] | None = None,

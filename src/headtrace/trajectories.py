@@ -181,8 +181,15 @@ def circuit_size(traj: pl.DataFrame, class_threshold: float = 30.0,
     return conform(out, "circuit_size")
 
 
-def milestone_specs(induction_counts: tuple[int, ...] = (3, 5),
-                    first_token_fractions: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7)) -> list[tuple[str, str, float]]:
+# The F3 milestones every panel reports, and the gaps between them (later, earlier). The toy
+# panel's pair (first_token_25pct after induction_2_heads) is chosen in config/config.yaml.
+INDUCTION_COUNTS = (2, 3, 5)
+FIRST_TOKEN_FRACTIONS = (0.1, 0.25, 0.3, 0.5, 0.7)
+GAPS = (("first_token_50pct", "induction_3_heads"), ("first_token_10pct", "induction_3_heads"))
+
+
+def milestone_specs(induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
+                    first_token_fractions: tuple[float, ...] = FIRST_TOKEN_FRACTIONS) -> list[tuple[str, str, float]]:
     """The F3 milestones as (name, column, minimum): ``induction_{k}_heads`` on ``n_induction_circuit``
     and ``first_token_{p}pct`` on ``bos_fraction`` (1e-12 tolerance). One definition for the point
     estimate (``f3_milestones``) and the bootstrap (``bootstrap.onset_intervals``)."""
@@ -191,8 +198,8 @@ def milestone_specs(induction_counts: tuple[int, ...] = (3, 5),
 
 
 def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
-                  induction_counts: tuple[int, ...] = (3, 5),
-                  first_token_fractions: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7)) -> pl.DataFrame:
+                  induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
+                  first_token_fractions: tuple[float, ...] = FIRST_TOKEN_FRACTIONS) -> pl.DataFrame:
     """Per model x milestone: the first revision reaching it (null revision/tokens if never).
 
     Milestones ``induction_{k}_heads`` (circuit size >= k at ``induction_threshold``) and
@@ -227,6 +234,21 @@ def f3_gaps(milestones: pl.DataFrame, later: str = "first_token_50pct",
         same_revision=pl.col("later_revision") == pl.col("earlier_revision"),
     ).sort("model")
     return conform(out, "f3_gaps")
+
+
+def f3_gap_table(milestones: pl.DataFrame, pairs=GAPS) -> pl.DataFrame:
+    """``f3_gaps`` for every (later, earlier) milestone pair, pair by pair in the given order.
+    A pair naming a milestone the table lacks is an error (a typo would otherwise read as
+    'never reached')."""
+    known = set(milestones["milestone"].unique().to_list())
+    for later, earlier in pairs:
+        bad = [m for m in (later, earlier) if m not in known]
+        if bad and milestones.height:
+            raise ValueError(f"findings.gaps: milestone(s) {bad} are not computed "
+                             f"(known: {sorted(known)}; see findings.induction_counts / first_token_fractions)")
+    if not pairs:
+        return conform(pl.DataFrame(schema=SCHEMAS["f3_gaps"]), "f3_gaps")
+    return pl.concat([f3_gaps(milestones, later, earlier) for later, earlier in pairs])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,8 +315,12 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
                  found_threshold: float | None = None, sharp_share: float = 0.5,
                  pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
-                 spread_permutations: int = 10000, spread_seed: int = 0) -> dict[str, pl.DataFrame]:
+                 spread_permutations: int = 10000, spread_seed: int = 0,
+                 induction_counts=INDUCTION_COUNTS, first_token_fractions=FIRST_TOKEN_FRACTIONS,
+                 gaps=GAPS) -> dict[str, pl.DataFrame]:
     """Every findings table by schema name (``found_threshold`` defaults to ``class_threshold``;
+    ``induction_counts`` / ``first_token_fractions``: the F3 milestones; ``gaps``: the (later,
+    earlier) milestone pairs of ``f3_gaps``;
     ``spread_*``: the F2b layer-spread test, ``layer_onset.f2_layer_spread``; ``pr_rise_*``: F5,
     ``spectral_lead``)."""
     from headtrace import layer_onset, spectral_lead  # F2b and F5 / PR integral: their own modules
@@ -302,7 +328,8 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
     f1 = f1_bos_floor(traj, class_threshold)
     onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)
     f2 = f2_bos_fraction(traj, class_threshold)
-    ms = f3_milestones(traj, class_threshold, induction_threshold)
+    ms = f3_milestones(traj, class_threshold, induction_threshold, tuple(induction_counts),
+                       tuple(first_token_fractions))
     rec = f4_recall(traj, induction_threshold, class_threshold if found_threshold is None else found_threshold)
     return {
         "f1_bos_floor": f1,
@@ -314,7 +341,7 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
                                                        seed=spread_seed),
         "circuit_size": circuit_size(traj, class_threshold, induction_threshold),
         "f3_milestones": ms,
-        "f3_gaps": f3_gaps(ms),
+        "f3_gaps": f3_gap_table(ms, [tuple(g) for g in gaps]),
         "f4_recall": rec,
         "f4_recall_milestones": f4_recall_milestones(rec),
         "f5_pr_lead": spectral_lead.f5_pr_lead(traj, induction_threshold, pr_rise_rule, pr_rise_factor),
@@ -324,7 +351,7 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
 
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
-    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "f3_gap_table", "final_circuit", "f4_recall", "f4_recall_milestones",
     "specialized_fraction", "all_findings",
     "with_rev_index",
 ]

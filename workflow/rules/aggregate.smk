@@ -59,6 +59,8 @@ rule onset_bootstrap:
     params:
         models=MODELS,
         interval=config["bootstrap"]["interval"],
+        induction_counts=config["findings"]["induction_counts"],
+        first_token_fractions=config["findings"]["first_token_fractions"],
     resources:
         mem_mb=2000,
         runtime=10,

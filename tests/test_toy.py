@@ -135,3 +135,35 @@ def test_train_revisions_saves_the_pool(tmp_path):
                                pool=[2, 3], progress=False)
     assert [d.name for d in dirs] == ["step0", "step2", "step3", "step5", "step8"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(d.name for d in dirs)
+
+
+def test_curriculum_phases_draw_their_own_batches(tmp_path, monkeypatch):
+    """Each curriculum phase draws batch_size x seq_len batches of its data for steps
+    [previous until, until); the main stream follows; bad phases fail naming the phase."""
+    short = {"kind": "repeat", "token_low": 0, "token_high": 256, "repeat_min": 2, "repeat_max": 4,
+             "n_copies": "fill", "placement": "start"}
+    cur = [{"until": 2, "data": short, "seq_len": 8, "batch_size": 4}]
+    seen = []
+    real = toy.make_data
+    monkeypatch.setattr(toy, "make_data", lambda d, b, s, rng: seen.append((d["repeat_max"], b, s)) or real(d, b, s, rng))
+    toy.train("gpt_neox", tmp_path, arch=TINY_ARCH, data=TINY_DATA, optim=TINY_OPTIM, max_steps=4,
+              checkpoint_steps=[0, 4], curriculum=cur, progress=False)
+    main = (TINY_DATA["repeat_max"], TINY_OPTIM["batch_size"], TINY_OPTIM["seq_len"])
+    assert seen[-4:] == [(4, 4, 8), (4, 4, 8), main, main]
+    assert toy.tokens_per_step(TINY_DATA, TINY_OPTIM, cur, 4) == {32, TINY_OPTIM["batch_size"] * TINY_OPTIM["seq_len"]}
+    with pytest.raises(ValueError, match=r"curriculum\[0\].until = 9"):
+        toy.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], until=9)], 4)
+    with pytest.raises(ValueError, match=r"curriculum\[0\]"):
+        toy.phases(TINY_DATA, TINY_OPTIM, [{"until": 2, "data": short}], 4)
+    with pytest.raises(ValueError, match="does not fit"):
+        toy.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], seq_len=4)], 4)
+
+
+def test_make_data_topic_streams_use_their_topic_only():
+    x = toy.make_data({"kind": "topic", "token_low": 32, "token_high": 127, "n_topic": 5}, 16, 64,
+                      np.random.default_rng(3))
+    assert x.shape == (16, 64) and x.min() >= 32 and x.max() < 127
+    assert all(len(set(r.tolist())) <= 5 for r in x)
+    assert len({tuple(sorted(set(r.tolist()))) for r in x}) > 1  # each sequence its own topic
+    with pytest.raises(ValueError, match="topic size"):
+        toy.make_data({"kind": "topic", "token_low": 32, "token_high": 40, "n_topic": 9}, 1, 8, np.random.default_rng(0))

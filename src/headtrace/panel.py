@@ -185,6 +185,26 @@ def check(config: dict) -> None:
             raise ConfigError(f"{where}: probe.token_range ends at {hi}, beyond the toy vocabulary of {vocab}")
         _check_local_layout(spec, where)
         _check_context(config, model, p["seq_len"])
+        _check_toy_tokens(spec, where)
+
+
+def _check_toy_tokens(spec: dict, where: str) -> None:
+    """A toy model's ``tokens_per_step`` must be what its recipe trains on (batch_size x seq_len of
+    every curriculum phase and the main stream), so the token axis is the tokens seen."""
+    train = spec.get("train") or {}
+    if spec["source"] != "toy" or spec.get("tokens_per_step") is None or train.get("shift_from"):
+        return
+    from headtrace import toy  # imports torch: toy models only
+
+    revisions = [revs.parse_step(r) for r in spec["revisions"]]
+    try:
+        r = toy.recipe(spec["family"], train)
+        per_step = toy.tokens_per_step(r["data"], r["optim"], r["curriculum"], max(revisions))
+    except ValueError as err:
+        raise ConfigError(f"{where}.train: {err}") from None
+    if per_step != {int(spec["tokens_per_step"])}:
+        raise ConfigError(f"{where}.tokens_per_step: {spec['tokens_per_step']}, but the toy recipe trains on "
+                          f"{sorted(per_step)} tokens a step (batch_size x seq_len of each phase): make them agree")
 
 
 def _check_local_layout(spec: dict, where: str) -> None:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import torch
 
 from headtrace import tables
+
+# torch is imported only by the fp32-SVD paths (the author's check): the default Gram method is
+# numpy, so the per-cell `pr` job does not pay torch's import.
 
 EPS = 1e-12  # the author's epsilon, inside the log and as the floor of sum(sigma^2)
 
@@ -41,6 +43,8 @@ def participation_ratio(matrix, center: bool = False) -> float:
     Uncentred by default, as the author; ``center=True`` subtracts the column means first.
     All-zero matrix -> 1.0; N = 0 -> NaN.
     """
+    import torch
+
     m = matrix if isinstance(matrix, torch.Tensor) else torch.from_numpy(np.asarray(matrix, np.float32))
     if m.dim() != 2:
         raise ValueError(f"participation_ratio needs a 2-D matrix, got shape {tuple(m.shape)}")
@@ -76,6 +80,8 @@ def pr_per_head(head_outputs: np.ndarray, center: bool = False, method: str = "g
     out = np.empty((n_layers, n_heads), np.float64)
     for layer in range(n_layers):  # one layer at a time bounds memory (H x N x D in float64)
         if method == "svd":
+            import torch
+
             m = torch.from_numpy(np.ascontiguousarray(x[:, layer].transpose(1, 0, 2), dtype=np.float32))
             if center:
                 m = m - m.mean(dim=1, keepdim=True)

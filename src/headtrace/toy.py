@@ -206,6 +206,37 @@ def _save(model: torch.nn.Module, out_dir: Path, step: int) -> Path:
     return final
 
 
+def phases(data: dict, optim: dict, curriculum: list[dict] | None, max_steps: int) -> list[tuple[int, dict, int, int]]:
+    """The training schedule as ``(until, data, batch_size, seq_len)`` phases in step order.
+
+    ``curriculum``: phases that come before the main ``data`` / ``optim`` stream, each
+    ``{until: N, data: {...}, seq_len: L, batch_size: B}`` (steps ``[previous until, N)`` draw
+    ``B x L`` batches of that data; ``batch_size`` defaults to the main one). The main stream runs
+    from the last ``until`` to ``max_steps``. Raises naming the phase when the steps are not
+    increasing inside ``(0, max_steps]`` or a phase's data does not fit its ``seq_len``."""
+    bs, sl = int(optim.get("batch_size", 32)), int(optim.get("seq_len", 128))
+    out, prev = [], 0
+    for k, ph in enumerate(curriculum or []):
+        unknown = set(ph) - {"until", "data", "seq_len", "batch_size"}
+        if unknown or "until" not in ph or "data" not in ph or "seq_len" not in ph:
+            raise ValueError(f"train.curriculum[{k}]: needs until, data, seq_len (and optionally batch_size); "
+                             f"got {sorted(ph)}")
+        until = int(ph["until"])
+        if not prev < until <= max_steps:
+            raise ValueError(f"train.curriculum[{k}].until = {until} must lie in ({prev}, {max_steps}]")
+        p_bs, p_sl = int(ph.get("batch_size", bs)), int(ph["seq_len"])
+        make_data(ph["data"], 1, p_sl, np.random.default_rng(0))  # raises when the data does not fit
+        out.append((until, ph["data"], p_bs, p_sl))
+        prev = until
+    out.append((max_steps, data, bs, sl))
+    return out
+
+
+def tokens_per_step(data: dict, optim: dict, curriculum: list[dict] | None, max_steps: int) -> set[int]:
+    """The distinct batch_size x seq_len of the schedule's phases (one value: tokens = step x it)."""
+    return {b * s for until, _, b, s in phases(data, optim, curriculum, max_steps) if until > 0}
+
+
 def train(
     family: str,
     out_dir,
@@ -217,17 +248,20 @@ def train(
     checkpoint_steps: list[int],
     seed: int = 0,
     init_from: str | None = None,
+    curriculum: list[dict] | None = None,
     progress: bool = True,
 ) -> list[Path]:
     """Train a toy model and save ``out_dir/step{N}/`` at every N in ``checkpoint_steps``.
 
     Step N is the model after N optimizer updates (step 0 = the initialisation, or the
     ``init_from`` weights; with ``init_from`` steps count from the start of this run and ``arch``
-    is ignored). Deterministic given ``seed`` (model init, data stream), single-threaded use
-    recommended. Returns the checkpoint directories in step order."""
+    is ignored). ``curriculum``: data phases before the main stream (:func:`phases`).
+    Deterministic given ``seed`` (model init, data stream), single-threaded use recommended.
+    Returns the checkpoint directories in step order."""
     steps = sorted(set(int(s) for s in checkpoint_steps))
     if not steps or steps[0] < 0 or steps[-1] > max_steps:
         raise ValueError(f"checkpoint steps {checkpoint_steps} must lie in [0, {max_steps}]")
+    schedule = phases(data, optim, curriculum, max_steps)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -262,7 +296,6 @@ def train(
     opt = torch.optim.AdamW(groups, lr=float(optim["lr"]), betas=tuple(optim.get("betas", (0.9, 0.95))),
                             eps=float(optim.get("eps", 1e-8)))
     rng = np.random.default_rng(seed)
-    bs, sl = int(optim.get("batch_size", 32)), int(optim.get("seq_len", 128))
     clip = optim.get("grad_clip")
     log_every = int(optim.get("log_every", 50))
     saved: list[Path] = []
@@ -282,7 +315,8 @@ def train(
         lr = _lr_at(step, optim, max_steps)
         for g in opt.param_groups:
             g["lr"] = lr * g["lr_mult"]
-        x = torch.from_numpy(make_data(data, bs, sl, rng))
+        phase_data, bs, sl = next((d, b, sq) for until, d, b, sq in schedule if step < until)
+        x = torch.from_numpy(make_data(phase_data, bs, sl, rng))
         loss = model(input_ids=x, labels=x).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -316,22 +350,31 @@ def train_revisions(family: str, out_dir, *, revisions: list[str], overrides: di
     bad = [r for r, s in zip(revisions, steps) if s is None]
     if bad:
         raise ValueError(f"toy revisions must be named step<N>, got {bad}")
+    max_steps = max(steps)
+    r = recipe(family, overrides)
+    if r["max_steps"] not in (None, max_steps):
+        raise ValueError(f"train.max_steps {r['max_steps']} differs from the last revision's step {max_steps}")
+    return train(family, out_dir, arch=r["arch"], data=r["data"], optim=r["optim"], max_steps=max_steps,
+                 checkpoint_steps=pool_steps(max_steps, steps, pool), seed=r["seed"],
+                 curriculum=r["curriculum"], progress=progress)
+
+
+TRAIN_KEYS = ("arch", "data", "optim", "seed", "max_steps", "curriculum")
+
+
+def recipe(family: str, overrides: dict | None = None) -> dict:
+    """``DEFAULTS[family]`` updated by a config's ``train:`` block: ``arch``, ``data`` and ``optim``
+    merged key by key, ``curriculum`` and ``seed`` replaced. Keys arch, data, optim, curriculum
+    (list or None), seed, max_steps (the block's, or None). Raises naming unknown keys."""
+    if family not in DEFAULTS:
+        raise ValueError(f"no toy recipe for family '{family}'; known: {sorted(DEFAULTS)}")
     overrides = dict(overrides or {})
-    recipe = DEFAULTS[family]
-    unknown = set(overrides) - {"arch", "data", "optim", "seed", "max_steps"}
+    unknown = set(overrides) - set(TRAIN_KEYS)
     if unknown:
         raise ValueError(f"unknown keys in the toy train block: {sorted(unknown)}")
-    max_steps = max(steps)
-    if overrides.get("max_steps") not in (None, max_steps):
-        raise ValueError(f"train.max_steps {overrides['max_steps']} differs from the last revision's step {max_steps}")
-    return train(
-        family,
-        out_dir,
-        arch={**recipe["arch"], **overrides.get("arch", {})},
-        data={**recipe["data"], **overrides.get("data", {})},
-        optim={**recipe["optim"], **overrides.get("optim", {})},
-        max_steps=max_steps,
-        checkpoint_steps=pool_steps(max_steps, steps, pool),
-        seed=int(overrides.get("seed", 0)),
-        progress=progress,
-    )
+    base = DEFAULTS[family]
+    return {"arch": {**base["arch"], **overrides.get("arch", {})},
+            "data": {**base["data"], **overrides.get("data", {})},
+            "optim": {**base["optim"], **overrides.get("optim", {})},
+            "curriculum": overrides.get("curriculum", base.get("curriculum")),
+            "seed": int(overrides.get("seed", 0)), "max_steps": overrides.get("max_steps")}

@@ -22,10 +22,13 @@ Data kinds (``make_data``):
 ``pairs``
     Uniform random tokens in which ``n_pairs`` bigrams (A B) recur once, ``distance_min``..
     ``distance_max`` positions later: in-context recall of a single token pair, like the probe.
+``topic``
+    Each sequence draws ``n_topic`` distinct tokens from ``[token_low, token_high)`` and is a
+    uniform stream over them: in-context unigram statistics, which a head with broad attention
+    over the context predicts (a job for heads other than induction's).
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
-The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
 The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
 """
 from __future__ import annotations
@@ -90,6 +93,12 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
                 d = int(rng.integers(dmin, dmax + 1))
                 p0 = int(rng.integers(0, body - d - 1))
                 out[i, p0 + d:p0 + d + 2] = out[i, p0:p0 + 2]
+    elif kind == "topic":
+        k = int(data.get("n_topic", 8))
+        if not 1 <= k <= hi - lo:
+            raise ValueError(f"topic size {k} must lie in [1, {hi - lo}] (the token range)")
+        topics = np.argsort(rng.random((batch_size, hi - lo)), axis=1)[:, :k] + lo
+        out = np.take_along_axis(topics, rng.integers(0, k, size=(batch_size, body)), axis=1).astype(np.int64)
     elif kind == "zipf":
         a = float(data.get("zipf_a", 1.1))
         v = hi - lo
@@ -108,7 +117,7 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
                 dst = int(rng.integers(src + max(n, dmin), body - n + 1))
                 out[i, dst:dst + n] = out[i, src:src + n]
     else:
-        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, zipf, mixture)")
+        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, mixture)")
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out

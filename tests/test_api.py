@@ -99,3 +99,15 @@ def test_cli_cell_writes_tables(panel, tmp_path):
         assert df.height > 0
     proc = subprocess.run([exe, "cell", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "no config.json" in proc.stderr
+
+
+def test_ablation_n_sequences_uses_the_first_sequences():
+    """ablation.n_sequences: every condition sees the first n probe sequences; the screen all of them."""
+    model = tiny.tiny_model("gpt_neox", n_layers=2, n_heads=4)
+    kw = dict(probe={"n_sequences": 12, "seq_len": 64, "token_low": 2, "token_high": 128, "ab_low": 20, "ab_high": 40},
+              n_random=2, batch_size=8, device="cpu", progress=False)
+    cell = headtrace.analyze(model, settings={"ablation": {"n_sequences": 5}}, **kw)
+    assert set(cell.ablation["n_sequences"].to_list()) == {5}
+    full = headtrace.analyze(model, **kw)
+    assert set(full.ablation["n_sequences"].to_list()) == {12}
+    assert_frame_equal(cell.screen, full.screen)

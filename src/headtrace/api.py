@@ -37,7 +37,7 @@ DEFAULTS = {
                "previous_token_threshold": 100.0},
     "capture": {"pr_center": False, "pr_n_sequences": None},
     "ablation": {"seed": 0, "final_controls": True, "exact_max": None, "class_matched": False, "metric": "top1",
-                 "alpha": 0.05, "n_bootstrap": 1000, "ci_level": 0.95},
+                 "alpha": 0.05, "n_bootstrap": 1000, "ci_level": 0.95, "n_sequences": None},
 }
 TABLES = ("attention", "pr", "screen", "ablation", "verdict")
 
@@ -152,6 +152,7 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
         final_controls=a["final_controls"], exact_max=a["exact_max"], class_matched=a["class_matched"],
         class_threshold=sc["class_threshold"], induction_threshold=sc["induction_threshold"],
         previous_token_threshold=sc["previous_token_threshold"])
+    batch = batch.head(a["n_sequences"])  # the first n probe sequences (the screen used all)
     results = engine.run(model, family, batch, conditions, batch_size=batch_size, device=device)
     table = engine.ablation_table(results, name, revision, tokens, n_boot=a["n_bootstrap"], seed=a["seed"],
                                   level=a["ci_level"])

@@ -40,6 +40,12 @@ class ProbeBatch:
     def query_pos(self) -> int:
         return self.seq_len - 1
 
+    def head(self, n: int | None) -> "ProbeBatch":
+        """The first ``n`` sequences (all of them when ``n`` is None or >= the batch size)."""
+        if n is None or n >= len(self.tokens):
+            return self
+        return ProbeBatch(self.tokens[:n], self.ab[:n], self.target[:n], self.valid[:n])
+
 
 def make_batch(
     n_sequences: int = 2000,

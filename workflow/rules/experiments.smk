@@ -64,6 +64,7 @@ rule cross_seed_ablation:
         device=config["capture"]["device"],
         batch_size=config["ablation"]["batch_size"],
         n_random=EXP["n_random"],
+        n_sequences=config["ablation"]["n_sequences"],
         seed=EXP["seed"],
     threads: 1
     resources:

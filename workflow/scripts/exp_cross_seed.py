@@ -6,7 +6,7 @@ from headtrace import ablation, experiments, families, hub, logs, probe, tables
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
-    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    batch = probe.batch_from_table(tables.read(snakemake.input.probe)).head(p.n_sequences)  # as the ablate rule
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, p.device, p.batch_size,
                                                           seq_len=batch.seq_len)
     circuits = {m: experiments.circuit_of(tables.read(s)) for m, s in zip(p.models, snakemake.input.screens)}

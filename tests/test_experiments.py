@@ -37,6 +37,7 @@ def test_expand_models_seeds_and_shift():
     assert list(cfg["models"]) == ["toy", "toy-seed1", "toy-seed2", "toy-shift"]
     assert cfg["models"]["toy-seed1"]["train"]["seed"] == 1
     assert cfg["models"]["toy-seed1"]["revisions"] == ["step0", "step100"]
+    assert cfg["models"]["toy-seed1"]["refine"] == {"enabled": False}  # ends only: nothing to refine
     sh = cfg["models"]["toy-shift"]
     assert sh["train"]["shift_from"] == "toy" and sh["revisions"][0] == "step0" and sh["revisions"][-1] == "step20"
     assert len(sh["revisions"]) == 4
@@ -44,6 +45,13 @@ def test_expand_models_seeds_and_shift():
     assert E.seed_models(cfg) == ["toy", "toy-seed1", "toy-seed2"]
     assert E.shift_models(cfg) == ["toy-shift"] and E.shift_pair(cfg) == ("toy", "toy-shift")
     assert [E.model_seed(cfg, m) for m in E.seed_models(cfg)] == [0, 1, 2]
+    # the continuation keeps the base's batch (so its tokens a step) unless the shift sets its own
+    cfg2 = _base_config()
+    cfg2["models"]["toy"].update(tokens_per_step=512, train={"optim": {"batch_size": 4, "lr": 5e-4}})
+    cfg2["experiments"] = {"data_shift": {"base": "toy", "max_steps": 20, "n_checkpoints": 2, "optim": {"warmup": 5}}}
+    sh2 = E.expand_models(cfg2)["models"]["toy-shift"]
+    assert sh2["train"]["optim"] == {"batch_size": 4, "lr": 5e-4, "warmup": 5}
+    assert sh2["tokens"]["step20"] == 100 * 512 + 20 * 512
     # idempotent, explicit specs win
     before = repr(cfg["models"])
     E.expand_models(cfg)

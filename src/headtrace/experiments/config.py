@@ -86,6 +86,9 @@ def expand_models(config: dict) -> dict:
             new["train"] = {**(new.get("train") or {}), "seed": int(seed)}
             if seeds.get("revisions", "ends") == "ends" and len(spec["revisions"]) > 1:
                 new["revisions"] = [spec["revisions"][0], spec["revisions"][-1]]
+                # two ends are for the cross-seed comparison, not a trajectory: refining the
+                # step0..final bracket would only add cells near step 0 (its log midpoint)
+                new["refine"] = {**(new.get("refine") or {}), "enabled": False}
             config["models"][name] = new
     shift = s["data_shift"]
     if shift.get("base"):
@@ -100,12 +103,17 @@ def expand_models(config: dict) -> dict:
             new["revisions"] = [f"step{n}" for n in steps]
             # Cumulative tokens (the base's final tokens + tokens since the shift), so the
             # continuation sits after its base on every token axis.
+            # The continuation trains with the base's optimizer settings (its batch, so its tokens a
+            # step) updated by the shift's; tokens a step follow from that batch.
+            optim = {**copy.deepcopy((spec.get("train") or {}).get("optim") or {}),
+                     **copy.deepcopy(shift.get("optim") or {})}
+            merged = toy.recipe(spec["family"], {"optim": optim})["optim"]
             final_tokens = _revs.tokens_for(spec["revisions"][-1], spec)
-            tps = spec.get("tokens_per_step")
-            if final_tokens is not None and tps:
-                new["tokens"] = {f"step{n}": int(final_tokens) + n * int(tps) for n in steps}
+            if final_tokens is not None and spec.get("tokens_per_step"):
+                tps = int(merged["batch_size"]) * int(merged["seq_len"])
+                new["tokens"] = {f"step{n}": int(final_tokens) + n * tps for n in steps}
             train = {"shift_from": base, "max_steps": int(shift["max_steps"]), "seed": int(shift.get("seed", 1)),
-                     "data": copy.deepcopy(shift.get("data") or {}), "optim": copy.deepcopy(shift.get("optim") or {})}
+                     "data": copy.deepcopy(shift.get("data") or {}), "optim": optim}
             new["train"] = train
             config["models"][name] = new
     return config

@@ -336,13 +336,14 @@ def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshol
            found_threshold: float | None = None, sharp_share: float = 0.5,
            pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
            spread_permutations: int = 10000, spread_seed: int = 0,
-           findings: dict[str, pl.DataFrame] | None = None) -> str:
+           findings: dict[str, pl.DataFrame] | None = None, **milestones) -> str:
     """The whole summary.md text for the models in ``traj`` (``findings``: the tables of
-    ``trajectories.all_findings`` with the same parameters, when already computed)."""
+    ``trajectories.all_findings`` with the same parameters, when already computed; ``milestones``:
+    its ``induction_counts`` / ``first_token_fractions`` / ``gaps``)."""
     found = class_threshold if found_threshold is None else found_threshold
     F = findings if findings is not None else T.all_findings(
         traj, class_threshold, induction_threshold, found, sharp_share, pr_rise_rule, pr_rise_factor,
-        spread_alpha, spread_permutations, spread_seed)
+        spread_alpha, spread_permutations, spread_seed, **milestones)
     head = ["# When do attention circuits form? — findings\n",
             f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
             f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.trajectories`; "

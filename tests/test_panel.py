@@ -52,6 +52,8 @@ def test_probe_settings_merge_model_over_global():
         (lambda c: c["models"]["olmo-1b-0724-published"].update(revisions=["main"]), "olmo-1b-0724-published.revisions"),
         (lambda c: c["probe"].update(prepend_bos=True), "bos_token_id"),
         (lambda c: c["models"]["toy-olmo"].update(revisions=["step0", "step1000", "step422"]), "models.toy-olmo.revisions: not in training order"),
+        (lambda c: c["models"]["toy-neox"].update(tokens_per_step=4096), "models.toy-neox.tokens_per_step: 4096, but the toy recipe"),
+        (lambda c: c["models"]["toy-neox"]["train"]["curriculum"][0].update(until=10**6), "models.toy-neox.train: train.curriculum"),
     ],
 )
 def test_bad_config_names_the_culprit(mutate, message):

@@ -11,7 +11,6 @@ from headtrace import experiment_figures as EF
 from headtrace import experiment_summary as ES
 from headtrace import experiments as E
 from headtrace import probe, tables
-from headtrace.ablation import Condition
 from headtrace.tables import CLASS_COLUMNS
 
 

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 import shutil
 import subprocess

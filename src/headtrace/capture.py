@@ -34,7 +34,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import polars as pl

@@ -361,13 +361,10 @@ def render(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshol
 
 
 def findings_tables(traj: pl.DataFrame, **params) -> dict[str, pl.DataFrame]:
-    """``trajectories.all_findings`` with the workflow's parameter names (defaults as ``render``)."""
-    return T.all_findings(traj, params.get("class_threshold", 30.0), params.get("induction_threshold", 50.0),
-                          params.get("found_threshold"), params.get("sharp_share", 0.5),
-                          params.get("pr_rise_rule", "running_min_ratio"), params.get("pr_rise_factor", 2.0),
-                          params.get("spread_alpha", 0.05), params.get("spread_permutations", 10000),
-                          params.get("spread_seed", 0),
-                          **{k: params[k] for k in ("induction_counts", "first_token_fractions", "gaps") if k in params})
+    """``trajectories.all_findings`` with the workflow's findings parameters: the ``findings``
+    config block plus the screen's two thresholds carry ``all_findings``'s own keyword names and
+    defaults, so they pass through (an unknown name is a TypeError naming it)."""
+    return T.all_findings(traj, **params)
 
 
 def write_findings(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame] | None = None,

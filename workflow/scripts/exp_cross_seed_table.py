@@ -1,5 +1,5 @@
 # rule cross_seed_table: the seed x seed ablation matrix and its heatmap.
-from headtrace import experiment_figures, experiments, logs, tables
+from headtrace import experiment_figures, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     df = tables.read_many(snakemake.input).sort("circuit_seed", "model_seed")

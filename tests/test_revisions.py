@@ -98,6 +98,17 @@ def test_sort_revisions():
     assert rv.sort_revisions(["main", "step10", "step2", "step10"]) == ["step2", "step10", "main"]
 
 
+def test_parse_name_list_skips_blanks_and_comments():
+    text = "# recorded 2026-11-30\nstep1\n\n  step2   # kept\n#step3\nmain\n"
+    assert rv.parse_name_list(text) == ["step1", "step2", "main"]
+
+
+def test_training_order_key_tokens_then_step_then_name_missing_last():
+    revs = [("main", None), ("step20", None), ("step3", None), ("b", 5), ("a", 5), ("step9", 2)]
+    got = [r for r, _ in sorted(revs, key=lambda rt: rv.training_order_key(*rt))]
+    assert got == ["step9", "a", "b", "step3", "step20", "main"]
+
+
 def test_config_block_parses():
     block = rv.config_block("EleutherAI/pythia-160m", None, ["step0", "step1000", "step143000"])
     doc = yaml.safe_load(block)

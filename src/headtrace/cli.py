@@ -34,7 +34,7 @@ from headtrace import revisions as rv
 
 def _read_names(path: str) -> list[str]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return rv.parse_name_list(text)
 
 
 def _cmd_revisions(args: argparse.Namespace) -> int:

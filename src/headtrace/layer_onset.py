@@ -46,6 +46,7 @@ import math
 import numpy as np
 import polars as pl
 
+from headtrace.revisions import training_order_key
 from headtrace.tables import SCHEMAS, conform
 from headtrace.trajectories import f1_bos_floor, with_rev_index
 
@@ -178,10 +179,8 @@ def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1),
 
 
 def _revision_index(revs: list, toks: list) -> list[int | None]:
-    """Dense rank (0-based) of each onset revision in training order (tokens, then name); None stays None."""
-    from headtrace.revisions import parse_step
-
-    keys = sorted({(t if t is not None else math.inf, parse_step(r or "") or 0, r)
-                   for r, t in zip(revs, toks) if r is not None})
+    """Dense rank (0-based) of each onset revision in training order (``training_order_key``);
+    None stays None."""
+    keys = sorted({training_order_key(r, t) for r, t in zip(revs, toks) if r is not None})
     pos = {k[2]: i for i, k in enumerate(keys)}
     return [None if r is None else pos[r] for r in revs]

@@ -245,8 +245,7 @@ def pool_pairs(names, spec: dict) -> list[tuple[str, int]]:
 def read_branch_list(path: str | os.PathLike) -> list[str]:
     """A branch list file: one name per line, as ``headtrace revisions HF_ID --list`` prints it
     ('#' starts a comment)."""
-    lines = (ln.split("#", 1)[0].strip() for ln in Path(path).read_text().splitlines())
-    return [ln for ln in lines if ln]
+    return revs.parse_name_list(Path(path).read_text())
 
 
 def write_branch_list(names: list[str], path: str | os.PathLike) -> None:

@@ -42,6 +42,20 @@ def parse_step(revision: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def parse_name_list(text: str) -> list[str]:
+    """Revision names from a list file's text: one name per line, blank lines skipped, ``#``
+    starting a comment (as ``headtrace revisions HF_ID --list`` prints the file)."""
+    lines = (ln.split("#", 1)[0].strip() for ln in text.splitlines())
+    return [ln for ln in lines if ln]
+
+
+def training_order_key(revision: str, tokens: int | None = None) -> tuple:
+    """Sort key of a revision in training order: tokens, then step number, then name; a missing
+    tokens count or step sorts last (the order of ``trajectories.revision_order``)."""
+    step = parse_step(revision)
+    return (math.inf if tokens is None else tokens, math.inf if step is None else step, revision)
+
+
 def parse_count(text: str | int | float) -> int:
     """An integer count with an optional K/M/B/T suffix: ``"264B"``, ``"1.5T"``, ``"2097152"``, 2e6.
 

@@ -39,7 +39,8 @@ def _step_of(revision: str | None) -> int | None:
 
 def revision_order(df: pl.DataFrame) -> pl.DataFrame:
     """(model, revision, tokens, rev_index) for every distinct revision of every model, in training
-    order (tokens, nulls last; then step number; then name). rev_index is 0-based per model."""
+    order (tokens, nulls last; then step number; then name: ``revisions.training_order_key``).
+    rev_index is 0-based per model."""
     revs = df.select("model", "revision", "tokens").unique()
     revs = revs.with_columns(
         _step=pl.col("revision").map_elements(_step_of, return_dtype=pl.Int64))

@@ -65,6 +65,22 @@ def test_make_data_bos_and_zipf():
         toy.make_data({"kind": "nope"}, 2, 16, np.random.default_rng(0))
 
 
+def test_make_data_markov_follows_its_table():
+    from headtrace import toy_data
+    d = {"kind": "markov", "token_low": 32, "token_high": 127, "n_next": 2, "follow": 0.9, "bos": True}
+    x = toy.make_data(d, 64, 129, np.random.default_rng(3))
+    assert (x[:, 0] == toy.BOS_TOKEN_ID).all() and x[:, 1:].min() >= 32 and x[:, 1:].max() < 127
+    table = toy_data.markov_successors(32, 127, 2)
+    assert table.shape == (95, 2) and (table[:, 0] != table[:, 1]).all()
+    body = x[:, 1:]
+    hit = np.array([[body[i, t] in table[body[i, t - 1] - 32] for t in range(1, 128)] for i in range(64)])
+    # follow 0.9, plus the uniform draws that land on a successor by chance: 0.9 + 0.1 * 2 / 95
+    assert abs(hit.mean() - (0.9 + 0.1 * 2 / 95)) < 0.01
+    assert np.array_equal(x, toy.make_data(d, 64, 129, np.random.default_rng(3)))
+    with pytest.raises(ValueError, match="n_next"):
+        toy.make_data({"kind": "markov", "n_next": 0}, 2, 16, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_build_model_family(family):
     m = toy.build_model(family, TINY_ARCH, seed=0)

@@ -26,6 +26,12 @@ Data kinds (``make_data``):
     Each sequence draws ``n_topic`` distinct tokens from ``[token_low, token_high)`` and is a
     uniform stream over them: in-context unigram statistics, which a head with broad attention
     over the context predicts (a job for heads other than induction's).
+``markov``
+    A fixed first-order Markov chain over ``[token_low, token_high)``: every token has ``n_next``
+    successors (drawn once from ``vocab_seed``), and each next token is one of its predecessor's
+    successors (uniformly) with probability ``follow``, otherwise uniform. The current token alone
+    predicts the next: a stream on which attention has nothing to add (a head can only stay out of
+    the way).
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
@@ -38,6 +44,14 @@ import numpy as np
 VOCAB_SIZE = 258
 BOS_TOKEN_ID = 256
 EOS_TOKEN_ID = 257
+
+
+def markov_successors(token_low: int, token_high: int, n_next: int, vocab_seed: int = 0) -> np.ndarray:
+    """The ``markov`` kind's table: row ``i`` holds the ``n_next`` distinct successors of token
+    ``token_low + i`` (a fixed draw from ``vocab_seed``)."""
+    v = token_high - token_low
+    g = np.random.default_rng(vocab_seed)
+    return token_low + np.argsort(g.random((v, v)), axis=1)[:, :n_next].astype(np.int64)
 
 
 def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
@@ -116,8 +130,21 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
                 src = int(rng.integers(0, body - n - max(n, dmin) + 1))
                 dst = int(rng.integers(src + max(n, dmin), body - n + 1))
                 out[i, dst:dst + n] = out[i, src:src + n]
+    elif kind == "markov":
+        n_next, follow = int(data.get("n_next", 2)), float(data.get("follow", 0.9))
+        if not 1 <= n_next <= hi - lo or not 0.0 <= follow <= 1.0:
+            raise ValueError(f"markov needs 1 <= n_next <= {hi - lo} and 0 <= follow <= 1, got {n_next}, {follow}")
+        succ = markov_successors(lo, hi, n_next, int(data.get("vocab_seed", 0)))
+        out = np.empty((batch_size, body), dtype=np.int64)
+        out[:, 0] = rng.integers(lo, hi, size=batch_size)
+        follows = rng.random((batch_size, body)) < follow
+        pick = rng.integers(0, n_next, size=(batch_size, body))
+        free = rng.integers(lo, hi, size=(batch_size, body))
+        for t in range(1, body):
+            nxt = succ[out[:, t - 1] - lo, pick[:, t]]
+            out[:, t] = np.where(follows[:, t], nxt, free[:, t])
     else:
-        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, mixture)")
+        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, mixture)")
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out

@@ -98,6 +98,15 @@ def test_sort_revisions():
     assert rv.sort_revisions(["main", "step10", "step2", "step10"]) == ["step2", "step10", "main"]
 
 
+def test_toy_step_exact_names_and_ints_only():
+    import numpy as np
+    assert rv.toy_step("step0") == 0 and rv.toy_step("step1500") == 1500
+    assert rv.toy_step(7) == 7 and rv.toy_step(np.int64(9)) == 9
+    for bad in ("main", "step", "run1-step5", "step5-tokens10B", "Step5", True):
+        with pytest.raises(ValueError, match="must be named step<N>"):
+            rv.toy_step(bad)
+
+
 def test_parse_name_list_skips_blanks_and_comments():
     text = "# recorded 2026-11-30\nstep1\n\n  step2   # kept\n#step3\nmain\n"
     assert rv.parse_name_list(text) == ["step1", "step2", "main"]

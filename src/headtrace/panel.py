@@ -7,7 +7,6 @@ step, ...) and raises one ``ConfigError`` naming the key before any job starts. 
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from headtrace import revisions as revs
@@ -158,8 +157,11 @@ def check(config: dict) -> None:
         if source == "toy" and spec.get("family", "auto") == "auto":
             raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
         for revision in spec["revisions"]:
-            if source == "toy" and not re.fullmatch(r"step\d+", revision):
-                raise ConfigError(f"{where}.revisions: toy revision '{revision}' must be named step<N>")
+            if source == "toy":
+                try:
+                    revs.toy_step(revision)
+                except ValueError as e:
+                    raise ConfigError(f"{where}.revisions: {e}") from None
         # The last listed revision is the final one (ablation, F4/F5): the list must be in training order.
         tokens = [cell_tokens(config, model, r) for r in spec["revisions"]]
         known = [(r, t) for r, t in zip(spec["revisions"], tokens) if t is not None]

@@ -17,6 +17,7 @@ A model's config entry says how to get tokens (see :func:`tokens_for`)::
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from decimal import Decimal, InvalidOperation
 from typing import Iterable
@@ -40,6 +41,19 @@ def parse_step(revision: str) -> int | None:
     """Training step in a revision name: ``"step126000-tokens264B"`` → 126000, ``"main"`` → None."""
     m = _STEP_RE.search(revision)
     return int(m.group(1)) if m else None
+
+
+def toy_step(revision) -> int:
+    """The step of a toy revision: an int, or a name ``step<N>`` exactly (a toy checkpoint folder is
+    ``step{N}``, so no other spelling can name one). Raises ``ValueError`` naming the revision."""
+    if isinstance(revision, bool):
+        raise ValueError(f"toy revision {revision!r} must be named step<N>")
+    if isinstance(revision, numbers.Integral):
+        return int(revision)
+    m = re.fullmatch(r"step(\d+)", str(revision))
+    if m is None:
+        raise ValueError(f"toy revision '{revision}' must be named step<N>")
+    return int(m.group(1))
 
 
 def parse_name_list(text: str) -> list[str]:

@@ -112,16 +112,14 @@ def pool_steps(max_steps: int, revisions, pool=DEFAULT_POOL) -> list[int]:
     ``max_steps``, and contains every revision's step (the panel is a subset of the pool), so a
     refinement round can add any pool step between two revisions without retraining. Pure: the
     same arguments always give the same steps, so the pool is known before training."""
-    from headtrace.revisions import parse_step
+    from headtrace.revisions import toy_step
 
     max_steps = int(max_steps)
     if max_steps < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}")
     steps = set()
     for r in revisions:
-        s = r if isinstance(r, (int, np.integer)) else parse_step(str(r))
-        if s is None:
-            raise ValueError(f"toy revision '{r}' must be named step<N>")
+        s = toy_step(r)
         if not 0 <= int(s) <= max_steps:
             raise ValueError(f"toy revision '{r}' lies outside [0, {max_steps}]")
         steps.add(int(s))
@@ -342,12 +340,9 @@ def train_revisions(family: str, out_dir, *, revisions: list[str], overrides: di
     updated by the config's ``train:`` block) up to the
     last revision's step, saving a checkpoint at every step of ``pool_steps(last step, revisions,
     pool)``: each revision (named ``step<N>``) plus the model's candidate pool for refinement."""
-    from headtrace.revisions import parse_step
+    from headtrace.revisions import toy_step
 
-    steps = [parse_step(r) for r in revisions]
-    bad = [r for r, s in zip(revisions, steps) if s is None]
-    if bad:
-        raise ValueError(f"toy revisions must be named step<N>, got {bad}")
+    steps = [toy_step(r) for r in revisions]
     max_steps = max(steps)
     r = recipe(family, overrides)
     if r["max_steps"] not in (None, max_steps):

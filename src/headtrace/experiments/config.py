@@ -223,10 +223,7 @@ def shift_train_kwargs(family: str, train: Mapping, revisions: Sequence[str], in
     data = {**(defaults.get("data") or {}), **(train.get("data") or {})} if train.get("data") else dict(defaults["data"])
     steps = []
     for r in revisions:
-        n = _revs.parse_step(r)
-        if n is None or r != f"step{n}":
-            raise ValueError(f"shift revision '{r}' must be named step<N>")
-        steps.append(n)
+        steps.append(_revs.toy_step(r))
     max_steps = int(train.get("max_steps", max(steps)))
     return {"arch": merged["arch"], "data": data, "optim": merged["optim"], "max_steps": max_steps,
             "checkpoint_steps": steps, "seed": int(train.get("seed", 0)), "init_from": str(init_from)}

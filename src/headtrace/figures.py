@@ -33,14 +33,20 @@ def zero_floor(tokens) -> float:
     return 10.0 ** (math.floor(math.log10(min(pos))) - 1) if pos else 1.0
 
 
+def x_at(tokens, floor: float) -> float:
+    """One token count's x on a log token axis: 0 drawn at ``floor``."""
+    return floor if tokens == 0 else float(tokens)
+
+
 def _x(tokens: list, floor: float) -> tuple[np.ndarray, np.ndarray]:
     """x values (zeros moved to ``floor``; nulls -> nan) and a mask of the zero-token points."""
-    x = np.array([np.nan if t is None else (floor if t == 0 else float(t)) for t in tokens])
+    x = np.array([np.nan if t is None else x_at(t, floor) for t in tokens])
     zero = np.array([t == 0 for t in tokens])
     return x, zero
 
 
-def _log_token_axis(ax, floor: float, any_zero: bool) -> None:
+def log_token_axis(ax, floor: float, any_zero: bool) -> None:
+    """Make ``ax``'s x axis the log token axis: its label, and with ``any_zero`` a "0" tick at ``floor``."""
     ax.set_xscale("log")
     ax.set_xlabel("training tokens" + (" (0 drawn at %.0e)" % floor if any_zero else ""))
     if any_zero:
@@ -100,7 +106,7 @@ def plot_bos_fraction(f2: pl.DataFrame, path, best_class: bool = True) -> None:
             ax.plot(x[zero], y[zero], "o", mfc="white", color=c)
         if best_class:
             ax.plot(x, 100 * g["bos_fraction_best_class"].to_numpy(), "--", color=c, alpha=0.6, lw=1)
-    _log_token_axis(ax, floor, any_zero)
+    log_token_axis(ax, floor, any_zero)
     ax.set_ylabel("first-token heads (% of all heads)")
     ax.set_ylim(-2, 100)
     ax.grid(alpha=0.3, which="both")
@@ -163,7 +169,7 @@ def plot_circuit_recall(sizes: pl.DataFrame, recall: pl.DataFrame, path) -> None
             y = h["recall"].to_numpy().astype(float)
             a2.plot(x2 * (1 + 0.04 * (i - 1)), 100 * y, "o-", color=c, label=m)  # slight offset: overlaps
     for ax in (a1, a2):
-        _log_token_axis(ax, floor, any_zero)
+        log_token_axis(ax, floor, any_zero)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     a1.set_ylabel("heads")
@@ -212,7 +218,7 @@ def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float 
                 lr = lead.filter((pl.col("model") == m) & (pl.col("layer") == L) & (pl.col("head") == H))
                 if lr.height and lr["pr_rise_tokens"][0] is not None:
                     t = lr["pr_rise_tokens"][0]
-                    xr = floor if t == 0 else t
+                    xr = x_at(t, floor)
                     yr = pr[np.nanargmin(np.abs(x - xr))] if np.isfinite(pr).any() else np.nan
                     row[0].plot([xr], [yr], "^", color=c, ms=9, mec="black")
         row[1].axhline(induction_threshold, color="grey", ls="--", lw=0.8)
@@ -220,7 +226,7 @@ def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float 
         row[0].set_ylabel(f"{m}\nPR")
         row[1].set_ylabel("induction selectivity (×)")
         for ax in row:
-            _log_token_axis(ax, floor, any_zero)
+            log_token_axis(ax, floor, any_zero)
             ax.grid(alpha=0.3, which="both")
             ax.legend(fontsize=7)
     axes[0][0].set_title("participation ratio (▲ = PR rise)", fontsize=10)

@@ -36,7 +36,7 @@ def plot_layer_onset(onset: pl.DataFrame, path, spread: pl.DataFrame | None = No
         layers = g["layer"].to_numpy()
         for col, ls, lab in (("first_tokens", "-", label), ("half_tokens", "--", None)):
             t = g[col].to_list()
-            y = np.array([np.nan if v is None else (floor if v == 0 else float(v)) for v in t])
+            y = FG.token_x(t, floor)[0]
             never = np.array([v is None for v in t])
             ax.plot(layers, y, "o" + ls, color=c, label=lab, lw=1.5 if ls == "-" else 1, alpha=1 if ls == "-" else 0.7,
                     ms=4)
@@ -81,29 +81,30 @@ def plot_milestones(milestones: pl.DataFrame, onset_bootstrap: pl.DataFrame | No
         pos = [t for t in rv if t > 0]
         right = 10.0 ** (math.log10(max(pos)) + 0.5) if pos else 10 * floor  # the "never" column
         for t in rv:
-            ax.axvline(floor if t == 0 else t, color="grey", lw=0.5, alpha=0.4)
+            ax.axvline(FG.x_at(t, floor), color="grey", lw=0.5, alpha=0.4)
         boot = onset_bootstrap.filter(pl.col("model") == m) if onset_bootstrap is not None else None
         has_boot = boot is not None and boot.height and (boot["n_resamples"].fill_null(0) > 0).any()
         for y, name in enumerate(names):
             r = milestones.filter((pl.col("model") == m) & (pl.col("milestone") == name))
             tok = r["tokens"][0] if r.height else None
             reached = r.height and r["revision"][0] is not None
-            x = (floor if tok == 0 else tok) if (reached and tok is not None) else right
+            x = FG.x_at(tok, floor) if (reached and tok is not None) else right
             if has_boot:
                 b = boot.filter(pl.col("milestone") == name)
                 if b.height and b["n_resamples"][0]:
                     lo, hi = b["onset_lo_tokens"][0], b["onset_hi_tokens"][0]
-                    lo_x = right if b["onset_lo_revision"][0] is None else (floor if lo == 0 else lo)
-                    hi_x = right if b["onset_hi_revision"][0] is None else (floor if hi == 0 else hi)
+                    lo_x = right if b["onset_lo_revision"][0] is None else FG.x_at(lo, floor)
+                    hi_x = right if b["onset_hi_revision"][0] is None else FG.x_at(hi, floor)
                     ax.plot([lo_x, hi_x], [y, y], "-", color="C0", lw=4, alpha=0.45, solid_capstyle="butt")
                     ax.plot([lo_x, hi_x], [y, y], "|", color="C0", ms=10)
             ax.plot([x], [y], "o", color="C3" if reached else "white", mec="C3", ms=7, zorder=3)
         ax.set_xscale("log")
         ax.set_xlim(floor / 2, right * 2)
+        FG.log_token_axis(ax, floor, 0 in rv)
+        ax.set_xlim(floor / 2, right * 2)
         ax.axvline(right, color="black", lw=0.8, ls=":")
         ax.text(right, len(names) - 0.4, "never", ha="center", fontsize=7)
         ax.set_title(m + ("" if has_boot else "\n(no per-sequence masses: no bootstrap)"), fontsize=9)
-        ax.set_xlabel("training tokens" + (" (0 drawn at %.0e)" % floor if 0 in rv else ""))
         ax.grid(alpha=0.3, axis="x", which="major")
     axes[0][0].set_yticks(range(len(names)))
     axes[0][0].set_yticklabels(names, fontsize=8)

@@ -79,6 +79,17 @@ def test_toy_figures_zero_tokens_and_missing_pr(tmp_path):
         _png_ok(p)
 
 
+def test_figures_from_the_findings_jobs_tables_compute_nothing(tmp_path, monkeypatch):
+    from headtrace import summary
+    t = toy_traj()
+    tables = summary.findings_tables(t)
+    monkeypatch.setattr(summary, "findings_tables", lambda *a, **k: pytest.fail("findings recomputed"))
+    paths = Fg.plot_all(t, tmp_path, findings=tables)
+    assert {"bos_fraction", "milestones", "layer_onset"} <= set(paths)
+    for p in paths.values():
+        _png_ok(p)
+
+
 def test_head_trajectories_without_induction_heads(tmp_path):
     t = toy_traj().with_columns(sel_induction=pl.lit(1.0))
     Fg.plot_head_trajectories(t, tmp_path / "none.png")

@@ -297,12 +297,17 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
 
 
 def plot_all(traj: pl.DataFrame, out_dir, ablation: pl.DataFrame | None = None,
-             onset_bootstrap: pl.DataFrame | None = None, **params) -> dict[str, Path]:
+             onset_bootstrap: pl.DataFrame | None = None, findings: dict[str, pl.DataFrame] | None = None,
+             **params) -> dict[str, Path]:
     """Every figure into ``out_dir`` (ablation only when given; ``onset_bootstrap``: the
-    ``f3_onset_bootstrap`` table, the F3 figure's intervals); returns name -> path."""
-    from headtrace import summary  # the workflow's parameter names -> all_findings, as the findings job
+    ``f3_onset_bootstrap`` table, the F3 figure's intervals); returns name -> path. ``findings``:
+    the findings tables by name, as the findings job wrote them; without it they are computed from
+    ``traj`` with ``params`` (the workflow's parameter names, as the findings job)."""
+    if findings is None:
+        from headtrace import summary
 
-    F = summary.findings_tables(traj, **params)
+        findings = summary.findings_tables(traj, **params)
+    F = findings
     out = Path(out_dir)
     paths = {"bos_fraction": out / "bos_fraction.png", "bos_heatmap": out / "bos_heatmap.png",
              "circuit_recall": out / "circuit_recall.png", "head_trajectories": out / "head_trajectories.png"}

@@ -71,10 +71,12 @@ rule onset_bootstrap:
 
 
 rule figures:
-    """The findings figures (and the ablation figure when the panel ran ablations)."""
+    """The findings figures (and the ablation figure when the panel ran ablations), drawn from the
+    findings job's tables."""
     input:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
         onset_bootstrap=PATHS["onset_bootstrap"],
+        findings=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
     output:
         **{
             name: report(
@@ -85,7 +87,7 @@ rule figures:
             for name in FIGURES
         },
     params:
-        **findings_params(),
+        induction_threshold=config["screen"]["induction_threshold"],
     conda:
         CONDA_ENV
     resources:

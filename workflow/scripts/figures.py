@@ -5,5 +5,7 @@ from headtrace import figures, logs, tables
 
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
+    findings = {Path(p).stem: tables.read(p) for p in snakemake.input.findings}
     figures.plot_all(traj, Path(snakemake.output.bos_fraction).parent,
-                     onset_bootstrap=tables.read(snakemake.input.onset_bootstrap), **snakemake.params)
+                     onset_bootstrap=tables.read(snakemake.input.onset_bootstrap), findings=findings,
+                     induction_threshold=snakemake.params.induction_threshold)

@@ -101,7 +101,7 @@ def plot_milestones(milestones: pl.DataFrame, onset_bootstrap: pl.DataFrame | No
         ax.set_xscale("log")
         ax.set_xlim(floor / 2, right * 2)
         FG.log_token_axis(ax, floor, 0 in rv)
-        ax.set_xlim(floor / 2, right * 2)
+        ax.set_xlim(floor / 2, right * 2)  # setting the ticks may have widened the view
         ax.axvline(right, color="black", lw=0.8, ls=":")
         ax.text(right, len(names) - 0.4, "never", ha="center", fontsize=7)
         ax.set_title(m + ("" if has_boot else "\n(no per-sequence masses: no bootstrap)"), fontsize=9)

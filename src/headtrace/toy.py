@@ -120,9 +120,9 @@ def pool_steps(max_steps: int, revisions, pool=DEFAULT_POOL) -> list[int]:
     steps = set()
     for r in revisions:
         s = toy_step(r)
-        if not 0 <= int(s) <= max_steps:
+        if not 0 <= s <= max_steps:
             raise ValueError(f"toy revision '{r}' lies outside [0, {max_steps}]")
-        steps.add(int(s))
+        steps.add(s)
     if isinstance(pool, (list, tuple)):
         bad = [s for s in pool if not isinstance(s, (int, np.integer)) or not 0 <= int(s) <= max_steps]
         if bad:

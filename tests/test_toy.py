@@ -81,6 +81,24 @@ def test_make_data_markov_follows_its_table():
         toy.make_data({"kind": "markov", "n_next": 0}, 2, 16, np.random.default_rng(0))
 
 
+def test_make_data_backcopy_copies_at_each_triggers_offset():
+    d = {"kind": "backcopy", "token_low": 32, "token_high": 127, "offsets": [1, 3, 7], "trigger_low": 128,
+         "n_triggers": 10}
+    x = toy.make_data(d, 50, 128, np.random.default_rng(5))
+    trig = (x >= 128) & (x < 131)
+    assert (trig.sum(1) == 10).all() and not (trig[:, :-1] & trig[:, 1:]).any()
+    rows, cols = np.nonzero(trig)
+    offs = np.array([1, 3, 7])[x[rows, cols] - 128]
+    assert (cols >= 7).all() and np.array_equal(x[rows, cols + 1], x[rows, cols - offs])
+    content = x[~trig]
+    assert content.min() >= 32 and content.max() < 127
+    assert np.array_equal(x, toy.make_data(d, 50, 128, np.random.default_rng(5)))
+    with pytest.raises(ValueError, match="outside the content range"):
+        toy.make_data({**d, "trigger_low": 100}, 2, 128, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="do not fit"):
+        toy.make_data({**d, "n_triggers": 70}, 2, 128, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_build_model_family(family):
     m = toy.build_model(family, TINY_ARCH, seed=0)

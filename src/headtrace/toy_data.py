@@ -32,6 +32,15 @@ Data kinds (``make_data``):
     successors (uniformly) with probability ``follow``, otherwise uniform. The current token alone
     predicts the next: a stream on which attention has nothing to add (a head can only stay out of
     the way).
+``backcopy``
+    Uniform random tokens from ``[token_low, token_high)`` with ``n_triggers`` trigger tokens per
+    sequence (at distinct positions, never adjacent). Trigger ``k`` is the token
+    ``trigger_low + k``, one per entry of ``offsets``; the token after it is a copy of the token
+    ``offsets[k]`` positions before it. After the bigram-backcopy task of Guo et al. 2024
+    (arXiv:2410.13835): a head that does the copy has a job at trigger positions only and must
+    stay out of the way everywhere else, so on the probe (no trigger tokens) it has nothing to
+    do: the active-dormant heads that the paper relates to attention sinks. The trigger tokens
+    must lie outside the content range and the probe's token range.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
@@ -143,8 +152,29 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         for t in range(1, body):
             nxt = succ[out[:, t - 1] - lo, pick[:, t]]
             out[:, t] = np.where(follows[:, t], nxt, free[:, t])
+    elif kind == "backcopy":
+        offsets = np.asarray(data.get("offsets", list(range(1, 13))), np.int64)
+        t_low, n_trig = int(data.get("trigger_low", 128)), int(data.get("n_triggers", 12))
+        if offsets.size == 0 or offsets.min() < 1:
+            raise ValueError(f"backcopy offsets must be positive, got {offsets.tolist()}")
+        if t_low < hi and t_low + offsets.size > lo or t_low + offsets.size > 256:
+            raise ValueError(f"backcopy trigger tokens [{t_low}, {t_low + offsets.size}) must lie outside the "
+                             f"content range [{lo}, {hi}) and below 256")
+        slots = np.arange(int(offsets.max()), body - 1, 2)
+        if not 0 <= n_trig <= slots.size:
+            raise ValueError(f"{n_trig} backcopy triggers (offsets up to {offsets.max()}) do not fit in {body} tokens")
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        pos = np.sort(np.argsort(rng.random((batch_size, slots.size)), axis=1)[:, :n_trig], axis=1)
+        pos = slots[pos]
+        which = rng.integers(0, offsets.size, size=(batch_size, n_trig))
+        rows = np.arange(batch_size)
+        for j in range(n_trig):  # in position order: a copy may read an earlier trigger's pair
+            p, k = pos[:, j], which[:, j]
+            out[rows, p] = t_low + k
+            out[rows, p + 1] = out[rows, p - offsets[k]]
     else:
-        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, mixture)")
+        raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, backcopy, "
+                         "mixture)")
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out

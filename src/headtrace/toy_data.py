@@ -36,11 +36,14 @@ Data kinds (``make_data``):
     Uniform random tokens from ``[token_low, token_high)`` with ``n_triggers`` trigger tokens per
     sequence (at distinct positions, never adjacent). Trigger ``k`` is the token
     ``trigger_low + k``, one per entry of ``offsets``; the token after it is a copy of the token
-    ``offsets[k]`` positions before it. After the bigram-backcopy task of Guo et al. 2024
-    (arXiv:2410.13835): a head that does the copy has a job at trigger positions only and must
-    stay out of the way everywhere else, so on the probe (no trigger tokens) it has nothing to
-    do: the active-dormant heads that the paper relates to attention sinks. The trigger tokens
-    must lie outside the content range and the probe's token range.
+    ``offsets[k]`` positions before it (with an even offset that may be an earlier trigger or
+    its copy). After the bigram-backcopy task of Guo et al. 2024 (arXiv:2410.13835): a job at
+    trigger positions only, so a head that serves it has work there and none at content tokens,
+    as on the probe (no trigger tokens) — the active-dormant heads the paper relates to attention
+    sinks. (In the 4 x 12-head toy the copy itself went to layer-0 heads that stay busy
+    everywhere; the heads that became first-token sinks were layer-3 heads that switch on at a
+    trigger: README, "The toy panel".) The trigger tokens must lie outside the content range and
+    the probe's token range.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 

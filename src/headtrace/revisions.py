@@ -66,8 +66,8 @@ def parse_name_list(text: str) -> list[str]:
 def training_order_key(revision: str, tokens: int | None = None) -> tuple:
     """Sort key of a revision in training order: tokens, then step number, then name; a missing
     tokens count or step sorts last (the order of ``trajectories.revision_order``)."""
-    step = parse_step(revision)
-    return (math.inf if tokens is None else tokens, math.inf if step is None else step, revision)
+    step = parse_step(revision or "")
+    return (math.inf if tokens is None else tokens, math.inf if step is None else step, revision or "")
 
 
 def parse_count(text: str | int | float) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from headtrace.revisions import parse_step
+from headtrace.revisions import training_order_key
 from headtrace.tables import SCHEMAS, conform
 
 KEY = ["model", "revision", "tokens", "layer", "head"]
@@ -33,19 +33,14 @@ KEY = ["model", "revision", "tokens", "layer", "head"]
 # assembly and ordering
 
 
-def _step_of(revision: str | None) -> int | None:
-    return parse_step(revision or "")
-
-
 def revision_order(df: pl.DataFrame) -> pl.DataFrame:
     """(model, revision, tokens, rev_index) for every distinct revision of every model, in training
-    order (tokens, nulls last; then step number; then name: ``revisions.training_order_key``).
+    order (``revisions.training_order_key``: tokens, nulls last; then step number; then name).
     rev_index is 0-based per model."""
-    revs = df.select("model", "revision", "tokens").unique()
-    revs = revs.with_columns(
-        _step=pl.col("revision").map_elements(_step_of, return_dtype=pl.Int64))
-    revs = revs.sort(["model", "tokens", "_step", "revision"], nulls_last=True)
-    return revs.with_columns(rev_index=pl.int_range(pl.len()).over("model").cast(pl.Int32)).drop("_step")
+    rows = df.select("model", "revision", "tokens").unique().rows()
+    rows.sort(key=lambda r: (r[0], training_order_key(r[1], r[2])))
+    revs = pl.DataFrame(rows, schema=df.select("model", "revision", "tokens").schema, orient="row")
+    return revs.with_columns(rev_index=pl.int_range(pl.len()).over("model").cast(pl.Int32))
 
 
 def with_rev_index(df: pl.DataFrame) -> pl.DataFrame:

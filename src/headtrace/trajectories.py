@@ -37,9 +37,9 @@ def revision_order(df: pl.DataFrame) -> pl.DataFrame:
     """(model, revision, tokens, rev_index) for every distinct revision of every model, in training
     order (``revisions.training_order_key``: tokens, nulls last; then step number; then name).
     rev_index is 0-based per model."""
-    rows = df.select("model", "revision", "tokens").unique().rows()
-    rows.sort(key=lambda r: (r[0], training_order_key(r[1], r[2])))
-    revs = pl.DataFrame(rows, schema=df.select("model", "revision", "tokens").schema, orient="row")
+    keys = df.select("model", "revision", "tokens")
+    rows = sorted(keys.unique().rows(), key=lambda r: (r[0], training_order_key(r[1], r[2])))
+    revs = pl.DataFrame(rows, schema=keys.schema, orient="row")
     return revs.with_columns(rev_index=pl.int_range(pl.len()).over("model").cast(pl.Int32))
 
 

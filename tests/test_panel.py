@@ -27,6 +27,36 @@ def test_tokens_per_cell():
     assert panel.final_revision(cfg, "olmoe-1b-7b-0924-published") == "step1220000-tokens5117B"
 
 
+def test_toy_tokens_follow_the_recipe_phase_by_phase():
+    """A toy's token axis is derived from its recipe: a 16 x 32 phase counts 512 tokens a step, the
+    16 x 128 main stream 2,048, so step 1000 after 400 short steps is 400 x 512 + 600 x 2048."""
+    cfg = copy.deepcopy(load("config.yaml"))
+    spec = cfg["models"]["toy-olmoe"]
+    spec["revisions"] = ["step0", "step400", "step1000"]
+    spec["train"] = {"optim": {"batch_size": 16, "seq_len": 128}, "curriculum": [
+        {"until": 400, "seq_len": 32, "batch_size": 16,
+         "data": {"kind": "repeat", "token_low": 32, "token_high": 127, "repeat_min": 4, "repeat_max": 15,
+                  "n_copies": "fill", "placement": "start"}}]}
+    panel.derive_toy_tokens(cfg)
+    assert spec["tokens_schedule"] == [{"until": 400, "tokens_per_step": 512}, {"tokens_per_step": 2048}]
+    assert [c.tokens for c in panel.cells(cfg, "toy-olmoe")] == [0, 400 * 512, 400 * 512 + 600 * 2048]
+    # the demo's toy-neox: its 16 x 32 phase and its 4 x 128 stream both train on 512 a step
+    assert cfg["models"]["toy-neox"]["tokens_schedule"] == [{"tokens_per_step": 512}]
+    panel.check(cfg)
+    panel.derive_toy_tokens(cfg)  # idempotent
+    assert spec["tokens_schedule"] == [{"until": 400, "tokens_per_step": 512}, {"tokens_per_step": 2048}]
+    # a token key that disagrees with the recipe names the key and what the recipe trains on
+    for key, value, message in [
+            ("tokens_schedule", [{"tokens_per_step": 2048}], "models.toy-olmoe.tokens_schedule: .* 512 a step in \\[0, 400\\), 2048 a step from 400"),
+            ("tokens_per_step", 2048, "models.toy-olmoe.tokens_per_step: 2048, but the toy recipe trains on tokens 512"),
+            ("tokens", {"step0": 0}, "models.toy-olmoe.tokens: a toy model's tokens follow from its recipe")]:
+        bad = copy.deepcopy(cfg)
+        bad["models"]["toy-olmoe"].pop("tokens_schedule")
+        bad["models"]["toy-olmoe"][key] = value
+        with pytest.raises(panel.ConfigError, match=message):
+            panel.check(bad)
+
+
 def test_load_spec_never_carries_the_revision_list():
     cfg = load("config.yaml")
     for m in panel.model_names(cfg):

@@ -56,6 +56,29 @@ def test_tokens_for_precedence():
     assert rv.tokens_for("step2000-tokens4B", {"tokens_from_name": True}) == 4_000_000_000
 
 
+def test_tokens_schedule_sums_the_phases():
+    sched = [{"until": 400, "tokens_per_step": 512}, {"until": 1000, "tokens_per_step": 2048},
+             {"tokens_per_step": "4K"}]
+    assert [rv.schedule_tokens(n, sched) for n in (0, 1, 400, 401, 1000, 1500)] == [
+        0, 512, 400 * 512, 400 * 512 + 2048, 400 * 512 + 600 * 2048, 400 * 512 + 600 * 2048 + 500 * 4000]
+    assert rv.tokens_for("step1000", {"tokens_schedule": sched}) == 400 * 512 + 600 * 2048
+    assert rv.tokens_for("step7-tokens1M", {"tokens_schedule": sched}) == 1_000_000  # the name still wins
+    closed = sched[:2]
+    assert rv.schedule_tokens(1000, closed) == 400 * 512 + 600 * 2048
+    with pytest.raises(ValueError, match="beyond the tokens_schedule, which ends at step 1000"):
+        rv.schedule_tokens(1001, closed)
+    with pytest.raises(ValueError, match=r"tokens_schedule\[1\].until = 300"):
+        rv.schedule_tokens(5, [{"until": 400, "tokens_per_step": 1}, {"until": 300, "tokens_per_step": 1}])
+    with pytest.raises(ValueError, match=r"tokens_schedule\[0\]: only the last"):
+        rv.schedule_tokens(5, [{"tokens_per_step": 1}, {"tokens_per_step": 2}])
+    with pytest.raises(ValueError, match=r"tokens_schedule\[0\]: needs tokens_per_step"):
+        rv.schedule_tokens(5, [{"until": 9}])
+    with pytest.raises(ValueError, match="not both"):
+        rv.tokens_for("step5", {"tokens_per_step": 1, "tokens_schedule": sched})
+    with pytest.raises(ValueError, match="'main'.*tokens_schedule"):
+        rv.tokens_for("main", {"tokens_schedule": sched})
+
+
 def test_tokens_for_none_and_errors():
     assert rv.tokens_for("step5-tokens4B", {}) is None
     assert rv.tokens_for("step5", {"hf_id": "x", "revisions": ["step5"]}) is None

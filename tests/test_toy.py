@@ -184,7 +184,13 @@ def test_curriculum_phases_draw_their_own_batches(tmp_path, monkeypatch):
               checkpoint_steps=[0, 4], curriculum=cur, progress=False)
     main = (TINY_DATA["repeat_max"], TINY_OPTIM["batch_size"], TINY_OPTIM["seq_len"])
     assert seen[-4:] == [(4, 4, 8), (4, 4, 8), main, main]
-    assert toy.tokens_per_step(TINY_DATA, TINY_OPTIM, cur, 4) == {32, TINY_OPTIM["batch_size"] * TINY_OPTIM["seq_len"]}
+    main_tps = TINY_OPTIM["batch_size"] * TINY_OPTIM["seq_len"]
+    assert main_tps != 32
+    assert toy.token_schedule(TINY_DATA, TINY_OPTIM, cur, 4) == [{"until": 2, "tokens_per_step": 32},
+                                                                  {"tokens_per_step": main_tps}]
+    # phases with the same tokens a step merge into one
+    same = [dict(cur[0], seq_len=TINY_OPTIM["seq_len"], batch_size=TINY_OPTIM["batch_size"])]
+    assert toy.token_schedule(TINY_DATA, TINY_OPTIM, same, 4) == [{"tokens_per_step": main_tps}]
     with pytest.raises(ValueError, match=r"curriculum\[0\].until = 9"):
         toy.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], until=9)], 4)
     with pytest.raises(ValueError, match=r"curriculum\[0\]"):
@@ -201,3 +207,14 @@ def test_make_data_topic_streams_use_their_topic_only():
     assert len({tuple(sorted(set(r.tolist()))) for r in x}) > 1  # each sequence its own topic
     with pytest.raises(ValueError, match="topic size"):
         toy.make_data({"kind": "topic", "token_low": 32, "token_high": 40, "n_topic": 9}, 1, 8, np.random.default_rng(0))
+
+
+def test_recipe_merges_data_of_the_same_kind_and_replaces_another_kind():
+    """The train block's data updates the default's key by key; data of another kind replaces it,
+    so no key of the default's kind lingers in the recipe."""
+    same = toy.recipe("olmo", {"data": {"repeat_max": 40}})["data"]
+    assert same == {**toy.DEFAULTS["olmo"]["data"], "repeat_max": 40}
+    other = {"kind": "repeat", "token_low": 32, "token_high": 127, "repeat_min": 20, "repeat_max": 63}
+    assert toy.DEFAULTS["olmoe"]["data"]["kind"] == "mixture"
+    assert toy.recipe("olmoe", {"data": other})["data"] == other
+    assert toy.recipe("olmoe", {"optim": {"lr": 1e-3}})["data"] == toy.DEFAULTS["olmoe"]["data"]

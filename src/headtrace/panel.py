@@ -163,11 +163,13 @@ def check(config: dict) -> None:
                 except ValueError as e:
                     raise ConfigError(f"{where}.revisions: {e}") from None
         # The last listed revision is the final one (ablation, F4/F5): the list must be in training order.
-        tokens = [cell_tokens(config, model, r) for r in spec["revisions"]]
+        # (A toy's tokens grow with its step, derived or not: its steps are the order.)
+        unit = "steps" if source == "toy" else "tokens"
+        tokens = [revs.toy_step(r) if source == "toy" else cell_tokens(config, model, r) for r in spec["revisions"]]
         known = [(r, t) for r, t in zip(spec["revisions"], tokens) if t is not None]
         for (r0, t0), (r1, t1) in zip(known, known[1:]):
             if t1 <= t0:
-                raise ConfigError(f"{where}.revisions: not in training order ('{r1}' has {t1} tokens, "
+                raise ConfigError(f"{where}.revisions: not in training order ('{r1}' has {t1} {unit}, "
                                   f"not more than '{r0}' with {t0}); list them oldest first")
         p = probe_settings(config, model)
         lo, hi = p["token_range"]
@@ -190,23 +192,65 @@ def check(config: dict) -> None:
         _check_toy_tokens(spec, where)
 
 
-def _check_toy_tokens(spec: dict, where: str) -> None:
-    """A toy model's ``tokens_per_step`` must be what its recipe trains on (batch_size x seq_len of
-    every curriculum phase and the main stream), so the token axis is the tokens seen."""
+def toy_token_schedule(spec: dict, where: str) -> list[dict] | None:
+    """The ``tokens_schedule`` a toy model's recipe implies (batch_size x seq_len, phase by phase:
+    :func:`headtrace.toy.token_schedule`); None for a non-toy model or a data-shift continuation
+    (its tokens are set by ``experiments.expand_models``)."""
     train = spec.get("train") or {}
-    if spec["source"] != "toy" or spec.get("tokens_per_step") is None or train.get("shift_from"):
-        return
+    if spec["source"] != "toy" or train.get("shift_from"):
+        return None
     from headtrace import toy  # imports torch: toy models only
 
-    revisions = [revs.parse_step(r) for r in spec["revisions"]]
+    try:
+        steps = [revs.toy_step(r) for r in spec["revisions"]]
+    except ValueError as err:
+        raise ConfigError(f"{where}.revisions: {err}") from None
     try:
         r = toy.recipe(spec["family"], train)
-        per_step = toy.tokens_per_step(r["data"], r["optim"], r["curriculum"], max(revisions))
+        return toy.token_schedule(r["data"], r["optim"], r["curriculum"], max(steps))
     except ValueError as err:
         raise ConfigError(f"{where}.train: {err}") from None
-    if per_step != {int(spec["tokens_per_step"])}:
-        raise ConfigError(f"{where}.tokens_per_step: {spec['tokens_per_step']}, but the toy recipe trains on "
-                          f"{sorted(per_step)} tokens a step (batch_size x seq_len of each phase): make them agree")
+
+
+def derive_toy_tokens(config: dict) -> None:
+    """Give every toy model the token axis of its recipe: ``tokens_schedule`` from its phases, so
+    tokens at step N are the tokens its N updates trained on (a 16 x 32 curriculum phase counts
+    512 a step, a 16 x 128 main stream 2,048). A toy that sets ``tokens_per_step`` or
+    ``tokens_schedule`` itself must agree with its recipe (:func:`check`). Modifies ``config``."""
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        derived = toy_token_schedule(spec, f"models.{model}")
+        if derived is not None and not any(spec.get(k) is not None for k in revs.TOKEN_KEYS):
+            spec["tokens_schedule"] = derived
+
+
+def _check_toy_tokens(spec: dict, where: str) -> None:
+    """A toy's token keys must be its recipe's: the tokens seen, never a second, different axis."""
+    derived = toy_token_schedule(spec, where)
+    if derived is None:
+        return
+    for key in ("tokens", "tokens_from_name"):
+        if spec.get(key) is not None:
+            raise ConfigError(f"{where}.{key}: a toy model's tokens follow from its recipe; drop '{key}'")
+    per_step, schedule = spec.get("tokens_per_step"), spec.get("tokens_schedule")
+    if per_step is not None and (len(derived) != 1 or derived[0]["tokens_per_step"] != int(per_step)):
+        raise ConfigError(f"{where}.tokens_per_step: {per_step}, but the toy recipe trains on "
+                          f"{_describe(derived)}: drop tokens_per_step (the token axis is derived from the recipe)")
+    if schedule is not None and [dict(p) for p in schedule] != derived:
+        raise ConfigError(f"{where}.tokens_schedule: {schedule}, but the toy recipe trains on "
+                          f"{_describe(derived)}: drop tokens_schedule (the token axis is derived from the recipe)")
+
+
+def _describe(schedule: list[dict]) -> str:
+    if len(schedule) == 1:
+        return f"{schedule[0]['tokens_per_step']} tokens a step"
+    parts, prev = [], 0
+    for ph in schedule:
+        end = ph.get("until")
+        parts.append(f"{ph['tokens_per_step']} a step {'from' if end is None else 'in'} "
+                     f"{prev if end is None else f'[{prev}, {end})'}")
+        prev = end
+    return "tokens " + ", ".join(parts)
 
 
 def _check_local_layout(spec: dict, where: str) -> None:

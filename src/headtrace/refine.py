@@ -96,7 +96,7 @@ def check(config: dict) -> None:
                 raise ConfigError(f"models.{model}.revisions: {err}") from None
             if t is None:
                 raise ConfigError(f"models.{model}: refinement needs training tokens per revision "
-                                  f"(set tokens_per_step, tokens_from_name or a tokens: map)")
+                                  f"(set tokens_per_step, tokens_schedule, tokens_from_name or a tokens: map)")
         if spec["source"] == "hub" and spec.get("branch_list") and not Path(spec["branch_list"]).is_file():
             raise ConfigError(f"models.{model}.branch_list: no such file '{spec['branch_list']}'")
 

@@ -11,6 +11,9 @@ Pure functions (no network) except :func:`list_hub_revisions`. Revision names se
 A model's config entry says how to get tokens (see :func:`tokens_for`)::
 
     tokens_per_step: 2097152           # tokens = step × tokens_per_step
+    tokens_schedule:                   # or a batch that changes: tokens a step, phase by phase
+      - {until: 400, tokens_per_step: 512}    # steps [0, 400): 512 tokens each
+      - {tokens_per_step: 2048}               # from step 400 on
     tokens_from_name: true             # "…-tokens264B" → 264e9
     tokens: {main: 300000000000}       # explicit map, wins over everything
 """
@@ -23,8 +26,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Iterable
 
 __all__ = [
-    "parse_step", "parse_tokens", "parse_count", "tokens_for", "log_spaced", "sort_revisions",
-    "list_hub_revisions", "list_checkpoints", "config_block", "KNOWN_TOKENS_PER_STEP",
+    "parse_step", "parse_tokens", "parse_count", "tokens_for", "schedule_tokens", "log_spaced", "sort_revisions",
+    "list_hub_revisions", "list_checkpoints", "config_block", "KNOWN_TOKENS_PER_STEP", "TOKEN_KEYS",
 ]
 
 # ``step<N>`` anywhere between separators, or HF Trainer's ``checkpoint-<N>`` folders.
@@ -106,20 +109,52 @@ def parse_tokens(revision: str) -> int | None:
     return parse_count(m.group(1) + m.group(2))
 
 
-_TOKEN_KEYS = ("tokens", "tokens_from_name", "tokens_per_step")
+TOKEN_KEYS = ("tokens", "tokens_from_name", "tokens_per_step", "tokens_schedule")
+
+
+def schedule_tokens(step: int, schedule: list[dict]) -> int:
+    """Tokens seen after ``step`` optimizer steps of a schedule whose tokens a step change.
+
+    ``schedule``: phases in step order, ``{until: N, tokens_per_step: T}`` (steps ``[previous
+    until, N)`` train on ``T`` tokens each); the last phase may omit ``until`` (it runs on). Step N
+    has seen the tokens of steps ``0 … N-1``. Raises ``ValueError`` naming the phase when the
+    ``until`` steps do not increase, a phase before the last has no ``until``, or ``step`` lies
+    beyond a closed schedule's last ``until``."""
+    phases, prev = [], 0
+    for k, ph in enumerate(schedule):  # the whole schedule is checked, whatever the step
+        if not isinstance(ph, dict) or "tokens_per_step" not in ph or set(ph) - {"until", "tokens_per_step"}:
+            raise ValueError(f"tokens_schedule[{k}]: needs tokens_per_step (and until, except the last phase); "
+                             f"got {ph!r}")
+        until = ph.get("until")
+        if until is None and k != len(schedule) - 1:
+            raise ValueError(f"tokens_schedule[{k}]: only the last phase may omit 'until'")
+        if until is not None and int(until) <= prev:
+            raise ValueError(f"tokens_schedule[{k}].until = {until} must be larger than {prev}")
+        prev = None if until is None else int(until)
+        phases.append((prev, parse_count(ph["tokens_per_step"])))
+    if prev is not None and step > prev:
+        raise ValueError(f"step {step} lies beyond the tokens_schedule, which ends at step {prev}")
+    total, start = 0, 0
+    for until, per_step in phases:
+        end = step if until is None else min(step, until)
+        if end <= start:
+            break
+        total, start = total + (end - start) * per_step, end
+    return total
 
 
 def tokens_for(revision: str, spec: dict) -> int | None:
     """Training tokens seen at ``revision`` of a model whose config entry is ``spec``.
 
     Precedence: (1) the explicit map ``spec["tokens"][revision]``; (2) the count parsed from the
-    name (``…-tokens264B``) unless ``tokens_from_name: false``; (3) ``tokens_per_step × step``.
+    name (``…-tokens264B``) unless ``tokens_from_name: false``; (3) ``tokens_per_step × step``, or
+    the sum over the ``tokens_schedule`` phases (:func:`schedule_tokens`; one of the two, not both).
     Returns None when ``spec`` has none of the keys ``tokens``, ``tokens_from_name``,
-    ``tokens_per_step`` (tokens unknown; a workflow may then fall back to steps). Raises
+    ``tokens_per_step``, ``tokens_schedule`` (tokens unknown; a workflow may then fall back to steps). Raises
     ``ValueError`` naming the revision when the spec asks for tokens but none of the rules applies
     (e.g. ``main`` with only ``tokens_per_step``, or ``tokens_from_name: true`` and no count in the name).
     """
-    if not any(k in spec and spec[k] is not None for k in _TOKEN_KEYS):
+    if not any(k in spec and spec[k] is not None for k in TOKEN_KEYS):
         return None
     explicit = spec.get("tokens") or {}
     if not isinstance(explicit, dict):
@@ -131,17 +166,21 @@ def tokens_for(revision: str, spec: dict) -> int | None:
         parsed = parse_tokens(revision)
         if parsed is not None:
             return parsed
-    per_step = spec.get("tokens_per_step")
+    per_step, schedule = spec.get("tokens_per_step"), spec.get("tokens_schedule")
+    if per_step is not None and schedule is not None:
+        raise ValueError("set tokens_per_step or tokens_schedule, not both")
     step = parse_step(revision)
     if per_step is not None and step is not None:
         return step * parse_count(per_step)
+    if schedule is not None and step is not None:
+        return schedule_tokens(step, schedule)
     tried = []
     if explicit:
         tried.append("not in the 'tokens' map")
     if from_name is None or from_name:
         tried.append("no '-tokens<N>[KMBT]' in the name")
-    if per_step is not None:
-        tried.append("no 'step<N>' in the name for tokens_per_step")
+    if per_step is not None or schedule is not None:
+        tried.append(f"no 'step<N>' in the name for {'tokens_per_step' if per_step is not None else 'tokens_schedule'}")
     raise ValueError(
         f"cannot determine training tokens for revision '{revision}': {'; '.join(tried)}. "
         f"Add it to the model's 'tokens:' map."

@@ -230,9 +230,20 @@ def phases(data: dict, optim: dict, curriculum: list[dict] | None, max_steps: in
     return out
 
 
-def tokens_per_step(data: dict, optim: dict, curriculum: list[dict] | None, max_steps: int) -> set[int]:
-    """The distinct batch_size x seq_len of the schedule's phases (one value: tokens = step x it)."""
-    return {b * s for until, _, b, s in phases(data, optim, curriculum, max_steps) if until > 0}
+def token_schedule(data: dict, optim: dict, curriculum: list[dict] | None, max_steps: int) -> list[dict]:
+    """The tokens a step of the schedule's phases, as a ``tokens_schedule`` of
+    :func:`headtrace.revisions.schedule_tokens`: ``{until: N, tokens_per_step: batch_size x
+    seq_len}`` per curriculum phase (neighbours with the same tokens a step merged), then the main
+    stream's ``{tokens_per_step: ...}`` without ``until``. Tokens at step N are the tokens the
+    N updates trained on."""
+    out: list[dict] = []
+    for until, _, b, s in phases(data, optim, curriculum, max_steps):
+        if out and out[-1]["tokens_per_step"] == b * s:
+            out[-1]["until"] = until
+        else:
+            out.append({"until": until, "tokens_per_step": b * s})
+    del out[-1]["until"]  # the main stream runs on
+    return out
 
 
 def train(
@@ -357,7 +368,8 @@ TRAIN_KEYS = ("arch", "data", "optim", "seed", "max_steps", "curriculum")
 
 def recipe(family: str, overrides: dict | None = None) -> dict:
     """``DEFAULTS[family]`` updated by a config's ``train:`` block: ``arch``, ``data`` and ``optim``
-    merged key by key, ``curriculum`` and ``seed`` replaced. Keys arch, data, optim, curriculum
+    merged key by key (``data`` of another ``kind`` replaces the default's), ``curriculum`` and
+    ``seed`` replaced. Keys arch, data, optim, curriculum
     (list or None), seed, max_steps (the block's, or None). Raises naming unknown keys."""
     if family not in DEFAULTS:
         raise ValueError(f"no toy recipe for family '{family}'; known: {sorted(DEFAULTS)}")
@@ -366,8 +378,11 @@ def recipe(family: str, overrides: dict | None = None) -> dict:
     if unknown:
         raise ValueError(f"unknown keys in the toy train block: {sorted(unknown)}")
     base = DEFAULTS[family]
+    data = overrides.get("data", {})
+    # another kind of data replaces the default (its keys would only linger, unused)
+    data = dict(data) if data.get("kind", base["data"]["kind"]) != base["data"]["kind"] else {**base["data"], **data}
     return {"arch": {**base["arch"], **overrides.get("arch", {})},
-            "data": {**base["data"], **overrides.get("data", {})},
+            "data": data,
             "optim": {**base["optim"], **overrides.get("optim", {})},
             "curriculum": overrides.get("curriculum", base.get("curriculum")),
             "seed": int(overrides.get("seed", 0)), "max_steps": overrides.get("max_steps")}

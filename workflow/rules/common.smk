@@ -13,6 +13,7 @@ from headtrace import experiments, panel, refine, revisions  # noqa: E402
 
 validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
+panel.derive_toy_tokens(config)  # toy: tokens_schedule from the recipe (batch x seq_len, phase by phase)
 experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
 panel.check(config)
 for _warning in panel.missing_local_revisions(config):  # their cells fail; say so up front
@@ -171,7 +172,7 @@ def refine_round_screens(wildcards):
 
 def refine_token_spec(model):
     spec = _refine_spec(model)
-    return {k: spec[k] for k in ("tokens", "tokens_from_name", "tokens_per_step") if k in spec}
+    return {k: spec[k] for k in revisions.TOKEN_KEYS if k in spec}
 
 
 def ablation_enabled():

@@ -12,7 +12,8 @@ toy`` models (so every per-cell rule - capture, PR, screen, ablation - runs on t
   adds ``M-shift``: trained by the ``train_shift`` rule from M's final checkpoint on the second
   corpus ``data`` (a ``toy.make_data`` spec, default the ``zipf`` kind) for N steps, checkpoints
   at ``toy.checkpoint_steps(N, n)``. Its ``train`` block carries ``shift_from: M``; its step
-  counts from the shift (tokens from ``tokens_per_step``, i.e. tokens *since* the shift).
+  counts from the shift; its ``tokens`` map is cumulative (the base's final tokens plus the
+  continuation's batch_size x seq_len a step), so it sits after its base on every token axis.
 
 A name already present in ``config["models"]`` is left alone (an explicit spec wins).
 The workflow's output paths are not here: they live with every other path in ``common.smk``.
@@ -99,7 +100,8 @@ def expand_models(config: dict) -> dict:
             from headtrace import toy
 
             steps = toy.checkpoint_steps(int(shift["max_steps"]), int(shift["n_checkpoints"]))
-            new = {k: copy.deepcopy(v) for k, v in spec.items() if k not in ("revisions", "train", "tokens")}
+            new = {k: copy.deepcopy(v) for k, v in spec.items()
+                   if k not in ("revisions", "train", "tokens", "tokens_per_step", "tokens_schedule")}
             new["revisions"] = [f"step{n}" for n in steps]
             # Cumulative tokens (the base's final tokens + tokens since the shift), so the
             # continuation sits after its base on every token axis.
@@ -109,7 +111,7 @@ def expand_models(config: dict) -> dict:
                      **copy.deepcopy(shift.get("optim") or {})}
             merged = toy.recipe(spec["family"], {"optim": optim})["optim"]
             final_tokens = _revs.tokens_for(spec["revisions"][-1], spec)
-            if final_tokens is not None and spec.get("tokens_per_step"):
+            if final_tokens is not None:
                 tps = int(merged["batch_size"]) * int(merged["seq_len"])
                 new["tokens"] = {f"step{n}": int(final_tokens) + n * tps for n in steps}
             train = {"shift_from": base, "max_steps": int(shift["max_steps"]), "seed": int(shift.get("seed", 1)),

@@ -57,6 +57,29 @@ def test_expand_models_seeds_and_shift():
     assert repr(cfg["models"]) == before
 
 
+def test_derived_models_follow_a_phased_token_axis():
+    """A base toy whose curriculum trains on fewer tokens a step: its seed models keep the derived
+    tokens_schedule, and the continuation's tokens start from the base's final tokens."""
+    from headtrace import panel
+
+    cfg = {"models": {"toy": {"source": "toy", "family": "gpt_neox", "revisions": ["step0", "step10", "step100"],
+                              "train": {"optim": {"batch_size": 4, "seq_len": 128}, "curriculum": [
+                                  {"until": 10, "seq_len": 32, "batch_size": 2,
+                                   "data": {"kind": "repeat", "token_low": 32, "token_high": 127,
+                                            "repeat_min": 4, "repeat_max": 15, "n_copies": "fill"}}]}}},
+           "experiments": {"seeds": {"base": "toy", "seeds": [0, 1]},
+                           "data_shift": {"base": "toy", "max_steps": 20, "n_checkpoints": 2}}}
+    panel.derive_toy_tokens(cfg)
+    E.expand_models(cfg)
+    final = 10 * 64 + 90 * 512
+    assert panel.cell_tokens(cfg, "toy", "step100") == final
+    assert panel.cell_tokens(cfg, "toy-seed1", "step100") == final
+    sh = cfg["models"]["toy-shift"]
+    assert "tokens_schedule" not in sh and "tokens_per_step" not in sh
+    assert [panel.cell_tokens(cfg, "toy-shift", r) for r in sh["revisions"]] == [final, final + 20 * 512]
+    panel.check(cfg)
+
+
 def test_expand_models_off_and_bad_base():
     cfg = _base_config()
     assert E.expand_models(cfg)["models"].keys() == {"toy"}

@@ -162,6 +162,8 @@ def check(config: dict) -> None:
                     revs.toy_step(revision)
                 except ValueError as e:
                     raise ConfigError(f"{where}.revisions: {e}") from None
+        if spec.get("tokens_per_step") is not None and spec.get("tokens_schedule") is not None:
+            raise ConfigError(f"{where}: set tokens_per_step or tokens_schedule, not both")
         # The last listed revision is the final one (ablation, F4/F5): the list must be in training order.
         # (A toy's tokens grow with its step, derived or not: its steps are the order.)
         unit = "steps" if source == "toy" else "tokens"

@@ -58,7 +58,7 @@ def panel(tmp_path_factory):
            "ablation": {"n_random": N_RANDOM, "batch_size": 8}, "experiments": {"enabled": False}}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake = str(Path(sys.executable).parent / "snakemake")
-    targets = [f"results/cells/{m}/final/{t}.parquet" for m in models for t in ("screen", "verdict")]
+    targets = [f"results/cells/{m}/final/{t}.parquet" for m in models for t in ("screen", "positional", "verdict")]
     proc = subprocess.run([snakemake, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
                            str(work / "config.yaml"), "--cores", "2", *targets],
                           capture_output=True, text=True, timeout=600)
@@ -76,7 +76,7 @@ def test_analyze_equals_the_workflow(panel, family):
     cell = headtrace.analyze(model, probe=batch, n_random=N_RANDOM, batch_size=8, device="cpu", name=name,
                              revision="final", tokens=1000, progress=False)
     cells = work / "results" / "cells" / name / "final"
-    for what in ("screen", "verdict"):
+    for what in ("screen", "positional", "verdict"):
         ours = tables.conform(getattr(cell, what), what)
         theirs = pl.read_parquet(cells / f"{what}.parquet")
         assert_frame_equal(ours.select(theirs.columns), theirs, check_dtypes=False)

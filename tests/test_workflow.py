@@ -91,7 +91,7 @@ def ran(workdir):
 
 def test_dry_run_lists_the_per_cell_jobs(ran):
     counts = job_counts(ran[0])
-    for rule in ("capture", "pr", "screen", "ablate"):
+    for rule in ("capture", "pr", "screen", "positional", "ablate"):
         assert counts[rule] == 4, (rule, counts)
     assert counts["train_toy"] == 1 and counts["probe"] == 2 and counts["trajectory"] == 2
 
@@ -113,6 +113,9 @@ def test_outputs_follow_the_contract(ran, workdir):
     assert boot.height == 2 * 4 * 6 and (boot["n_resamples"] == 1000).all()
     tables.conform(pl.read_parquet(cell / "bootstrap_milestones.parquet"), "bootstrap_milestones")
     assert (cell / "class_masses.safetensors").exists()
+    pos = tables.conform(pl.read_parquet(cell / "positional.parquet"), "positional")
+    assert pos.height == 2 * 4 and (pos["n_ab"] > 1).all()
+    assert "## Screen check: positional heads" in (res / "findings" / "summary.md").read_text()
     ob = tables.conform(pl.read_parquet(res / "findings" / "f3_onset_bootstrap.parquet"), "f3_onset_bootstrap")
     assert set(ob["model"]) == {"tiny-olmo", "tiny-toy"} and (ob["n_resamples"] == 1000).all()
     assert not (cell / "head_outputs.safetensors").exists(), "per-head outputs are temp() by default"

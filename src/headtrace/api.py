@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 import polars as pl
 import torch
 
-from headtrace import capture, context, families, hub, probe, screen, spectral, tables
+from headtrace import capture, context, families, hub, positional, probe, screen, spectral, tables
 from headtrace.heads import as_heads
 
 # The workflow's defaults (config/schema.yaml), for a cell run outside the workflow; a test keeps
@@ -39,7 +39,7 @@ DEFAULTS = {
     "ablation": {"seed": 0, "final_controls": True, "exact_max": None, "class_matched": False, "metric": "top1",
                  "alpha": 0.05, "n_bootstrap": 1000, "ci_level": 0.95, "n_sequences": None},
 }
-TABLES = ("attention", "pr", "screen", "ablation", "verdict")
+TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict")
 
 
 @dataclass
@@ -49,6 +49,7 @@ class CellTables:
     attention: pl.DataFrame
     pr: pl.DataFrame
     screen: pl.DataFrame
+    positional: pl.DataFrame | None = None  # headtrace.positional: which screened heads are positional
     ablation: pl.DataFrame | None = None
     verdict: pl.DataFrame | None = None
 
@@ -126,7 +127,9 @@ def analyze(
     sc = opts["screen"]
     cell_screen = screen.screen(attention, baseline=sc["baseline"], class_threshold=sc["class_threshold"],
                                 induction_threshold=sc["induction_threshold"])
-    cell = CellTables(attention=attention, pr=pr, screen=cell_screen)
+    cell = CellTables(attention=attention, pr=pr, screen=cell_screen,
+                      positional=positional.cell_table(result.sequence_masses, result.valid, batch.ab, name,
+                                                       revision, tokens))
     if ablate:
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
         cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final, n_random=n_random,

@@ -100,6 +100,10 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
     heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
     print(f"{name} {args.revision or ''}: induction circuit {heads or 'none'}")
+    flagged = circuit.join(cell.positional.filter(pl.col("positional_induction")), on=["layer", "head"], how="semi")
+    if flagged.height:
+        print(f"  positional (most of their induction mass from one A position: headtrace.positional): "
+              + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
     if cell.verdict is not None:
         with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=40):
             print(cell.verdict.drop("model", "revision", "tokens", strict=False))

@@ -47,6 +47,14 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
         elif v is not None:
             lines.append(f"{'':<4}final ablation: " + verdict_line(v))
+        pos = results / "cells" / model / final["revision"] / "positional.parquet"
+        if circuit and pos.exists():
+            flagged = pl.read_parquet(pos).filter(pl.col("positional_induction")).select(
+                pl.format("L{}H{}", "layer", "head")).to_series().to_list()
+            flagged = [h for h in circuit if h in flagged]
+            if flagged:
+                lines.append(f"{'':<4}positional heads in the final circuit ({len(flagged)} of {len(circuit)}: most "
+                             f"of their induction mass from one A position): {' '.join(flagged)}")
         pv = verdicts.get((model, final["revision"], "previous_token_circuit"))
         if pv is not None and pv["n_heads"]:
             lines.append(f"{'':<4}previous-token circuit ({pv['n_heads']} heads): " + verdict_line(pv))

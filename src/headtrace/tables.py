@@ -66,6 +66,18 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_resamples": pl.Int32,
         "interval": pl.Float64,
     },
+    # results/cells/{model}/{revision}/positional.parquet: per head, how much of its induction
+    # (duplicate-token) mass comes from the probe sequences of one A position (headtrace.positional).
+    "positional": {
+        **HEAD_KEY,
+        "induction_peak_share": pl.Float64,
+        "induction_peak_ab": pl.Int32,
+        "duplicate_token_peak_share": pl.Float64,
+        "duplicate_token_peak_ab": pl.Int32,
+        "uniform_peak_share": pl.Float64,
+        "n_ab": pl.Int32,
+        "positional_induction": pl.Boolean,
+    },
     # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
     # F3 milestones read (same resample index = same draw of sequences at every revision).
     "bootstrap_milestones": {
@@ -414,6 +426,7 @@ LOCATIONS: dict[str, str] = {
     "trajectory": "results/models/{model}/trajectory.parquet",
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
+    "positional": "results/cells/{model}/{revision}/positional.parquet",
 }
 
 

@@ -30,6 +30,7 @@ rule findings:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
         onset_bootstrap=PATHS["onset_bootstrap"],
         onsets=PATHS["onsets"],  # f3_onsets (refine.smk): the refinement section of summary.md
+        positional=positional_tables,  # the screen check section of summary.md
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),

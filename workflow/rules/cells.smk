@@ -123,6 +123,30 @@ rule bootstrap:
         f"{SCRIPTS}/bootstrap.py"
 
 
+rule positional:
+    """Per head, the share of its induction (duplicate-token) mass carried by the probe sequences of
+    one A position: a head fixed on one offset passes the screen as an induction head when the
+    sampled baseline misses its offset (headtrace.positional)."""
+    conda:
+        CONDA_ENV
+    input:
+        class_masses=PATHS["class_masses"],
+        probe=PATHS["probe"],
+    output:
+        PATHS["positional"],
+    wildcard_constraints:
+        model=RUN_MODELS,
+    params:
+        tokens=tokens_param,
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    log:
+        log_path("positional"),
+    script:
+        f"{SCRIPTS}/positional.py"
+
+
 rule import_reference:
     """Published per-revision screen and PR of the paper's panel, in the per-cell schemas."""
     conda:

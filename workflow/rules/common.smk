@@ -37,6 +37,7 @@ PATHS = {
     "class_masses": "results/cells/{model}/{revision}/class_masses.safetensors",
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
+    "positional": "results/cells/{model}/{revision}/positional.parquet",
     "onset_bootstrap": "results/findings/f3_onset_bootstrap.parquet",
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
@@ -264,6 +265,12 @@ def bootstrap_counts(wildcards=None):
     if not config["bootstrap"]["n_resamples"]:
         return []
     return [p for m in models_by_source("toy", "hub", "local") for p in screened_paths("bootstrap_milestones", m)]
+
+
+def positional_tables(wildcards=None):
+    """Every screened cell's positional check (models run here; reference models have no
+    per-sequence masses)."""
+    return [p for m in models_by_source("toy", "hub", "local") for p in screened_paths("positional", m)]
 
 
 def reference_ablations(key="ablation"):

@@ -9,14 +9,14 @@ not one of the sampled baseline's 50 fixed keys (``probe.baseline_positions``), 
 baseline is near zero and a mean induction mass of ~1/n_ab reads as hundreds or thousands of ×: a
 positional head passes the screen as an induction head. (Measured: a 4-layer x 12-head OLMoE toy
 trained on periodic data, whose six layer-0 heads attend 86-100% to offset 30 or 31, screened
-35-6,700× "induction"; the model's layer-1 heads copy B from key ``ab+31`` instead - README, "The
+35-6,682× "induction"; the model's layer-1 heads copy B from key ``ab+31`` instead - README, "The
 toy panel".)
 
 The check, per head and per class whose key moves with the pair (induction: ``ab+1``,
 duplicate-token: ``ab``): ``peak_share`` = the largest share of the head's mass over the valid
 sequences that the sequences of one A position carry. A head whose mass does not depend on where the
 pair sits has a peak share near ``uniform_peak_share`` (the largest share of the valid sequences at
-one A position: 12/256 ≈ 0.05 for the toy probe); a head fixed on one offset has a share near 1. A
+one A position: 0.043 for the 256-sequence toy probe); a head fixed on one offset has a share near 1. A
 head is *positional* when more than half of its induction mass comes from one A position
 (``POSITIONAL_SHARE``: a plain majority, fixed by that reading, not fitted to any model). The screen
 and its thresholds are untouched (they are the paper's protocol); this table says which of the heads

@@ -382,15 +382,8 @@ def _result(collector: _Collector, batch, parts: _Parts, heads: _HeadOutputs | N
 def attention_table(result: CaptureResult, model_name: str, revision: str, tokens: int) -> pl.DataFrame:
     """One row per (layer, head), conforming to ``tables.SCHEMAS["attention"]``."""
     n_layers, n_heads = result.induction.shape
-    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     n_rows = n_layers * n_heads
-    data = {
-        "model": [model_name] * n_rows,
-        "revision": [revision] * n_rows,
-        "tokens": pl.Series([tokens] * n_rows, dtype=pl.Int64),  # null when unknown
-        "layer": layer.ravel().astype(np.int32),
-        "head": head.ravel().astype(np.int32),
-    }
+    data = tables.head_key_columns(model_name, revision, tokens, n_layers, n_heads)
     for cls, col in zip(probe.CLASSES, tables.CLASS_COLUMNS):
         data[f"attn_{col}"] = result.mass(cls).ravel().astype(np.float64)
     data["attn_baseline_sampled"] = result.baseline_sampled.ravel().astype(np.float64)

@@ -79,7 +79,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 def _cmd_cell(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from headtrace import api, hub
+    from headtrace import api, hub, positional
 
     local = Path(args.checkpoint).is_dir()
     try:
@@ -100,7 +100,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
     heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
     print(f"{name} {args.revision or ''}: induction circuit {heads or 'none'}")
-    flagged = circuit.join(cell.positional.filter(pl.col("positional_induction")), on=["layer", "head"], how="semi")
+    flagged = positional.circuit_flags(cell.positional, cell.screen).filter(pl.col("positional_induction"))
     if flagged.height:
         print(f"  positional (most of their induction mass from one A position: headtrace.positional): "
               + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import polars as pl
 
+from headtrace import positional
+
 
 def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -> str:
     """A short text table per model: circuit formation, first-token heads, final ablation verdict."""
@@ -49,9 +51,9 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             lines.append(f"{'':<4}final ablation: " + verdict_line(v))
         pos = results / "cells" / model / final["revision"] / "positional.parquet"
         if circuit and pos.exists():
-            flagged = pl.read_parquet(pos).filter(pl.col("positional_induction")).select(
+            flags = positional.circuit_flags(pl.read_parquet(pos), t.filter(pl.col("revision") == final["revision"]))
+            flagged = flags.filter(pl.col("positional_induction")).select(
                 pl.format("L{}H{}", "layer", "head")).to_series().to_list()
-            flagged = [h for h in circuit if h in flagged]
             if flagged:
                 lines.append(f"{'':<4}positional heads in the final circuit ({len(flagged)} of {len(circuit)}: most "
                              f"of their induction mass from one A position): {' '.join(flagged)}")

@@ -79,15 +79,8 @@ def cell_table(masses: np.ndarray, valid: np.ndarray, ab: np.ndarray, model: str
     if masses.ndim != 4 or masses.shape[0] != np.asarray(ab).shape[0]:
         raise ValueError(f"class masses {masses.shape} do not match the probe's {np.asarray(ab).shape[0]} sequences")
     n_layers, n_heads = masses.shape[1:3]
-    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     n_rows = n_layers * n_heads
-    data = {
-        "model": [model] * n_rows,
-        "revision": [revision] * n_rows,
-        "tokens": pl.Series([tokens] * n_rows, dtype=pl.Int64),
-        "layer": layer.ravel().astype(np.int32),
-        "head": head.ravel().astype(np.int32),
-    }
+    data = tables.head_key_columns(model, revision, tokens, n_layers, n_heads)
     for name, channel in _CHANNELS.items():
         share, peak = peak_share(masses[..., channel], ab, valid)
         data[f"{name}_peak_share"] = pl.Series(share.ravel()).fill_nan(None)

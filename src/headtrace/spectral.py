@@ -101,15 +101,5 @@ def pr_table(pr: np.ndarray, model_name: str, revision: str, tokens: int) -> pl.
     pr = np.asarray(pr, np.float64)
     if pr.ndim != 2:
         raise ValueError(f"pr must be (n_layers, n_heads), got {pr.shape}")
-    n_layers, n_heads = pr.shape
-    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
-    n_rows = n_layers * n_heads
-    df = pl.DataFrame({
-        "model": [model_name] * n_rows,
-        "revision": [revision] * n_rows,
-        "tokens": pl.Series([tokens] * n_rows, dtype=pl.Int64),  # null when unknown
-        "layer": layer.ravel().astype(np.int32),
-        "head": head.ravel().astype(np.int32),
-        "pr": pr.ravel(),
-    })
+    df = pl.DataFrame({**tables.head_key_columns(model_name, revision, tokens, *pr.shape), "pr": pr.ravel()})
     return tables.conform(df, "pr")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import polars as pl
 
 from headtrace import durable
@@ -383,6 +384,19 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_samples": pl.Int32,
     },
 }
+
+
+def head_key_columns(model: str, revision: str, tokens: int | None, n_layers: int, n_heads: int) -> dict:
+    """The ``HEAD_KEY`` columns of a per-head table, one row per (layer, head) in row-major order
+    (layer-major, as ``array.ravel()`` of an (n_layers, n_heads) array); ``tokens`` null when unknown."""
+    n_rows = n_layers * n_heads
+    return {
+        "model": [model] * n_rows,
+        "revision": [revision] * n_rows,
+        "tokens": pl.Series([tokens] * n_rows, dtype=pl.Int64),
+        "layer": np.repeat(np.arange(n_layers, dtype=np.int32), n_heads),
+        "head": np.tile(np.arange(n_heads, dtype=np.int32), n_layers),
+    }
 
 
 def conform(df: pl.DataFrame, schema: str) -> pl.DataFrame:

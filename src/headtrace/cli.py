@@ -18,6 +18,13 @@ runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local 
 ``config.json`` + safetensors weights, or a Hub id (``--revision`` pinned; downloaded unless
 ``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables.
 
+    headtrace toy-trial FAMILY --max-steps N --every K [--recipe FILE] [--out DIR] [--init-from CKPT]
+                               [--probe-bos] [--table FILE]
+
+trains a toy recipe (a config ``train:`` block in a YAML file) and screens every K-th checkpoint
+as it is saved (:mod:`headtrace.toy_trial`): one line per checkpoint with the probe's top-1, the
+induction circuit and the first-token heads per layer; ``--table`` writes the rows as Parquet.
+
     headtrace lock-check [DIR] [--before-unlock]
 
 tells a stale Snakemake lock (a killed run) from one held by a live run (:mod:`headtrace.locks`);
@@ -124,6 +131,29 @@ def _cmd_lock_check(args: argparse.Namespace) -> int:
     return state.status
 
 
+def _cmd_toy_trial(args: argparse.Namespace) -> int:
+    import yaml
+
+    from headtrace import tables, toy_trial
+
+    train = {}
+    if args.recipe:
+        train = yaml.safe_load(Path(args.recipe).read_text()) or {}
+        train = train.get("train", train)  # a whole model block or just its train: block
+        if not isinstance(train, dict):
+            raise ValueError(f"{args.recipe}: expected a mapping (a config train: block)")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    rows = toy_trial.run(args.family, train, args.out, max_steps=args.max_steps, every=args.every,
+                         init_from=args.init_from, probe=toy_trial.probe_batch(bos=args.probe_bos),
+                         echo=lambda line: print(line, flush=True))
+    if args.table:
+        tables.write(rows, args.table, schema="toy_trial")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -165,6 +195,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--probe-seed", type=int)
     c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
     c.set_defaults(func=_cmd_cell)
+    t = sub.add_parser("toy-trial", help="train a toy recipe and screen every checkpoint as it is saved")
+    t.add_argument("family", choices=("gpt_neox", "olmo", "olmoe"))
+    t.add_argument("--recipe", metavar="FILE", help="YAML: a config train: block (default: headtrace.toy.DEFAULTS)")
+    t.add_argument("--max-steps", type=int, required=True)
+    t.add_argument("--every", type=int, required=True, help="screen every K steps (and the last)")
+    t.add_argument("--out", default="toy-trial", metavar="DIR", help="checkpoint folder (default: toy-trial)")
+    t.add_argument("--init-from", metavar="CKPT", help="continue from this checkpoint folder")
+    t.add_argument("--probe-bos", action="store_true", help="prepend the toy BOS to the probe")
+    t.add_argument("--table", metavar="FILE", help="also write the rows as Parquet (schema toy_trial)")
+    t.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as train_toy)")
+    t.set_defaults(func=_cmd_toy_trial)
     k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")
     k.add_argument("directory", nargs="?", default=".", help="Snakemake working directory (default: .)")
     k.add_argument("--before-unlock", action="store_true",

@@ -383,6 +383,19 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "floor": pl.Float64,
         "n_samples": pl.Int32,
     },
+    # headtrace toy-trial --table FILE: one row per screened checkpoint (headtrace.toy_trial).
+    "toy_trial": {
+        "step": pl.Int64,
+        "top1": pl.Float64,
+        "max_induction": pl.Float64,
+        "n_induction": pl.Int32,
+        "induction_heads": pl.List(pl.String),
+        "positional_heads": pl.List(pl.String),
+        "max_first_token": pl.Float64,
+        "n_first_token": pl.Int32,
+        "first_token_by_layer": pl.List(pl.Int64),
+        "bos_fraction": pl.Float64,
+    },
 }
 
 
@@ -441,6 +454,7 @@ LOCATIONS: dict[str, str] = {
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
     "positional": "results/cells/{model}/{revision}/positional.parquet",
+    "toy_trial": "headtrace toy-trial ... --table FILE",
 }
 
 

@@ -259,6 +259,7 @@ def train(
     init_from: str | None = None,
     curriculum: list[dict] | None = None,
     progress: bool = True,
+    on_checkpoint=None,
 ) -> list[Path]:
     """Train a toy model and save ``out_dir/step{N}/`` at every N in ``checkpoint_steps``.
 
@@ -266,6 +267,8 @@ def train(
     ``init_from`` weights; with ``init_from`` steps count from the start of this run and ``arch``
     is ignored). ``curriculum``: data phases before the main stream (:func:`phases`).
     Deterministic given ``seed`` (model init, data stream), single-threaded use recommended.
+    ``on_checkpoint(model, step, path)``: called after each save with the model in eval mode (a
+    live screen, :mod:`headtrace.toy_trial`); it must not change the weights.
     Returns the checkpoint directories in step order."""
     steps = sorted(set(int(s) for s in checkpoint_steps))
     if not steps or steps[0] < 0 or steps[-1] > max_steps:
@@ -318,6 +321,9 @@ def train(
         if step in steps:
             model.eval()
             saved.append(_save(model, out_dir, step))
+            if on_checkpoint is not None:
+                with torch.no_grad():
+                    on_checkpoint(model, step, saved[-1])
             model.train()
         if step == max_steps:
             break

@@ -38,18 +38,19 @@ def test_summarize_counts_the_circuit_and_the_first_token_heads_per_layer():
     assert strict["induction_heads"] == ["L1H0"] and strict["first_token_by_layer"] == [0, 1]
 
 
-def test_on_checkpoint_sees_each_saved_step_in_eval_mode_and_leaves_training_unchanged(tmp_path):
-    seen = []
+@pytest.mark.parametrize("family", ("gpt_neox", "olmo", "olmoe"))
+def test_on_checkpoint_sees_each_saved_step_in_eval_mode_and_leaves_training_unchanged(family, tmp_path):
+    seen, batch = [], toy_trial.probe_batch(n_sequences=16)
 
     def look(model, step, path):
         seen.append((step, model.training, torch.is_grad_enabled(), path.name))
-        model(input_ids=torch.zeros((1, 8), dtype=torch.long))  # a forward pass, as the screen runs
+        toy_trial.checkpoint_row(model, batch, step)  # the whole live screen: capture, screen, top-1
 
-    r = toy.recipe("olmo", TINY)
+    r = toy.recipe(family, TINY)
     kw = dict(arch=r["arch"], data=r["data"], optim=r["optim"], max_steps=4, checkpoint_steps=[0, 2, 4], seed=0,
               progress=False)
-    toy.train("olmo", tmp_path / "a", on_checkpoint=look, **kw)
-    toy.train("olmo", tmp_path / "b", **kw)
+    toy.train(family, tmp_path / "a", on_checkpoint=look, **kw)
+    toy.train(family, tmp_path / "b", **kw)
     assert seen == [(0, False, False, "step0"), (2, False, False, "step2"), (4, False, False, "step4")]
     a, b = load_file(tmp_path / "a/step4/model.safetensors"), load_file(tmp_path / "b/step4/model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -80,3 +80,7 @@ def test_cli_toy_trial_refuses_bad_input(tmp_path, capsys):
     assert cli.main(["toy-trial", "olmo", "--recipe", str(bad), "--max-steps", "3", "--every", "1",
                      "--out", str(tmp_path)]) == 2
     assert "bad.yaml" in capsys.readouterr().err
+    bad.write_text("- 1\n- 2\n")
+    assert cli.main(["toy-trial", "olmo", "--recipe", str(bad), "--max-steps", "3", "--every", "1",
+                     "--out", str(tmp_path)]) == 2
+    assert "bad.yaml" in capsys.readouterr().err

@@ -139,7 +139,8 @@ def _cmd_toy_trial(args: argparse.Namespace) -> int:
     train = {}
     if args.recipe:
         train = yaml.safe_load(Path(args.recipe).read_text()) or {}
-        train = train.get("train", train)  # a whole model block or just its train: block
+        if isinstance(train, dict):
+            train = train.get("train", train)  # a whole model block or just its train: block
         if not isinstance(train, dict):
             raise ValueError(f"{args.recipe}: expected a mapping (a config train: block)")
     if args.threads:

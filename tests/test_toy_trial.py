@@ -15,16 +15,23 @@ TINY = {"arch": {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64},
         "optim": {"batch_size": 2, "seq_len": 128, "warmup": 1, "log_every": 0}}
 
 
-def _screen(sel_induction, sel_first_token, n_heads=3):
+def _screen(sel_induction, sel_first_token, n_heads=3, induction_threshold=50.0):
+    """A hand-built screen (the columns the trial reads), its circuit at ``induction_threshold``."""
     n = len(sel_induction)
-    return pl.DataFrame({"layer": [i // n_heads for i in range(n)], "head": [i % n_heads for i in range(n)],
-                         "sel_induction": sel_induction, "sel_first_token": sel_first_token},
-                        schema_overrides={"layer": pl.Int32, "head": pl.Int32})
+    df = pl.DataFrame({"model": ["m"] * n, "revision": ["r"] * n, "tokens": [None] * n,
+                       "layer": [i // n_heads for i in range(n)], "head": [i % n_heads for i in range(n)],
+                       "sel_induction": sel_induction, "sel_first_token": sel_first_token},
+                      schema_overrides={"layer": pl.Int32, "head": pl.Int32, "tokens": pl.Int64})
+    return df.with_columns(in_induction_circuit=pl.col("sel_induction").fill_nan(None).fill_null(0.0)
+                           >= induction_threshold)
 
 
 def test_summarize_counts_the_circuit_and_the_first_token_heads_per_layer():
-    screen = _screen([1.0, 50.0, 49.9, 80.0, math.nan, 2.0], [30.0, 1.0, 29.9, math.nan, 300.0, 31.0])
-    positional = pl.DataFrame({"layer": [1], "head": [0], "positional_induction": [True]},
+    sel_induction, sel_first_token = [1.0, 50.0, 49.9, 80.0, math.nan, 2.0], [30.0, 1.0, 29.9, math.nan, 300.0, 31.0]
+    screen = _screen(sel_induction, sel_first_token)
+    positional = pl.DataFrame({"model": ["m"], "revision": ["r"], "layer": [1], "head": [0],
+                               "induction_peak_share": [0.9], "induction_peak_ab": [70],
+                               "uniform_peak_share": [0.043], "positional_induction": [True]},
                               schema_overrides={"layer": pl.Int32, "head": pl.Int32})
     row = toy_trial.summarize(screen, positional, step=7, top1=0.25)
     assert row["induction_heads"] == ["L0H1", "L1H0"]  # 50.0 passes, 49.9 and NaN do not
@@ -33,8 +40,8 @@ def test_summarize_counts_the_circuit_and_the_first_token_heads_per_layer():
     assert row["bos_fraction"] == pytest.approx(0.5)
     assert row["max_induction"] == 80.0 and row["max_first_token"] == 300.0
     assert (row["step"], row["top1"]) == (7, 0.25)
-    strict = toy_trial.summarize(screen, positional, step=7, top1=0.25, class_threshold=100.0,
-                                 induction_threshold=60.0)
+    strict = toy_trial.summarize(_screen(sel_induction, sel_first_token, induction_threshold=60.0), positional,
+                                 step=7, top1=0.25, class_threshold=100.0)
     assert strict["induction_heads"] == ["L1H0"] and strict["first_token_by_layer"] == [0, 1]
 
 

@@ -12,7 +12,7 @@ Each row (schema ``toy_trial`` in :mod:`headtrace.tables`):
 
 - ``top1``: fraction of the first ``n_top1`` probe sequences whose arg-max next token at the
   query is B (the unablated baseline of the ablation, which uses the same first sequences);
-- ``induction_heads``: heads with ``sel_induction`` >= ``induction_threshold`` (the circuit);
+- ``induction_heads``: the screen's induction circuit (``sel_induction`` >= ``induction_threshold``);
   ``positional_heads``: those of them that :mod:`headtrace.positional` flags as fixed-offset heads;
 - ``first_token_by_layer``: per layer, heads with ``sel_first_token`` >= ``class_threshold``
   (Finding 1's count), ``bos_fraction`` their share of all heads (Finding 2's).
@@ -26,8 +26,9 @@ import numpy as np
 import polars as pl
 import torch
 
-from headtrace import api, tables, toy
+from headtrace import api, positional, tables, toy
 from headtrace import probe as probe_mod
+from headtrace import screen as screen_mod
 from headtrace.heads import head_name
 
 
@@ -48,22 +49,21 @@ def checkpoint_row(model: torch.nn.Module, batch: probe_mod.ProbeBatch, step: in
         dev = next(model.parameters()).device
         logits = model(input_ids=torch.from_numpy(head.tokens).to(dev)).logits[:, -1]  # (n, vocab)
     top1 = float((logits.argmax(-1).cpu().numpy() == head.target).mean())
-    return summarize(cell.screen, cell.positional, step=step, top1=top1, class_threshold=sc["class_threshold"],
-                     induction_threshold=sc["induction_threshold"])
+    return summarize(cell.screen, cell.positional, step=step, top1=top1, class_threshold=sc["class_threshold"])
 
 
-def summarize(screen: pl.DataFrame, positional: pl.DataFrame, *, step: int, top1: float,
-              class_threshold: float = 30.0, induction_threshold: float = 50.0) -> dict:
+def summarize(screen: pl.DataFrame, positional_table: pl.DataFrame, *, step: int, top1: float,
+              class_threshold: float = 30.0) -> dict:
     """The trial row of one checkpoint from its screen and positional tables (their schemas) and
-    the probe's top-1: the circuit (``sel_induction`` >= ``induction_threshold``), its positional
-    heads, and the first-token heads (``sel_first_token`` >= ``class_threshold``) per layer. A NaN
-    selectivity counts as below every threshold."""
+    the probe's top-1: the screen's induction circuit (``in_induction_circuit``), the heads of it
+    that :func:`headtrace.positional.circuit_flags` flags, and the first-token heads
+    (``sel_first_token`` >= ``class_threshold``, Finding 1's count) per layer. A NaN selectivity
+    counts as below every threshold."""
     s = screen.sort("layer", "head").with_columns(pl.col("sel_induction", "sel_first_token").fill_nan(None))
     n_layers = int(s["layer"].max()) + 1
-    circuit = s.filter(pl.col("sel_induction") >= induction_threshold)
-    names = [head_name(int(l), int(h)) for l, h in zip(circuit["layer"], circuit["head"])]
-    flagged = positional.filter(pl.col("positional_induction"))
-    flagged = {head_name(int(l), int(h)) for l, h in zip(flagged["layer"], flagged["head"])}
+    names = [head_name(l, h) for l, h in screen_mod.circuit_heads(s)]
+    flags = positional.circuit_flags(positional_table, s).filter(pl.col("positional_induction"))
+    flagged = {head_name(int(l), int(h)) for l, h in zip(flags["layer"], flags["head"])}
     first = s["sel_first_token"].fill_null(0.0).to_numpy() >= class_threshold
     by_layer = np.bincount(s["layer"].to_numpy()[first], minlength=n_layers).astype(np.int64)
     return {

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 import pytest
 import torch
@@ -91,3 +92,20 @@ def test_cli_toy_trial_refuses_bad_input(tmp_path, capsys):
     assert cli.main(["toy-trial", "olmo", "--recipe", str(bad), "--max-steps", "3", "--every", "1",
                      "--out", str(tmp_path)]) == 2
     assert "bad.yaml" in capsys.readouterr().err
+    assert cli.main(["toy-trial", "olmo", "--probe-tokens", "64", "40", "--max-steps", "3", "--every", "1",
+                     "--out", str(tmp_path)]) == 2
+    assert "--probe-tokens 64 40" in capsys.readouterr().err
+
+
+def test_cli_toy_trial_probe_tokens_narrow_the_probe(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run(family, train, out, *, probe, **kw):
+        seen["probe"] = probe
+        return pl.DataFrame(schema=tables.SCHEMAS["toy_trial"])
+
+    monkeypatch.setattr(toy_trial, "run", fake_run)
+    assert cli.main(["toy-trial", "gpt_neox", "--probe-tokens", "32", "64", "--max-steps", "3", "--every", "1",
+                     "--out", str(tmp_path)]) == 0
+    toks = seen["probe"].tokens
+    assert toks.min() >= 32 and toks.max() < 64 and len(np.unique(toks)) == 32

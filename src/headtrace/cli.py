@@ -19,11 +19,12 @@ runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local 
 ``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables.
 
     headtrace toy-trial FAMILY --max-steps N --every K [--recipe FILE] [--out DIR] [--init-from CKPT]
-                               [--probe-bos] [--table FILE]
+                               [--probe-bos] [--probe-tokens LOW HIGH] [--table FILE]
 
 trains a toy recipe (a config ``train:`` block in a YAML file) and screens every K-th checkpoint
 as it is saved (:mod:`headtrace.toy_trial`): one line per checkpoint with the probe's top-1, the
-induction circuit and the first-token heads per layer; ``--table`` writes the rows as Parquet.
+induction circuit and the first-token heads per layer; ``--table`` writes the rows as Parquet;
+``--probe-tokens`` draws the probe from a narrower token range, for a recipe on fewer tokens.
 
     headtrace lock-check [DIR] [--before-unlock]
 
@@ -134,7 +135,7 @@ def _cmd_lock_check(args: argparse.Namespace) -> int:
 def _cmd_toy_trial(args: argparse.Namespace) -> int:
     import yaml
 
-    from headtrace import tables, toy_trial
+    from headtrace import tables, toy, toy_trial
 
     train = {}
     if args.recipe:
@@ -147,8 +148,14 @@ def _cmd_toy_trial(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    tokens = {}
+    if args.probe_tokens:
+        lo, hi = args.probe_tokens
+        if not 0 <= lo < hi - 1 or hi > toy.BOS_TOKEN_ID:
+            raise ValueError(f"--probe-tokens {lo} {hi}: needs 0 <= LOW < HIGH - 1 and HIGH <= {toy.BOS_TOKEN_ID}")
+        tokens = {"token_low": lo, "token_high": hi}
     rows = toy_trial.run(args.family, train, args.out, max_steps=args.max_steps, every=args.every,
-                         init_from=args.init_from, probe=toy_trial.probe_batch(bos=args.probe_bos),
+                         init_from=args.init_from, probe=toy_trial.probe_batch(bos=args.probe_bos, **tokens),
                          echo=lambda line: print(line, flush=True))
     if args.table:
         tables.write(rows, args.table, schema="toy_trial")
@@ -204,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", default="toy-trial", metavar="DIR", help="checkpoint folder (default: toy-trial)")
     t.add_argument("--init-from", metavar="CKPT", help="continue from this checkpoint folder")
     t.add_argument("--probe-bos", action="store_true", help="prepend the toy BOS to the probe")
+    t.add_argument("--probe-tokens", type=int, nargs=2, metavar=("LOW", "HIGH"),
+                   help="probe tokens from [LOW, HIGH) (default: the toy probe's 32 127), for a recipe on fewer tokens")
     t.add_argument("--table", metavar="FILE", help="also write the rows as Parquet (schema toy_trial)")
     t.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as train_toy)")
     t.set_defaults(func=_cmd_toy_trial)

@@ -84,6 +84,7 @@ def test_probe_settings_merge_model_over_global():
         (lambda c: c["models"]["toy-olmo"].update(revisions=["step0", "step1000", "step422"]), "models.toy-olmo.revisions: not in training order"),
         (lambda c: c["models"]["toy-neox"].update(tokens_per_step=4096), "models.toy-neox.tokens_per_step: 4096, but the toy recipe"),
         (lambda c: c["models"]["toy-neox"]["train"]["curriculum"][0].update(until=10**6), "models.toy-neox.train: train.curriculum"),
+        (lambda c: c["models"]["toy-neox"]["train"]["optim"].update(schedule="cosin"), "models.toy-neox.train: optim.schedule 'cosin'"),
         (lambda c: c["models"]["pythia-1b-published"].update(tokens_schedule=[{"tokens_per_step": 1}]), "models.pythia-1b-published: set tokens_per_step or tokens_schedule, not both"),
         (lambda c: c["models"]["pythia-1b-published"].update(tokens_per_step=None, tokens_schedule=[{"tokens_per_step": 1}, {"until": 5, "tokens_per_step": 2}]), "only the last phase may omit"),
     ],

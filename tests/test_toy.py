@@ -218,3 +218,28 @@ def test_recipe_merges_data_of_the_same_kind_and_replaces_another_kind():
     assert toy.DEFAULTS["olmoe"]["data"]["kind"] == "mixture"
     assert toy.recipe("olmoe", {"data": other})["data"] == other
     assert toy.recipe("olmoe", {"optim": {"lr": 1e-3}})["data"] == toy.DEFAULTS["olmoe"]["data"]
+
+
+def test_lr_schedule_constant_cosine_and_warmup_stable_decay():
+    base = {"lr": 1.0, "warmup": 10}
+    assert toy._lr_at(0, base, 100) == pytest.approx(0.1)  # warmup: (step + 1) / warmup
+    assert toy._lr_at(50, base, 100) == 1.0
+    cos = dict(base, schedule="cosine", min_lr_frac=0.0)
+    assert toy._lr_at(10, cos, 100) == pytest.approx(1.0)
+    assert toy._lr_at(55, cos, 100) == pytest.approx(0.5)  # halfway from the end of warmup
+    assert toy._lr_at(100, cos, 100) == pytest.approx(0.0)
+    wsd = dict(cos, decay_start=60, min_lr_frac=0.1)
+    assert toy._lr_at(59, wsd, 100) == 1.0  # stable until decay_start
+    assert toy._lr_at(80, wsd, 100) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert toy._lr_at(100, wsd, 100) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("optim, match", [
+    ({"schedule": "cosin"}, "cosin"),
+    ({"decay_start": 50}, "needs schedule: cosine"),
+    ({"schedule": "cosine", "decay_start": 100}, "decay_start 100"),
+])
+def test_check_schedule_refuses_bad_optim_by_name(optim, match):
+    with pytest.raises(ValueError, match=match):
+        toy.check_schedule(dict({"lr": 1e-3}, **optim), 100)
+    toy.check_schedule({"lr": 1e-3, "schedule": "cosine", "decay_start": 99}, 100)

@@ -209,6 +209,7 @@ def toy_token_schedule(spec: dict, where: str) -> list[dict] | None:
         raise ConfigError(f"{where}.revisions: {err}") from None
     try:
         r = toy.recipe(spec["family"], train)
+        toy.check_schedule(r["optim"], max(steps))
         return toy.token_schedule(r["data"], r["optim"], r["curriculum"], max(steps))
     except ValueError as err:
         raise ConfigError(f"{where}.train: {err}") from None

@@ -179,12 +179,34 @@ def build_model(family: str, arch: dict, seed: int) -> transformers.PreTrainedMo
     return model
 
 
+SCHEDULES = ("constant", "cosine")
+
+
+def check_schedule(optim: dict, max_steps: int) -> None:
+    """Refuse an unknown ``optim.schedule`` or a ``decay_start`` outside [0, max_steps) by name,
+    before training starts (a typo would otherwise train at a constant rate)."""
+    kind = optim.get("schedule", "constant")
+    if kind not in SCHEDULES:
+        raise ValueError(f"optim.schedule '{kind}' is not one of {list(SCHEDULES)}")
+    if "decay_start" in optim:
+        if kind != "cosine":
+            raise ValueError("optim.decay_start needs schedule: cosine")
+        if not 0 <= int(optim["decay_start"]) < max_steps:
+            raise ValueError(f"optim.decay_start {optim['decay_start']} must lie in [0, {max_steps})")
+
+
 def _lr_at(step: int, optim: dict, max_steps: int) -> float:
+    """Linear warmup over ``warmup`` steps, then constant, or (``schedule: cosine``) constant until
+    ``decay_start`` (default: the end of warmup) and a cosine from there to ``min_lr_frac`` x lr at
+    ``max_steps`` (warmup-stable-decay when ``decay_start`` is late)."""
     lr, warm = float(optim["lr"]), int(optim.get("warmup", 0))
     if warm and step < warm:
         return lr * (step + 1) / warm
     if optim.get("schedule", "constant") == "cosine":
-        frac = (step - warm) / max(1, max_steps - warm)
+        start = max(warm, int(optim.get("decay_start", warm)))
+        if step < start:
+            return lr
+        frac = (step - start) / max(1, max_steps - start)
         floor = float(optim.get("min_lr_frac", 0.1))
         return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
     return lr
@@ -274,6 +296,7 @@ def train(
     if not steps or steps[0] < 0 or steps[-1] > max_steps:
         raise ValueError(f"checkpoint steps {checkpoint_steps} must lie in [0, {max_steps}]")
     schedule = phases(data, optim, curriculum, max_steps)
+    check_schedule(optim, max_steps)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)

@@ -99,6 +99,31 @@ def test_make_data_backcopy_copies_at_each_triggers_offset():
         toy.make_data({**d, "n_triggers": 70}, 2, 128, np.random.default_rng(0))
 
 
+def test_make_data_backcopy_permute_writes_the_sources_image_never_the_source():
+    from headtrace.toy_data import backcopy_permutation
+    sigma = backcopy_permutation(32, 127, vocab_seed=3)
+    assert sorted(sigma.tolist()) == list(range(32, 127)) and not (sigma == np.arange(32, 127)).any()
+    assert np.array_equal(sigma, backcopy_permutation(32, 127, vocab_seed=3))
+    assert not np.array_equal(sigma, backcopy_permutation(32, 127, vocab_seed=4))
+    d = {"kind": "backcopy", "token_low": 32, "token_high": 127, "offsets": [1, 2, 5], "trigger_low": 128,
+         "n_triggers": 12, "permute": True, "vocab_seed": 3}
+    x = toy.make_data(d, 50, 128, np.random.default_rng(5))
+    # triggers sit on the slot grid (every other position from the largest offset, 5); a trigger
+    # token on the other parity is the pass-through successor of an offset-2 trigger
+    rows, cols = np.nonzero((x >= 128) & (x < 131) & (np.arange(128) % 2 == 1))
+    assert (np.bincount(rows, minlength=50) == 12).all()
+    src = x[rows, cols - np.array([1, 2, 5])[x[rows, cols] - 128]]
+    after = x[rows, cols + 1]
+    content = (src >= 32) & (src < 127)
+    assert content.any() and (~content).any()           # offset 2 reaches earlier triggers too
+    assert np.array_equal(after[content], sigma[src[content] - 32])
+    assert np.array_equal(after[~content], src[~content])  # a trigger source passes through
+    # the same stream as plain backcopy, apart from the trigger successors
+    plain = toy.make_data({**d, "permute": False}, 50, 128, np.random.default_rng(5))
+    differs = np.argwhere(plain != x)
+    assert np.isin(differs[:, 1] - 1, cols).all()
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_build_model_family(family):
     m = toy.build_model(family, TINY_ARCH, seed=0)

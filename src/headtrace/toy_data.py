@@ -43,7 +43,11 @@ Data kinds (``make_data``):
     sinks. (In the 4 x 12-head toy the copy itself went to layer-0 heads that stay busy
     everywhere; the heads that became first-token sinks were layer-3 heads that switch on at a
     trigger: README, "The toy panel".) The trigger tokens must lie outside the content range and
-    the probe's token range.
+    the probe's token range. With ``permute: true`` the token after the trigger is not a copy but
+    ``sigma(x)`` of the source token ``x``, for a fixed permutation ``sigma`` of the content range
+    (drawn once from ``vocab_seed``; a trigger token as source is passed through unchanged): a
+    head that serves this job writes something other than its source token, which is the wrong
+    output for in-context recall, so it cannot double as a copy head at content tokens.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
@@ -64,6 +68,19 @@ def markov_successors(token_low: int, token_high: int, n_next: int, vocab_seed: 
     v = token_high - token_low
     g = np.random.default_rng(vocab_seed)
     return token_low + np.argsort(g.random((v, v)), axis=1)[:, :n_next].astype(np.int64)
+
+
+def backcopy_permutation(token_low: int, token_high: int, vocab_seed: int = 0) -> np.ndarray:
+    """The ``backcopy`` kind's ``permute`` map: entry ``i`` is the image of token ``token_low + i``,
+    a fixed permutation of ``[token_low, token_high)`` drawn from ``vocab_seed`` with no fixed
+    point (so no content token is ever its own image, and a copy is always wrong)."""
+    v = token_high - token_low
+    g = np.random.default_rng(vocab_seed)
+    shift = np.roll(np.arange(v), 1)  # a v-cycle: no fixed point
+    order = g.permutation(v)
+    perm = np.empty(v, np.int64)
+    perm[order] = order[shift]
+    return token_low + perm
 
 
 def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
@@ -171,10 +188,15 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         pos = slots[pos]
         which = rng.integers(0, offsets.size, size=(batch_size, n_trig))
         rows = np.arange(batch_size)
+        sigma = backcopy_permutation(lo, hi, int(data.get("vocab_seed", 0))) if data.get("permute") else None
         for j in range(n_trig):  # in position order: a copy may read an earlier trigger's pair
             p, k = pos[:, j], which[:, j]
             out[rows, p] = t_low + k
-            out[rows, p + 1] = out[rows, p - offsets[k]]
+            src = out[rows, p - offsets[k]]
+            if sigma is not None:
+                content = (src >= lo) & (src < hi)
+                src = np.where(content, sigma[np.clip(src - lo, 0, hi - lo - 1)], src)
+            out[rows, p + 1] = src
     else:
         raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, backcopy, "
                          "mixture)")

@@ -45,9 +45,9 @@ Data kinds (``make_data``):
     trigger: README, "The toy panel".) The trigger tokens must lie outside the content range and
     the probe's token range. With ``permute: true`` the token after the trigger is not a copy but
     ``sigma(x)`` of the source token ``x``, for a fixed permutation ``sigma`` of the content range
-    (drawn once from ``vocab_seed``; a trigger token as source is passed through unchanged): a
-    head that serves this job writes something other than its source token, which is the wrong
-    output for in-context recall, so it cannot double as a copy head at content tokens.
+    (drawn once from ``vocab_seed``; a trigger token as source is passed through unchanged): the
+    source token itself is never the answer, so a head that writes the answer (rather than
+    copying the source for a later MLP to map) cannot double as a copy head at content tokens.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 

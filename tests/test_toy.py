@@ -125,6 +125,29 @@ def test_make_data_backcopy_permute_writes_the_sources_image_never_the_source():
     assert differs and differs <= successors
 
 
+def test_make_data_skip_recalls_the_token_skips_after_the_first_occurrence():
+    skips = [2, 3, 5, 9]
+    d = {"kind": "skip", "token_low": 32, "token_high": 127, "skips": skips, "trigger_low": 128, "n_pairs": 3,
+         "distance_min": 20, "distance_max": 63}
+    x = toy.make_data(d, 40, 128, np.random.default_rng(1))
+    seen = set()
+    for row in x:
+        trig = np.nonzero(row >= 128)[0]
+        kinds = row[trig] - 128
+        assert trig.size == 6 and (np.bincount(kinds, minlength=4)[np.unique(kinds)] == 2).all()
+        for k in np.unique(kinds):
+            first, second = trig[kinds == k]
+            assert 20 <= second - first <= 63
+            assert row[second + 1] == row[first + skips[k]] and 32 <= row[second + 1] < 127
+            seen.add(int(k))
+    assert seen == {0, 1, 2, 3}
+    assert np.array_equal(x, toy.make_data(d, 40, 128, np.random.default_rng(1)))
+    for bad, match in (({"skips": [1, 3]}, ">= 2"), ({"trigger_low": 100}, "outside the content range"),
+                       ({"n_pairs": 5}, "distinct triggers"), ({"distance_min": 9}, "exceed the largest skip")):
+        with pytest.raises(ValueError, match=match):
+            toy.make_data({**d, **bad}, 2, 128, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_build_model_family(family):
     m = toy.build_model(family, TINY_ARCH, seed=0)

@@ -48,6 +48,16 @@ Data kinds (``make_data``):
     (drawn once from ``vocab_seed``; a trigger token as source is passed through unchanged): the
     source token itself is never the answer, so a head that writes the answer (rather than
     copying the source for a later MLP to map) cannot double as a copy head at content tokens.
+``skip``
+    Uniform random tokens from ``[token_low, token_high)`` in which ``n_pairs`` trigger tokens
+    (distinct per sequence) recur once, ``distance_min``..``distance_max`` positions later.
+    Trigger ``k`` is the token ``trigger_low + k``, one per entry of ``skips``; at its recurrence
+    it is followed by the token that stood ``skips[k]`` positions after its first occurrence
+    (``skips`` >= 2: not the token right after it, which recurring bigrams teach). Recall gated
+    by the trigger: a head that serves it attends, at a trigger, to the key ``skips[k]`` after an
+    earlier occurrence of the query's token — the wrong key at a content token, as on the probe,
+    so it has a reason to be dormant at content tokens. The trigger tokens must lie outside the
+    content range and the probe's token range.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
@@ -197,9 +207,38 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
                 content = (src >= lo) & (src < hi)
                 src = np.where(content, sigma[np.clip(src - lo, 0, hi - lo - 1)], src)
             out[rows, p + 1] = src
+    elif kind == "skip":
+        skips = np.asarray(data.get("skips", [2, 3, 4, 5, 6, 7]), np.int64)
+        t_low, k_pairs = int(data.get("trigger_low", 128)), int(data.get("n_pairs", 4))
+        dmin, dmax = int(data.get("distance_min", 20)), int(data.get("distance_max", 63))
+        if skips.size == 0 or skips.min() < 2:
+            raise ValueError(f"skip offsets must be >= 2, got {skips.tolist()}")
+        if t_low < hi and t_low + skips.size > lo or t_low + skips.size > 256:
+            raise ValueError(f"skip trigger tokens [{t_low}, {t_low + skips.size}) must lie outside the "
+                             f"content range [{lo}, {hi}) and below 256")
+        if not 1 <= k_pairs <= skips.size:
+            raise ValueError(f"{k_pairs} skip pairs need as many distinct triggers, and there are {skips.size}")
+        if dmin <= skips.max() or dmax + 2 > body:
+            raise ValueError(f"skip distances {dmin}..{dmax} must exceed the largest skip ({skips.max()}) "
+                             f"and fit in {body} tokens")
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        for i in range(batch_size):
+            taken = np.zeros(body, bool)  # written or read by an earlier pair: never touched again
+            for k in rng.permutation(skips.size)[:k_pairs]:
+                for _ in range(1000):
+                    d = int(rng.integers(dmin, dmax + 1))
+                    p0 = int(rng.integers(0, body - d - 1))
+                    spots = [p0, p0 + int(skips[k]), p0 + d, p0 + d + 1]
+                    if not taken[spots].any():
+                        break
+                else:
+                    raise ValueError(f"{k_pairs} skip pairs at distances {dmin}..{dmax} do not fit in {body} tokens")
+                taken[spots] = True
+                out[i, p0] = out[i, p0 + d] = t_low + k
+                out[i, p0 + d + 1] = out[i, p0 + skips[k]]
     else:
         raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, backcopy, "
-                         "mixture)")
+                         "skip, mixture)")
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out

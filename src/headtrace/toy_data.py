@@ -93,6 +93,13 @@ def backcopy_permutation(token_low: int, token_high: int, vocab_seed: int = 0) -
     return token_low + perm
 
 
+def _check_triggers(kind: str, t_low: int, n: int, lo: int, hi: int) -> None:
+    """A trigger kind's tokens ``[t_low, t_low + n)`` must miss the content range and stay below 256."""
+    if t_low < hi and t_low + n > lo or t_low + n > 256:
+        raise ValueError(f"{kind} trigger tokens [{t_low}, {t_low + n}) must lie outside the "
+                         f"content range [{lo}, {hi}) and below 256")
+
+
 def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
     """One training batch ``(batch_size, seq_len)`` int64 drawn from ``rng`` (see module docstring)."""
     kind = data.get("kind", "repeat")
@@ -187,9 +194,7 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         t_low, n_trig = int(data.get("trigger_low", 128)), int(data.get("n_triggers", 12))
         if offsets.size == 0 or offsets.min() < 1:
             raise ValueError(f"backcopy offsets must be positive, got {offsets.tolist()}")
-        if t_low < hi and t_low + offsets.size > lo or t_low + offsets.size > 256:
-            raise ValueError(f"backcopy trigger tokens [{t_low}, {t_low + offsets.size}) must lie outside the "
-                             f"content range [{lo}, {hi}) and below 256")
+        _check_triggers("backcopy", t_low, offsets.size, lo, hi)
         slots = np.arange(int(offsets.max()), body - 1, 2)
         if not 0 <= n_trig <= slots.size:
             raise ValueError(f"{n_trig} backcopy triggers (offsets up to {offsets.max()}) do not fit in {body} tokens")
@@ -213,9 +218,7 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         dmin, dmax = int(data.get("distance_min", 20)), int(data.get("distance_max", 63))
         if skips.size == 0 or skips.min() < 2:
             raise ValueError(f"skip offsets must be >= 2, got {skips.tolist()}")
-        if t_low < hi and t_low + skips.size > lo or t_low + skips.size > 256:
-            raise ValueError(f"skip trigger tokens [{t_low}, {t_low + skips.size}) must lie outside the "
-                             f"content range [{lo}, {hi}) and below 256")
+        _check_triggers("skip", t_low, skips.size, lo, hi)
         if not 1 <= k_pairs <= skips.size:
             raise ValueError(f"{k_pairs} skip pairs need as many distinct triggers, and there are {skips.size}")
         if dmin <= skips.max() or dmax + 2 > body:

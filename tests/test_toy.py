@@ -148,6 +148,25 @@ def test_make_data_skip_recalls_the_token_skips_after_the_first_occurrence():
             toy.make_data({**d, **bad}, 2, 128, np.random.default_rng(0))
 
 
+def test_make_data_hop2_answers_two_induction_hops_after_the_trigger():
+    d = {"kind": "hop2", "token_low": 32, "token_high": 127, "n_chains": 3, "trigger_low": 128}
+    x = toy.make_data(d, 40, 64, np.random.default_rng(2))
+    for row in x:
+        trig = np.nonzero(row == 128)[0]
+        assert trig.size == 3 and (row[row != 128] < 127).all()
+        for p3 in trig:
+            a, c = row[p3 + 1], row[p3 + 2]
+            # some earlier A B, and a later B C, before the trigger
+            hops = [(j, k) for j in range(p3 - 1) if row[j] == a
+                    for k in range(j + 2, p3 - 1) if row[k] == row[j + 1] and row[k + 1] == c]
+            assert hops and a != c
+    assert np.array_equal(x, toy.make_data(d, 40, 64, np.random.default_rng(2)))
+    with pytest.raises(ValueError, match="do not fit"):
+        toy.make_data({**d, "n_chains": 10}, 2, 64, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="outside the content range"):
+        toy.make_data({**d, "trigger_low": 100}, 2, 64, np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_build_model_family(family):
     m = toy.build_model(family, TINY_ARCH, seed=0)

@@ -58,6 +58,13 @@ Data kinds (``make_data``):
     earlier occurrence of the query's token — the wrong key at a content token, as on the probe,
     so it has a reason to be dormant at content tokens. The trigger tokens must lie outside the
     content range and the probe's token range.
+``hop2``
+    Uniform random tokens from ``[token_low, token_high)`` holding ``n_chains`` two-hop chains:
+    ``A B`` somewhere, ``B C`` later, and later still the trigger ``trigger_low`` followed by
+    ``A``, then ``C``. After the trigger the answer is two induction hops away (A -> B -> C): a
+    layer-1 induction head finds B, and a head above it must look B up again. At a content
+    token (no trigger before it, as on the probe) that second hop gives the wrong token, so a
+    head serving it has a reason to be dormant there. Chains never share a position.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
@@ -239,9 +246,28 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
                 taken[spots] = True
                 out[i, p0] = out[i, p0 + d] = t_low + k
                 out[i, p0 + d + 1] = out[i, p0 + skips[k]]
+    elif kind == "hop2":
+        n_chains, t_low = int(data.get("n_chains", 2)), int(data.get("trigger_low", 128))
+        _check_triggers("hop2", t_low, 1, lo, hi)
+        if n_chains < 1 or 7 * n_chains > body:
+            raise ValueError(f"{n_chains} hop2 chains (7 positions each) do not fit in {body} tokens")
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        for i in range(batch_size):
+            taken = np.zeros(body, bool)
+            for _ in range(n_chains):
+                for _ in range(1000):
+                    p1, p2, p3 = np.sort(rng.choice(body - 2, size=3, replace=False))
+                    spots = [p1, p1 + 1, p2, p2 + 1, p3, p3 + 1, p3 + 2]
+                    if p2 > p1 + 1 and p3 > p2 + 1 and not taken[spots].any():
+                        break
+                else:
+                    raise ValueError(f"{n_chains} hop2 chains do not fit in {body} tokens")
+                taken[spots] = True
+                a_, b_, c_ = lo + rng.choice(hi - lo, size=3, replace=False)
+                out[i, [p1, p1 + 1, p2, p2 + 1, p3, p3 + 1, p3 + 2]] = [a_, b_, b_, c_, t_low, a_, c_]
     else:
         raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, backcopy, "
-                         "skip, mixture)")
+                         "skip, hop2, mixture)")
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out

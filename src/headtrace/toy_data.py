@@ -107,6 +107,18 @@ def _check_triggers(kind: str, t_low: int, n: int, lo: int, hi: int) -> None:
                          f"content range [{lo}, {hi}) and below 256")
 
 
+def _place(taken: np.ndarray, draw, what: str) -> list[int]:
+    """Positions for one planted pattern: ``draw()`` proposes a list of positions (or None), and
+    the first proposal that touches no ``taken`` position is marked taken and returned, so
+    patterns never share a position (written or read). Refused by name after 1000 proposals."""
+    for _ in range(1000):
+        spots = draw()
+        if spots is not None and not taken[spots].any():
+            taken[spots] = True
+            return spots
+    raise ValueError(f"{what} do not fit in {taken.size} tokens")
+
+
 def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
     """One training batch ``(batch_size, seq_len)`` int64 drawn from ``rng`` (see module docstring)."""
     kind = data.get("kind", "repeat")
@@ -210,15 +222,13 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         pos = slots[pos]
         which = rng.integers(0, offsets.size, size=(batch_size, n_trig))
         rows = np.arange(batch_size)
-        sigma = backcopy_permutation(lo, hi, int(data.get("vocab_seed", 0))) if data.get("permute") else None
+        image = np.arange(256)  # the successor of a source token: itself, or with permute its sigma
+        if data.get("permute"):
+            image[lo:hi] = backcopy_permutation(lo, hi, int(data.get("vocab_seed", 0)))
         for j in range(n_trig):  # in position order: a copy may read an earlier trigger's pair
             p, k = pos[:, j], which[:, j]
             out[rows, p] = t_low + k
-            src = out[rows, p - offsets[k]]
-            if sigma is not None:
-                content = (src >= lo) & (src < hi)
-                src = np.where(content, sigma[np.clip(src - lo, 0, hi - lo - 1)], src)
-            out[rows, p + 1] = src
+            out[rows, p + 1] = image[out[rows, p - offsets[k]]]
     elif kind == "skip":
         skips = np.asarray(data.get("skips", [2, 3, 4, 5, 6, 7]), np.int64)
         t_low, k_pairs = int(data.get("trigger_low", 128)), int(data.get("n_pairs", 4))
@@ -232,39 +242,36 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
             raise ValueError(f"skip distances {dmin}..{dmax} must exceed the largest skip ({skips.max()}) "
                              f"and fit in {body} tokens")
         out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+
+        def draw_pair(k):
+            d = int(rng.integers(dmin, dmax + 1))
+            p0 = int(rng.integers(0, body - d - 1))
+            return [p0, p0 + int(skips[k]), p0 + d, p0 + d + 1]
+
         for i in range(batch_size):
-            taken = np.zeros(body, bool)  # written or read by an earlier pair: never touched again
+            taken = np.zeros(body, bool)
             for k in rng.permutation(skips.size)[:k_pairs]:
-                for _ in range(1000):
-                    d = int(rng.integers(dmin, dmax + 1))
-                    p0 = int(rng.integers(0, body - d - 1))
-                    spots = [p0, p0 + int(skips[k]), p0 + d, p0 + d + 1]
-                    if not taken[spots].any():
-                        break
-                else:
-                    raise ValueError(f"{k_pairs} skip pairs at distances {dmin}..{dmax} do not fit in {body} tokens")
-                taken[spots] = True
-                out[i, p0] = out[i, p0 + d] = t_low + k
-                out[i, p0 + d + 1] = out[i, p0 + skips[k]]
+                first, source, again, after = _place(taken, lambda: draw_pair(k),
+                                                     f"{k_pairs} skip pairs at distances {dmin}..{dmax}")
+                out[i, first] = out[i, again] = t_low + k
+                out[i, after] = out[i, source]
     elif kind == "hop2":
         n_chains, t_low = int(data.get("n_chains", 2)), int(data.get("trigger_low", 128))
         _check_triggers("hop2", t_low, 1, lo, hi)
         if n_chains < 1 or 7 * n_chains > body:
             raise ValueError(f"{n_chains} hop2 chains (7 positions each) do not fit in {body} tokens")
         out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+
+        def draw_chain():
+            p1, p2, p3 = np.sort(rng.choice(body - 2, size=3, replace=False))
+            return [p1, p1 + 1, p2, p2 + 1, p3, p3 + 1, p3 + 2] if p2 > p1 + 1 and p3 > p2 + 1 else None
+
         for i in range(batch_size):
             taken = np.zeros(body, bool)
             for _ in range(n_chains):
-                for _ in range(1000):
-                    p1, p2, p3 = np.sort(rng.choice(body - 2, size=3, replace=False))
-                    spots = [p1, p1 + 1, p2, p2 + 1, p3, p3 + 1, p3 + 2]
-                    if p2 > p1 + 1 and p3 > p2 + 1 and not taken[spots].any():
-                        break
-                else:
-                    raise ValueError(f"{n_chains} hop2 chains do not fit in {body} tokens")
-                taken[spots] = True
+                spots = _place(taken, draw_chain, f"{n_chains} hop2 chains")
                 a_, b_, c_ = lo + rng.choice(hi - lo, size=3, replace=False)
-                out[i, [p1, p1 + 1, p2, p2 + 1, p3, p3 + 1, p3 + 2]] = [a_, b_, b_, c_, t_low, a_, c_]
+                out[i, spots] = [a_, b_, b_, c_, t_low, a_, c_]
     else:
         raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, backcopy, "
                          "skip, hop2, mixture)")

@@ -49,6 +49,30 @@ def test_make_data_repeat_invariants_and_determinism():
         assert ok
 
 
+def test_make_data_distinct_background_recurs_only_by_design():
+    rng = np.random.default_rng(0)
+    rep = toy.make_data({"kind": "repeat", "distinct": True, "token_low": 32, "token_high": 162,
+                         "repeat_min": 20, "repeat_max": 63, "repeat_prob": 0.5}, 32, 128, rng)
+    for row in rep:  # R R then fresh tokens, or all fresh: every token after the copy is new
+        n = next((n for n in range(20, 64) if np.array_equal(row[:n], row[n:2 * n])), 0)
+        rest = np.concatenate([row[:n], row[2 * n:]])
+        assert np.unique(rest).size == rest.size and rest.min() >= 32 and rest.max() < 162
+    pairs = toy.make_data({"kind": "pairs", "distinct": True, "bos": True, "token_low": 32, "token_high": 162,
+                           "n_pairs": 1}, 32, 128, rng)
+    assert (pairs[:, 0] == toy.BOS_TOKEN_ID).all()
+    for row in pairs[:, 1:]:  # one pair recurs: exactly two tokens occur twice, as a bigram
+        vals, counts = np.unique(row, return_counts=True)
+        twice = vals[counts == 2]
+        assert twice.size == 2 and counts.max() == 2
+        first, second = (np.flatnonzero(row == t) for t in twice)
+        assert abs(first[1] - first[0]) == abs(second[1] - second[0]) >= 20
+    uniform = {"kind": "pairs", "token_low": 32, "token_high": 162, "n_pairs": 1}
+    assert np.array_equal(toy.make_data(uniform, 4, 128, np.random.default_rng(1)),  # the default is unchanged
+                          toy.make_data({**uniform, "distinct": False}, 4, 128, np.random.default_rng(1)))
+    with pytest.raises(ValueError, match=r"\[32, 127\) has fewer than the 128"):
+        toy.make_data({"kind": "repeat", "distinct": True, "token_low": 32, "token_high": 127}, 2, 128, rng)
+
+
 def test_make_data_bos_and_zipf():
     d = {"kind": "repeat", "repeat_min": 5, "repeat_max": 9, "bos": True}
     x = toy.make_data(d, 4, 40, np.random.default_rng(0))

@@ -69,6 +69,10 @@ Data kinds (``make_data``):
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
 The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
+``repeat`` and ``pairs`` optionally draw their background without replacement (``distinct: true``;
+the token range must hold a sequence's length): then no token recurs except by design (the copy,
+the recurring pairs), so a token seen once before always predicts its earlier successor, and a
+coincidental repeat never misleads a copy head.
 """
 from __future__ import annotations
 
@@ -119,6 +123,16 @@ def _place(taken: np.ndarray, draw, what: str) -> list[int]:
     raise ValueError(f"{what} do not fit in {taken.size} tokens")
 
 
+def _fill(data: dict, rng: np.random.Generator, lo: int, hi: int, batch_size: int, body: int) -> np.ndarray:
+    """A ``repeat`` / ``pairs`` sequence's background: uniform tokens from ``[lo, hi)``, or with
+    ``distinct: true`` tokens drawn without replacement (no token recurs except by design)."""
+    if not data.get("distinct"):
+        return rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+    if hi - lo < body:
+        raise ValueError(f"distinct tokens: the range [{lo}, {hi}) has fewer than the {body} a sequence needs")
+    return lo + np.argsort(rng.random((batch_size, hi - lo)), axis=1)[:, :body].astype(np.int64)
+
+
 def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
     """One training batch ``(batch_size, seq_len)`` int64 drawn from ``rng`` (see module docstring)."""
     kind = data.get("kind", "repeat")
@@ -148,7 +162,7 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         if placement not in ("start", "random"):
             raise ValueError(f"unknown repeat placement '{placement}' (start, random)")
         p = float(data.get("repeat_prob", 1.0))
-        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        out = _fill(data, rng, lo, hi, batch_size, body)
         lens = rng.integers(rmin, rmax + 1, size=batch_size)
         has = rng.random(batch_size) < p
         offs = rng.random(batch_size)
@@ -166,7 +180,7 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         dmin, dmax = int(data.get("distance_min", 20)), int(data.get("distance_max", 63))
         if dmax + 2 > body or dmin < 2:
             raise ValueError(f"pair distances {dmin}..{dmax} do not fit in {body} tokens")
-        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        out = _fill(data, rng, lo, hi, batch_size, body)
         for i in range(batch_size):
             for _ in range(k_pairs):
                 d = int(rng.integers(dmin, dmax + 1))

@@ -149,6 +149,25 @@ def test_make_data_backcopy_permute_writes_the_sources_image_never_the_source():
     assert differs and differs <= successors
 
 
+def test_make_data_modemap_maps_the_token_at_the_modes_offset():
+    from headtrace.toy_data import backcopy_permutation
+    offsets = [3, 7]
+    d = {"kind": "modemap", "bos": True, "token_low": 32, "token_high": 127, "offsets": offsets,
+         "trigger_low": 128, "vocab_seed": 2}
+    x = toy.make_data(d, 40, 64, np.random.default_rng(0))
+    assert (x[:, 0] == toy.BOS_TOKEN_ID).all()
+    mode = x[:, 1] - 128
+    assert set(mode.tolist()) == {0, 1}
+    body = x[:, 1:]
+    assert body[:, 1:].min() >= 32 and body[:, 1:].max() < 127  # content after the mode token
+    for k, off in enumerate(offsets):
+        sigma = backcopy_permutation(32, 127, 2 + 1 + k)
+        rows = body[mode == k]
+        assert np.array_equal(rows[:, 1 + off:], sigma[rows[:, 1:-off] - 32])  # every token past the first offsets
+    with pytest.raises(ValueError, match="modemap trigger tokens"):
+        toy.make_data({**d, "trigger_low": 100}, 2, 64, np.random.default_rng(0))
+
+
 def test_make_data_skip_recalls_the_token_skips_after_the_first_occurrence():
     skips = [2, 3, 5, 9]
     d = {"kind": "skip", "token_low": 32, "token_high": 127, "skips": skips, "trigger_low": 128, "n_pairs": 3,

@@ -65,6 +65,16 @@ Data kinds (``make_data``):
     layer-1 induction head finds B, and a head above it must look B up again. At a content
     token (no trigger before it, as on the probe) that second hop gives the wrong token, so a
     head serving it has a reason to be dormant there. Chains never share a position.
+``modemap``
+    A dense job gated by the whole sequence: position 0 holds a mode token ``trigger_low + k``
+    (``k`` uniform over the entries of ``offsets``), and from then on every token is
+    ``sigma_k(x)`` of the token ``offsets[k]`` positions before it (the first ``offsets[k]`` after
+    the mode token are uniform random), ``sigma_k`` being the ``backcopy_permutation`` of seed
+    ``vocab_seed + 1 + k``. A head serving mode ``k`` fetches the token at its offset and writes
+    its image: a prediction that is wrong in any other mode and without a mode token (as on the
+    probe), so it has a reason to be dormant there; an induction head is wrong here too (a
+    recurring token's earlier successor is not its successor now). The mode tokens must lie
+    outside the content range and the probe's token range.
 ``mixture``
     Each sequence drawn from one of ``components`` (data dicts with a ``weight``).
 
@@ -286,9 +296,28 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
                 spots = _place(taken, draw_chain, f"{n_chains} hop2 chains")
                 a_, b_, c_ = lo + rng.choice(hi - lo, size=3, replace=False)
                 out[i, spots] = [a_, b_, b_, c_, t_low, a_, c_]
+    elif kind == "modemap":
+        offsets = np.asarray(data.get("offsets", [3, 5, 7, 9]), np.int64)
+        t_low = int(data.get("trigger_low", 128))
+        if offsets.size == 0 or offsets.min() < 1 or offsets.max() >= body - 1:
+            raise ValueError(f"modemap offsets must lie in [1, {body - 1}), got {offsets.tolist()}")
+        _check_triggers("modemap", t_low, offsets.size, lo, hi)
+        seed = int(data.get("vocab_seed", 0))
+        images = np.tile(np.arange(256), (offsets.size, 1))
+        for k in range(offsets.size):
+            images[k, lo:hi] = backcopy_permutation(lo, hi, seed + 1 + k)
+        mode = rng.integers(0, offsets.size, size=batch_size)
+        out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
+        out[:, 0] = t_low + mode
+        d = offsets[mode]
+        rows = np.arange(batch_size)
+        for t in range(2, body):  # the mode token at 0 is never a source
+            src = t - d
+            ok = src >= 1
+            out[rows[ok], t] = images[mode[ok], out[rows[ok], src[ok]]]
     else:
         raise ValueError(f"unknown toy data kind '{kind}' (known: repeat, pairs, topic, zipf, markov, backcopy, "
-                         "skip, hop2, mixture)")
+                         "skip, hop2, modemap, mixture)")
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out

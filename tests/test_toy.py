@@ -49,6 +49,24 @@ def test_make_data_repeat_invariants_and_determinism():
         assert ok
 
 
+def test_make_data_repeat_reverse_and_separator():
+    base = {"kind": "repeat", "token_low": 32, "token_high": 127, "repeat_min": 5, "repeat_max": 20}
+    x = toy.make_data({**base, "reverse": True}, 16, 64, np.random.default_rng(0))
+    for row in x:  # R then R reversed: a recurring token is followed by the one before its first occurrence
+        assert any(np.array_equal(row[:n][::-1], row[n:2 * n]) for n in range(5, 21))
+    y = toy.make_data({**base, "separator": 200, "n_copies": 3}, 16, 64, np.random.default_rng(0))
+    for row in y:  # R s R s R
+        ns = [n for n in range(5, 21) if row[n] == 200 and row[2 * n + 1] == 200
+              and np.array_equal(row[:n], row[n + 1:2 * n + 1]) and np.array_equal(row[:n], row[2 * n + 2:3 * n + 2])]
+        assert ns
+    z = toy.make_data({**base, "reverse": True, "separator": 200, "repeat_max": 31}, 64, 64, np.random.default_rng(1))
+    assert ((z == 200).sum(1) == 1).all()  # the longest span, 31 + 1 + 31 tokens, fits in 64 with its separator
+    with pytest.raises(ValueError, match="does not fit"):
+        toy.make_data({**base, "separator": 200, "repeat_max": 32}, 2, 64, np.random.default_rng(0))
+    assert np.array_equal(toy.make_data(base, 4, 64, np.random.default_rng(2)),  # the defaults are unchanged
+                          toy.make_data({**base, "reverse": False, "separator": None}, 4, 64, np.random.default_rng(2)))
+
+
 def test_make_data_distinct_background_recurs_only_by_design():
     rng = np.random.default_rng(0)
     rep = toy.make_data({"kind": "repeat", "distinct": True, "token_low": 32, "token_high": 162,

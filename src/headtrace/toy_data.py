@@ -13,7 +13,11 @@ Data kinds (``make_data``):
     uniform random tokens. The span starts at position 0 (``placement: start``) or at a uniform
     offset (``placement: random``). Every copy after the first is perfectly predictable by
     induction at copy distance ``len(R)``; the rest is unpredictable. With ``repeat_prob < 1`` a
-    sequence has no repeat (all random) with probability ``1 - repeat_prob``.
+    sequence has no repeat (all random) with probability ``1 - repeat_prob``. With
+    ``reverse: true`` every later copy is R reversed: there a recurring token is followed by the
+    token *before* its first occurrence, a job that fires at a repeat (as the probe's query is
+    one) with another answer than induction's. With ``separator: TOKEN`` that token stands before
+    every later copy (so the context marks where a copy starts).
 ``zipf``
     A text-like stream: tokens drawn from a Zipf(``zipf_a``) distribution over
     ``[token_low, token_high)`` (randomly permuted ranks, fixed by ``vocab_seed``), with
@@ -166,12 +170,15 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         copies = data.get("n_copies", 2)
         fill = copies in ("fill", 0, None)
         copies = 2 if fill else int(copies)
-        if not 1 <= rmin <= rmax or copies < 2 or copies * rmax > body:
+        sep = data.get("separator")
+        width = rmax + (sep is not None)  # a later copy and the separator before it
+        if not 1 <= rmin <= rmax or copies < 2 or rmax + (copies - 1) * width > body:
             raise ValueError(f"repeat span {rmin}..{rmax} does not fit {copies} times in {body} tokens")
         placement = data.get("placement", "start")
         if placement not in ("start", "random"):
             raise ValueError(f"unknown repeat placement '{placement}' (start, random)")
         p = float(data.get("repeat_prob", 1.0))
+        reverse = bool(data.get("reverse", False))
         out = _fill(data, rng, lo, hi, batch_size, body)
         lens = rng.integers(rmin, rmax + 1, size=batch_size)
         has = rng.random(batch_size) < p
@@ -180,11 +187,15 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
             if not has[i]:
                 continue
             n = int(lens[i])
-            o = int(offs[i] * (body - copies * n + 1)) if placement == "random" else 0
-            end = body if fill else o + copies * n
-            for k in range(o + n, end, n):
-                m = min(n, end - k)
-                out[i, k:k + m] = out[i, o:o + m]
+            w = n + (sep is not None)
+            o = int(offs[i] * (body - n - (copies - 1) * w + 1)) if placement == "random" else 0
+            end = body if fill else o + n + (copies - 1) * w
+            span = out[i, o:o + n][::-1].copy() if reverse else out[i, o:o + n].copy()
+            if sep is not None:
+                span = np.concatenate([[int(sep)], span])
+            for k in range(o + n, end, w):
+                m = min(w, end - k)
+                out[i, k:k + m] = span[:m]
     elif kind == "pairs":
         k_pairs = int(data.get("n_pairs", 8))
         dmin, dmax = int(data.get("distance_min", 20)), int(data.get("distance_max", 63))

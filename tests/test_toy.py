@@ -63,6 +63,8 @@ def test_make_data_repeat_reverse_and_separator():
     assert ((z == 200).sum(1) == 1).all()  # the longest span, 31 + 1 + 31 tokens, fits in 64 with its separator
     with pytest.raises(ValueError, match="does not fit"):
         toy.make_data({**base, "separator": 200, "repeat_max": 32}, 2, 64, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="separator 40 must be a token id outside"):
+        toy.make_data({**base, "separator": 40}, 2, 64, np.random.default_rng(0))
     assert np.array_equal(toy.make_data(base, 4, 64, np.random.default_rng(2)),  # the defaults are unchanged
                           toy.make_data({**base, "reverse": False, "separator": None}, 4, 64, np.random.default_rng(2)))
 
@@ -87,7 +89,7 @@ def test_make_data_distinct_background_recurs_only_by_design():
     uniform = {"kind": "pairs", "token_low": 32, "token_high": 162, "n_pairs": 1}
     assert np.array_equal(toy.make_data(uniform, 4, 128, np.random.default_rng(1)),  # the default is unchanged
                           toy.make_data({**uniform, "distinct": False}, 4, 128, np.random.default_rng(1)))
-    with pytest.raises(ValueError, match=r"\[32, 127\) has fewer than the 128"):
+    with pytest.raises(ValueError, match=r"\[32, 127\) has fewer tokens than a sequence's 128 positions"):
         toy.make_data({"kind": "repeat", "distinct": True, "token_low": 32, "token_high": 127}, 2, 128, rng)
 
 

@@ -85,8 +85,8 @@ Data kinds (``make_data``):
 The non-mixture kinds optionally put ``bos_token_id`` at position 0 (``bos: true``).
 ``repeat`` and ``pairs`` optionally draw their background without replacement (``distinct: true``;
 the token range must hold a sequence's length): then no token recurs except by design (the copy,
-the recurring pairs), so a token seen once before always predicts its earlier successor, and a
-coincidental repeat never misleads a copy head.
+the recurring pairs), so a token seen once before predicts its earlier successor (except at the
+end of a copied span), and a coincidental repeat never misleads a copy head.
 """
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ def _fill(data: dict, rng: np.random.Generator, lo: int, hi: int, batch_size: in
     if not data.get("distinct"):
         return rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
     if hi - lo < body:
-        raise ValueError(f"distinct tokens: the range [{lo}, {hi}) has fewer than the {body} a sequence needs")
+        raise ValueError(f"distinct: the token range [{lo}, {hi}) has fewer tokens than a sequence's {body} positions")
     return lo + np.argsort(rng.random((batch_size, hi - lo)), axis=1)[:, :body].astype(np.int64)
 
 
@@ -171,6 +171,8 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         fill = copies in ("fill", 0, None)
         copies = 2 if fill else int(copies)
         sep = data.get("separator")
+        if sep is not None and not (0 <= int(sep) < VOCAB_SIZE and not lo <= int(sep) < hi):
+            raise ValueError(f"repeat separator {sep} must be a token id outside the content range [{lo}, {hi})")
         width = rmax + (sep is not None)  # a later copy and the separator before it
         if not 1 <= rmin <= rmax or copies < 2 or rmax + (copies - 1) * width > body:
             raise ValueError(f"repeat span {rmin}..{rmax} does not fit {copies} times in {body} tokens")

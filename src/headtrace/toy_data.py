@@ -118,6 +118,14 @@ def backcopy_permutation(token_low: int, token_high: int, vocab_seed: int = 0) -
     return token_low + perm
 
 
+def _image_table(lo: int, hi: int, vocab_seed: int) -> np.ndarray:
+    """A 256-entry lookup table: ``backcopy_permutation(lo, hi, vocab_seed)`` on the content range,
+    the identity elsewhere (so a trigger or mode token maps to itself)."""
+    table = np.arange(256)
+    table[lo:hi] = backcopy_permutation(lo, hi, vocab_seed)
+    return table
+
+
 def _check_triggers(kind: str, t_low: int, n: int, lo: int, hi: int) -> None:
     """A trigger kind's tokens ``[t_low, t_low + n)`` must miss the content range and stay below 256."""
     if t_low < hi and t_low + n > lo or t_low + n > 256:
@@ -259,9 +267,8 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
         pos = slots[pos]
         which = rng.integers(0, offsets.size, size=(batch_size, n_trig))
         rows = np.arange(batch_size)
-        image = np.arange(256)  # the successor of a source token: itself, or with permute its sigma
-        if data.get("permute"):
-            image[lo:hi] = backcopy_permutation(lo, hi, int(data.get("vocab_seed", 0)))
+        # the successor of a source token: itself, or with permute its sigma
+        image = _image_table(lo, hi, int(data.get("vocab_seed", 0))) if data.get("permute") else np.arange(256)
         for j in range(n_trig):  # in position order: a copy may read an earlier trigger's pair
             p, k = pos[:, j], which[:, j]
             out[rows, p] = t_low + k
@@ -316,9 +323,7 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
             raise ValueError(f"modemap offsets must lie in [1, {body - 1}), got {offsets.tolist()}")
         _check_triggers("modemap", t_low, offsets.size, lo, hi)
         seed = int(data.get("vocab_seed", 0))
-        images = np.tile(np.arange(256), (offsets.size, 1))
-        for k in range(offsets.size):
-            images[k, lo:hi] = backcopy_permutation(lo, hi, seed + 1 + k)
+        images = np.stack([_image_table(lo, hi, seed + 1 + k) for k in range(offsets.size)])
         mode = rng.integers(0, offsets.size, size=batch_size)
         out = rng.integers(lo, hi, size=(batch_size, body), dtype=np.int64)
         out[:, 0] = t_low + mode

@@ -38,8 +38,10 @@ import polars as pl
 import torch
 import transformers
 
-from headtrace import ablation, families, probe
-from headtrace.heads import as_heads
+from headtrace.causal import ablation
+from headtrace.core import probe
+from headtrace.core.heads import as_heads
+from headtrace.models import families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from naive_ablation import run_naive  # noqa: E402  (the test oracle)

@@ -7,7 +7,7 @@ each, then ``--repeats`` round-robin rounds; best and median per method:
   plain-backbone  the base model (embeddings + layers) with the default SDPA attention: the same
                   work capture does, minus the capture; capture / plain-backbone is its overhead
   plain-lm        the full causal LM (adds the unembedding and the (B, T, vocab) logits)
-  capture         headtrace.capture.run: head outputs + attention masses, one pass per chunk
+  capture         headtrace.cell.capture.run: head outputs + attention masses, one pass per chunk
   eager-lm        the author's way: full LM, eager attention, output_attentions=True
 
 Usage: .venv/bin/python benchmarks/capture.py [--layers 2] [--n 8] [--seq-len 256] [--batch-size 8]
@@ -26,7 +26,9 @@ import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from headtrace import capture, families, probe  # noqa: E402
+from headtrace.cell import capture  # noqa: E402
+from headtrace.core import probe
+from headtrace.models import families
 
 
 def build_model(n_layers: int, dtype: torch.dtype, device: str) -> torch.nn.Module:

@@ -12,7 +12,7 @@ $PY benchmarks/ablation.py --geometry olmo-1b $REAL --dtype fp16
 $PY benchmarks/ablation.py --geometry olmoe-1b-7b $REAL --dtype fp16 --intermediate 1024 --experts 64 --experts-per-tok 8
 $PY -c "
 import torch, transformers
-from headtrace import hub
+from headtrace.models import hub
 cfg = transformers.GPTNeoXConfig(vocab_size=50304, hidden_size=2048, num_hidden_layers=16, num_attention_heads=8,
                                  intermediate_size=8192, rotary_pct=0.25)
 m = transformers.GPTNeoXForCausalLM(cfg).to('cuda').eval()

@@ -1,5 +1,5 @@
 """Test oracle of the ablation engine: one full forward pass per condition, heads zeroed by
-out_proj pre-hooks. Same output (means) as ``headtrace.ablation.run``; used to verify it (tests,
+out_proj pre-hooks. Same output (means) as ``headtrace.causal.ablation.run``; used to verify it (tests,
 benchmarks/ablation.py)."""
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from headtrace import families, probe
-from headtrace.ablation import METRICS, _metrics
-from headtrace.conditions import Condition
-from headtrace.families import Family
-from headtrace.heads import layers_of
+from headtrace.causal.ablation import METRICS, _metrics
+from headtrace.causal.conditions import Condition
+from headtrace.core import probe
+from headtrace.core.heads import layers_of
+from headtrace.models import families
+from headtrace.models.families import Family
 
 
 def run_naive(model: nn.Module, family: Family, batch: probe.ProbeBatch, conditions: Sequence[Condition],

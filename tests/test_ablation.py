@@ -8,12 +8,14 @@ import polars as pl
 import pytest
 import torch
 import transformers
-
-from headtrace import ablation, conditions, families, probe, tables
-from headtrace import verdict as V
-from headtrace.ablation import Condition
 from naive_ablation import run_naive
 from tiny import FAMILY_NAMES, tiny_model
+
+from headtrace.causal import ablation, conditions
+from headtrace.causal import verdict as V
+from headtrace.causal.ablation import Condition
+from headtrace.core import probe, tables
+from headtrace.models import families
 
 METRICS = ablation.METRICS
 
@@ -345,7 +347,7 @@ PYTHIA_SINKS = [(5, 0), (7, 7), (2, 7)]
 
 
 def pythia_screen():
-    from headtrace.heads import as_heads
+    from headtrace.core.heads import as_heads
     ind, prev = set(as_heads(PYTHIA_INDUCTION)), set(as_heads(PYTHIA_PREV))
     rows = []
     for l in range(16):
@@ -532,7 +534,7 @@ def test_composition_relative_to_chance_with_published_numbers():
 
 
 def test_summary_line_says_underpowered_and_why():
-    from headtrace.console import verdict_line
+    from headtrace.report.console import verdict_line
 
     screen = screen_df(2, 4, induction=[(1, 0), (1, 1), (1, 2)])
     conds = ablation.build_conditions(screen, 4, final_circuit=None, n_random=20)

@@ -15,7 +15,9 @@ import yaml
 from polars.testing import assert_frame_equal
 
 import headtrace
-from headtrace import api, hub, probe, tables
+from headtrace import api
+from headtrace.core import probe, tables
+from headtrace.models import hub
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny  # noqa: E402
@@ -39,10 +41,12 @@ def test_family_detection_and_bad_input():
     with pytest.raises(ValueError, match="config.model_type"):
         api.family_of(object())
     with pytest.raises(ValueError, match="vocabulary has 128"):
-        headtrace.analyze(tiny.tiny_model("olmo"), probe={"n_sequences": 4, "seq_len": 64, "ab_low": 10, "ab_high": 40}, ablate=False)
+        headtrace.analyze(tiny.tiny_model("olmo"), probe={"n_sequences": 4, "seq_len": 64, "ab_range": [10, 40]}, ablate=False)
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['ab_low', 'token_low'\].*token_range"):
+        headtrace.analyze(tiny.tiny_model("olmo"), probe={"token_low": 2, "ab_low": 10}, ablate=False)
     with pytest.raises(ValueError, match="exceeds the model's context length of 256"):
-        headtrace.analyze(tiny.tiny_model("olmo"), probe={"n_sequences": 4, "seq_len": 300, "token_low": 2,
-                                                          "token_high": 128}, ablate=False)
+        headtrace.analyze(tiny.tiny_model("olmo"), probe={"n_sequences": 4, "seq_len": 300,
+                                                          "token_range": [2, 128]}, ablate=False)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +108,7 @@ def test_cli_cell_writes_tables(panel, tmp_path):
 def test_ablation_n_sequences_uses_the_first_sequences():
     """ablation.n_sequences: every condition sees the first n probe sequences; the screen all of them."""
     model = tiny.tiny_model("gpt_neox", n_layers=2, n_heads=4)
-    kw = dict(probe={"n_sequences": 12, "seq_len": 64, "token_low": 2, "token_high": 128, "ab_low": 20, "ab_high": 40},
+    kw = dict(probe={"n_sequences": 12, "seq_len": 64, "token_range": [2, 128], "ab_range": [20, 40]},
               n_random=2, batch_size=8, device="cpu", progress=False)
     cell = headtrace.analyze(model, settings={"ablation": {"n_sequences": 5}}, **kw)
     assert set(cell.ablation["n_sequences"].to_list()) == {5}

@@ -5,9 +5,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from headtrace import bootstrap as B
-from headtrace import probe, screen, trajectories as T
-from headtrace.tables import CLASS_COLUMNS
+from headtrace.cell import bootstrap as B
+from headtrace.cell import screen
+from headtrace.core import probe
+from headtrace.core.tables import CLASS_COLUMNS
+from headtrace.findings import onsets
+from headtrace.findings import trajectory as T
 
 IND, PREV, FIRST = (probe.CLASSES.index(c) for c in ("induction", "previous-token", "first-token"))
 BASE = len(probe.CLASSES)  # the sampled-baseline channel
@@ -28,7 +31,7 @@ def symmetric(n, centre, spread, seed):
 
 
 def test_channels_match_capture():
-    from headtrace import capture
+    from headtrace.cell import capture
     assert B.MASS_CHANNELS == capture._MASS_NAMES
 
 
@@ -132,7 +135,7 @@ def _counts(model, first_at):
 
 def test_onset_intervals_percentiles_never_and_missing_models():
     first = [1] * 10 + [2] * 80 + [None] * 10  # 5th pct: step1; 95th: never
-    out = B.onset_intervals(_counts("toy", first), ["toy", "published"], interval=0.9)
+    out = onsets.onset_intervals(_counts("toy", first), ["toy", "published"], interval=0.9)
     r = out.filter((pl.col("model") == "toy") & (pl.col("milestone") == "induction_3_heads")).row(0, named=True)
     assert r["onset_lo_revision"] == "step1" and r["onset_lo_tokens"] == 100
     assert r["onset_hi_revision"] is None and r["p_reached"] == pytest.approx(0.9) and r["n_resamples"] == 100
@@ -141,38 +144,38 @@ def test_onset_intervals_percentiles_never_and_missing_models():
     pub = out.filter(pl.col("model") == "published")
     assert pub.height == len(T.milestone_specs()) and pub["onset_lo_revision"].null_count() == pub.height
     assert (pub["n_resamples"] == 0).all()
-    narrow = B.onset_intervals(_counts("toy", [2] * 100))
+    narrow = onsets.onset_intervals(_counts("toy", [2] * 100))
     assert narrow.filter(pl.col("milestone") == "induction_3_heads")["onset_hi_revision"][0] == "step2"
 
 
 def test_onset_intervals_same_milestones_as_point_estimate():
-    names = B.onset_intervals(_counts("toy", [1] * 5))["milestone"].to_list()
+    names = onsets.onset_intervals(_counts("toy", [1] * 5))["milestone"].to_list()
     assert names == [s[0] for s in T.milestone_specs()] == [
         "induction_2_heads", "induction_3_heads", "induction_5_heads", "first_token_10pct",
         "first_token_25pct", "first_token_30pct", "first_token_50pct", "first_token_70pct"]
-    assert B.onset_intervals(_counts("toy", [1] * 5), induction_counts=(2,), first_token_fractions=(0.25,))[
+    assert onsets.onset_intervals(_counts("toy", [1] * 5), induction_counts=(2,), first_token_fractions=(0.25,))[
         "milestone"].to_list() == ["induction_2_heads", "first_token_25pct"]
 
 
 def test_with_onset_columns_fills_f3_onsets_style_tables():
-    iv = B.onset_intervals(_counts("toy", [1] * 10 + [2] * 90), ["toy", "published"])
+    iv = onsets.onset_intervals(_counts("toy", [1] * 10 + [2] * 90), ["toy", "published"])
     table = pl.DataFrame({"model": ["toy", "published", "toy"],
                           "milestone": ["induction_3_heads", "induction_3_heads", "first_token_50pct"],
                           "lo_revision": ["step1", "x", "step2"], "onset_lo_revision": [None, None, None],
                           "onset_hi_revision": [None, None, None], "stop": ["a", "b", "c"]},
                          schema_overrides={"onset_lo_revision": pl.String, "onset_hi_revision": pl.String})
-    out = B.with_onset_columns(table, iv)
+    out = onsets.with_onset_columns(table, iv)
     assert out.columns == table.columns and out["stop"].to_list() == ["a", "b", "c"]
     assert out["onset_lo_revision"].to_list() == ["step1", None, "step3"]
     assert out["onset_hi_revision"].to_list() == ["step2", None, "step3"]
-    assert B.with_onset_columns(table, None)["onset_lo_revision"].null_count() == 3
+    assert onsets.with_onset_columns(table, None)["onset_lo_revision"].null_count() == 3
 
 
 def test_milestones_figure_draws_intervals(tmp_path):
-    from headtrace import onset_figures
+    from headtrace.report import onset_figures
 
     counts = _counts("toy", [1] * 10 + [2] * 80 + [None] * 10)
-    iv = B.onset_intervals(counts, ["toy", "published"])
+    iv = onsets.onset_intervals(counts, ["toy", "published"])
     ms = pl.DataFrame({"model": ["toy", "published"], "milestone": ["induction_3_heads"] * 2,
                        "revision": ["step2", None], "tokens": [200, None]}, schema_overrides={"tokens": pl.Int64})
     revs = pl.DataFrame({"model": ["toy"] * 4 + ["published"], "revision": ["step0", "step1", "step2", "step3", "s"],
@@ -186,13 +189,13 @@ def test_f3_onsets_gets_the_bootstrap_columns():
     """refine.onsets fills onset_lo/hi_revision from f3_onset_bootstrap (null for a reference model)."""
     from test_refine import traj
 
-    from headtrace import refine
+    from headtrace.panel import refine
 
     t = pl.concat([traj("m", [("step0", 0), ("step1", 100), ("step2", 200), ("step3", 300)], {"step2": 3, "step3": 3}),
                    traj("r", [("p1", 10), ("p2", 100)], {"p2": 3})])
     info = {"m": {"milestones": ["induction_3_heads"], "target_ratio": 1.5, "refine": False, "source": "local"},
             "r": {"milestones": ["induction_3_heads"], "target_ratio": 1.5, "refine": False, "source": "reference"}}
-    iv = B.onset_intervals(_counts("m", [1] * 10 + [2] * 90), ["m", "r"])
+    iv = onsets.onset_intervals(_counts("m", [1] * 10 + [2] * 90), ["m", "r"])
     out = refine.onsets(t, info, {}, intervals=iv)
     m = out.filter(pl.col("model") == "m").row(0, named=True)
     assert (m["hi_revision"], m["onset_lo_revision"], m["onset_hi_revision"]) == ("step2", "step1", "step2")

@@ -7,7 +7,9 @@ import pytest
 import torch
 from tiny import FAMILY_NAMES, tiny_model
 
-from headtrace import capture, families, probe, tables
+from headtrace.cell import capture
+from headtrace.core import probe, tables
+from headtrace.models import families
 
 MASS_FIELDS = (*probe.CLASSES, "baseline_sampled")
 
@@ -194,7 +196,6 @@ def test_induction_over_valid_only(batch):
 def test_gqa_matches_eager(batch):
     """Grouped-query attention (2 kv heads for 4 query heads) reduces like repeat_kv."""
     import transformers
-
     from tiny import tiny_config
 
     torch.manual_seed(0)
@@ -284,7 +285,7 @@ def test_point_estimates_unchanged_by_keeping_sequence_masses(batch):
 
 
 def test_class_masses_roundtrip(case, batch, tmp_path):
-    from headtrace import bootstrap
+    from headtrace.cell import bootstrap
 
     _, _, _, result, _ = case
     path = tmp_path / "class_masses.safetensors"

@@ -7,11 +7,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from headtrace import experiment_figures as EF
-from headtrace import experiment_summary as ES
 from headtrace import experiments as E
-from headtrace import probe, tables
-from headtrace.tables import CLASS_COLUMNS
+from headtrace.core import probe, tables
+from headtrace.core.tables import CLASS_COLUMNS
+from headtrace.report import experiment_figures as EF
+from headtrace.report import experiment_summary as ES
 
 
 def test_jaccard():
@@ -60,7 +60,7 @@ def test_expand_models_seeds_and_shift():
 def test_derived_models_follow_a_phased_token_axis():
     """A base toy whose curriculum trains on fewer tokens a step: its seed models keep the derived
     tokens_schedule, and the continuation's tokens start from the base's final tokens."""
-    from headtrace import panel
+    from headtrace.panel import config as panel
 
     cfg = {"models": {"toy": {"source": "toy", "family": "gpt_neox", "revisions": ["step0", "step10", "step100"],
                               "train": {"optim": {"batch_size": 4, "seq_len": 128}, "curriculum": [
@@ -288,9 +288,12 @@ PATHS |= {"exp_summary": "results/experiments/summary.md", "exp_figure": "result
 
 def test_targets_and_cells():
     cfg = _base_config()
-    assert E.targets(cfg, True, ["toy"], PATHS)[-1] == PATHS["exp_summary"]  # composition + noise floor by default
+    assert E.targets(cfg, True, ["toy"], PATHS) == []  # a minimal panel runs the recipe only
+    cfg["experiments"] = {"composition": {"enabled": True}}
+    assert E.targets(cfg, True, ["toy"], PATHS)[-1] == PATHS["exp_summary"]
     cfg["experiments"] = {"seeds": {"base": "toy", "seeds": [1]},
-                          "data_shift": {"base": "toy", "max_steps": 10, "n_checkpoints": 3}}
+                          "data_shift": {"base": "toy", "max_steps": 10, "n_checkpoints": 3},
+                          "composition": {"enabled": True}, "noise_floor": {"enabled": True}}
     E.expand_models(cfg)
     run = list(cfg["models"])
     t = E.targets(cfg, True, run, PATHS)
@@ -326,7 +329,8 @@ def test_experiment_rules_end_to_end(tmp_path):
         "capture": {"device": "cpu", "batch_size": 16},
         "ablation": {"n_random": 2, "batch_size": 16},
         "experiments": {"n_random": 2, "seeds": {"base": "tiny", "seeds": [0, 1]},
-                        "data_shift": {"base": "tiny", "max_steps": 4, "n_checkpoints": 3}},
+                        "data_shift": {"base": "tiny", "max_steps": 4, "n_checkpoints": 3},
+                        "composition": {"enabled": True}, "noise_floor": {"enabled": True}},
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake = str(Path(sys.executable).parent / "snakemake")

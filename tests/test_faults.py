@@ -23,8 +23,13 @@ import polars as pl
 import pytest
 import yaml
 
-from headtrace import context, durable, hub, locks, panel, provenance, summary, tables
-from headtrace.tables import CLASS_COLUMNS
+from headtrace.core import durable, tables
+from headtrace.core.tables import CLASS_COLUMNS
+from headtrace.findings.compute import all_findings
+from headtrace.models import context, hub, provenance
+from headtrace.panel import config as panel
+from headtrace.report import summary
+from headtrace.runtime import locks
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny import tiny_model  # noqa: E402
@@ -67,7 +72,7 @@ def test_probe_at_the_limit_passes_and_train_arch_override_counts():
 
 def test_bos_is_part_of_seq_len():
     """probe.seq_len is the fed length, BOS included: make_batch builds seq_len - 1 tokens + BOS."""
-    from headtrace import probe
+    from headtrace.core import probe
 
     b = probe.make_batch(n_sequences=2, seq_len=64, token_low=2, token_high=50, ab_low=20, ab_high=40,
                          prepend_bos=True, bos_token_id=0)
@@ -352,7 +357,7 @@ def test_failed_write_leaves_old_file_and_no_temp(tmp_path):
 
 
 def test_toy_checkpoint_folder_is_fsynced_before_it_is_published(tmp_path, fsyncs):
-    from headtrace import toy
+    from headtrace.models.toy import train as toy
 
     final = toy._save(tiny_model("gpt_neox"), tmp_path, 3)
     inodes = {ino for ino, _ in fsyncs}
@@ -404,16 +409,16 @@ def _traj(revs_hash):
 
 def test_identical_weights_are_flagged_in_the_log_and_summary(caplog):
     traj, prov = _traj([("step1", "aa" * 32), ("step2", "bb" * 32), ("step3", "bb" * 32)])
-    with caplog.at_level("WARNING", logger="headtrace.provenance"):
+    with caplog.at_level("WARNING", logger="headtrace.models.provenance"):
         joined = provenance.attach(traj, prov)
     assert joined.height == traj.height and joined["revision"].equals(traj["revision"])
     assert "'step2', 'step3'" in caplog.text and "byte-identical" in caplog.text
-    md = summary.render(joined)
+    md = summary.render(joined, all_findings(joined))
     assert "identical weights under different revision names" in md
     assert "model 'm': revisions 'step2', 'step3' have byte-identical weights" in md
     traj2, prov2 = _traj([("step1", "aa" * 32), ("step2", "bb" * 32)])
-    assert "identical weights" not in summary.render(provenance.attach(traj2, prov2))
-    assert "identical weights" not in summary.render(traj2)  # reference models: no provenance columns
+    assert "identical weights" not in summary.render(provenance.attach(traj2, prov2), all_findings(traj2))
+    assert "identical weights" not in summary.render(traj2, all_findings(traj2))  # reference models: no provenance columns
 
 
 # ---- end to end: a tiny local panel under Snakemake ------------------------------------------------
@@ -486,7 +491,7 @@ def test_e2e_missing_revision_keep_going_and_identical_weights(tmp_path):
     # from the trajectories) flags the identical revisions
     traj = tables.read(res / "models" / "tiny-same" / "trajectory.parquet")
     assert traj.group_by("revision").agg(pl.col("weights_sha256").first())["weights_sha256"].n_unique() == 1
-    md = summary.render(traj)
+    md = summary.render(traj, all_findings(traj))
     assert "model 'tiny-same': revisions 'r1', 'r2' have byte-identical weights" in md
     assert md.count("byte-identical weights") == 1
 

@@ -5,10 +5,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from headtrace import figures as Fg
-from headtrace import reference as R
-from headtrace import trajectories as T
-from headtrace.tables import CLASS_COLUMNS, conform
+from headtrace.core.tables import CLASS_COLUMNS, conform
+from headtrace.findings import trajectory as T
+from headtrace.findings.compute import all_findings
+from headtrace.panel import reference as R
+from headtrace.report import figures as Fg
+from headtrace.report import plotting
 
 
 def _png_ok(path):
@@ -60,12 +62,12 @@ def toy_traj():
 
 
 def test_zero_floor():
-    assert Fg.zero_floor([0, 2_097_152, 10**9]) == 1e5
-    assert Fg.zero_floor([0, None]) == 1.0
+    assert plotting.zero_floor([0, 2_097_152, 10**9]) == 1e5
+    assert plotting.zero_floor([0, None]) == 1.0
 
 
 def test_panel_figures(panel, tmp_path):
-    paths = Fg.plot_all(panel, tmp_path, ablation=toy_ablation())
+    paths = Fg.plot_all(panel, tmp_path, all_findings(panel), ablation=toy_ablation())
     assert set(paths) == {"bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall",
                           "head_trajectories", "ablation"}
     for p in paths.values():
@@ -74,16 +76,16 @@ def test_panel_figures(panel, tmp_path):
 
 def test_toy_figures_zero_tokens_and_missing_pr(tmp_path):
     t = toy_traj()
-    paths = Fg.plot_all(t, tmp_path, ablation=toy_ablation())
+    paths = Fg.plot_all(t, tmp_path, all_findings(t), ablation=toy_ablation())
     for p in paths.values():
         _png_ok(p)
 
 
 def test_figures_from_the_findings_jobs_tables_compute_nothing(tmp_path, monkeypatch):
-    from headtrace import summary
+    from headtrace.findings import compute
     t = toy_traj()
-    tables = summary.findings_tables(t)
-    monkeypatch.setattr(summary, "findings_tables", lambda *a, **k: pytest.fail("findings recomputed"))
+    tables = all_findings(t)
+    monkeypatch.setattr(compute, "all_findings", lambda *a, **k: pytest.fail("findings recomputed"))
     paths = Fg.plot_all(t, tmp_path, findings=tables)
     assert {"bos_fraction", "milestones", "layer_onset"} <= set(paths)
     for p in paths.values():

@@ -10,9 +10,9 @@ import hashlib
 
 import pytest
 import torch
-
-from headtrace import hub
 from tiny import tiny_model
+
+from headtrace.models import hub
 
 REPO = "org/tiny"
 

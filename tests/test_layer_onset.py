@@ -1,15 +1,16 @@
-"""F2b (headtrace.layer_onset): per-layer sink onsets and the spread label, on hand-built
+"""F2b (headtrace.findings.layer_onset): per-layer sink onsets and the spread label, on hand-built
 trajectories with known answers and on the published panel's real numbers."""
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from headtrace import layer_onset as LO
-from headtrace import reference as R
-from headtrace import trajectories as T
-from headtrace.tables import CLASS_COLUMNS, conform
-from headtrace.screen import classify_table
+from headtrace.cell.screen import classify_table
+from headtrace.core.tables import CLASS_COLUMNS, conform
+from headtrace.findings import layer_onset as LO
+from headtrace.findings import trajectory as T
+from headtrace.findings.compute import all_findings
+from headtrace.panel import reference as R
 
 N_REV, N_LAYERS, N_HEADS = 6, 12, 2
 
@@ -110,7 +111,7 @@ def test_spread_is_deterministic_by_seed_and_alpha_is_an_argument():
 @pytest.fixture(scope="module")
 def published() -> dict:
     screens, prs = zip(*(R.import_model(None, m) for m in R.PUBLISHED))
-    return T.all_findings(T.assemble(list(screens), list(prs)))
+    return all_findings(T.assemble(list(screens), list(prs)))
 
 
 def _layer(F, model, layer):

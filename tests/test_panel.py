@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from headtrace import panel
+from headtrace.panel import config as panel
 
 ROOT = Path(__file__).resolve().parents[1]
 

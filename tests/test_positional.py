@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-
-from headtrace import capture, families, positional as P, probe, tables
-
 from tiny import tiny_model
+
+from headtrace.cell import capture
+from headtrace.cell import positional as P
+from headtrace.core import probe, tables
+from headtrace.models import families
 
 
 def _masses(ab, per_head):
@@ -106,7 +108,7 @@ def test_summary_names_the_positional_circuit_heads():
 
 def test_make_demo_summary_names_positional_final_circuit_heads(tmp_path):
     """`headtrace summary results` (make demo's last lines) names the final circuit's positional heads."""
-    from headtrace import console
+    from headtrace.report import console
 
     rows = [("a", rev, tok, 0, h, h < 2, 100.0 if h < 2 else 1.0, 1.0) for rev, tok in (("s1", 1), ("s2", 2))
             for h in range(3)]

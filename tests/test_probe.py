@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from headtrace import probe
+from headtrace.core import probe
 
 
 def test_batch_invariants():

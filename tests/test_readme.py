@@ -1,7 +1,7 @@
 """The README's output contract is generated from tables.SCHEMAS; keep them in step."""
 from pathlib import Path
 
-from headtrace import tables
+from headtrace.core import tables
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BEGIN, END = "<!-- schemas:begin -->", "<!-- schemas:end -->"

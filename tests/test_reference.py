@@ -4,11 +4,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from headtrace import reference as R
-from headtrace import spectral_lead as SL
-from headtrace import trajectories as T
-from headtrace.probe import CLASSES
-from headtrace.tables import SCHEMAS
+from headtrace.core.probe import CLASSES
+from headtrace.core.tables import SCHEMAS
+from headtrace.findings import spectral_lead as SL
+from headtrace.findings import trajectory as T
+from headtrace.panel import reference as R
 
 REF = R.default_reference_dir()
 N_HEADS = {"pythia1b": 128, "olmo": 256, "olmoe": 256}
@@ -111,7 +111,8 @@ def test_author_pr_integral_matches_published_field():
     ("olmoe", "step1220000-tokens5117B", 0.048, 0.0, 0.003, 0.013),
 ])
 def test_published_ablations_in_our_schema(model, final, base, circ, prev, rnd):
-    from headtrace import ablation, tables
+    from headtrace.causal import ablation
+    from headtrace.core import tables
 
     t = tables.conform(R.ablation_cell(REF, model, final), "ablation")
     top1 = {(r["condition"], r["draw"]): r["top1"] for r in t.iter_rows(named=True)}

@@ -1,4 +1,4 @@
-"""Adaptive refinement (headtrace.refine) on hand-built trajectories with known brackets."""
+"""Adaptive refinement (headtrace.panel.refine) on hand-built trajectories with known brackets."""
 from __future__ import annotations
 
 import math
@@ -7,9 +7,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from headtrace import panel, refine
-from headtrace import revisions as revs
-from headtrace.tables import SCHEMAS
+from headtrace.core import revisions as revs
+from headtrace.core.tables import SCHEMAS
+from headtrace.panel import config as panel
+from headtrace.panel import refine
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pythia_branches.txt"
 PYTHIA_TPS = 2_097_152

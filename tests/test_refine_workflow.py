@@ -27,7 +27,11 @@ import pytest
 import torch
 import yaml
 
-from headtrace import capture, hub, panel, probe, refine, screen
+from headtrace.cell import capture, screen
+from headtrace.core import probe
+from headtrace.models import hub
+from headtrace.panel import config as panel
+from headtrace.panel import refine
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny  # noqa: E402

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from headtrace import cli
-from headtrace import revisions as rv
+from headtrace.core import revisions as rv
 
 # Recorded branch lists (abridged from the Hub).
 PYTHIA = (["main", "step0"] + [f"step{2 ** i}" for i in range(10)]

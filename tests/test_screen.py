@@ -1,7 +1,8 @@
 import polars as pl
 import pytest
 
-from headtrace import screen, tables
+from headtrace.cell import screen
+from headtrace.core import tables
 
 
 def attention_rows(rows):

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from headtrace import spectral, tables
+from headtrace.cell import spectral
+from headtrace.core import tables
 
 
 def _with_spectrum(sigmas, n=40, d=16, seed=0) -> np.ndarray:

@@ -7,10 +7,12 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from headtrace import toy
+from headtrace.models.toy import data as toy_data
+from headtrace.models.toy import recipe as toy_recipe
+from headtrace.models.toy import train as toy
 
 FAMILIES = ("gpt_neox", "olmo", "olmoe")
-TINY_ARCH = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy.VOCAB_SIZE,
+TINY_ARCH = {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy_recipe.VOCAB_SIZE,
              "max_position_embeddings": 64, "num_experts": 2, "num_experts_per_tok": 1, "rotary_pct": 1.0}
 TINY_OPTIM = {"lr": 1e-3, "warmup": 2, "batch_size": 4, "seq_len": 32, "weight_decay": 0.01, "log_every": 0}
 TINY_DATA = {"kind": "repeat", "token_low": 0, "token_high": 256, "repeat_min": 4, "repeat_max": 10}
@@ -18,7 +20,7 @@ TINY_DATA = {"kind": "repeat", "token_low": 0, "token_high": 256, "repeat_min": 
 
 @pytest.mark.parametrize("max_steps,n", [(9, 10), (10, 10), (100, 10), (1000, 10), (1500, 10), (50, 5), (1, 2)])
 def test_checkpoint_steps(max_steps, n):
-    steps = toy.checkpoint_steps(max_steps, n)
+    steps = toy_recipe.checkpoint_steps(max_steps, n)
     assert len(steps) == n
     assert steps[0] == 0 and steps[-1] == max_steps
     assert all(isinstance(s, int) for s in steps)
@@ -26,21 +28,21 @@ def test_checkpoint_steps(max_steps, n):
 
 
 def test_checkpoint_steps_log_spaced():
-    steps = toy.checkpoint_steps(1000)
+    steps = toy_recipe.checkpoint_steps(1000)
     ideal = np.geomspace(1, 1000, 9)  # after step 0, evenly spaced in log(step)
     assert all(abs(s - i) <= max(1.0, 0.05 * i) for s, i in zip(steps[1:], ideal))
 
 
 def test_checkpoint_steps_rejects_too_few():
     with pytest.raises(ValueError):
-        toy.checkpoint_steps(5, 10)
+        toy_recipe.checkpoint_steps(5, 10)
 
 
 def test_make_data_repeat_invariants_and_determinism():
-    data = dict(toy.DEFAULTS["gpt_neox"]["data"])
-    a = toy.make_data(data, 16, 128, np.random.default_rng(3))
-    b = toy.make_data(data, 16, 128, np.random.default_rng(3))
-    c = toy.make_data(data, 16, 128, np.random.default_rng(4))
+    data = dict(toy_recipe.DEFAULTS["gpt_neox"]["data"])
+    a = toy_data.make_data(data, 16, 128, np.random.default_rng(3))
+    b = toy_data.make_data(data, 16, 128, np.random.default_rng(3))
+    c = toy_data.make_data(data, 16, 128, np.random.default_rng(4))
     assert a.shape == (16, 128) and a.dtype == np.int64
     assert np.array_equal(a, b) and not np.array_equal(a, c)
     assert a.min() >= data["token_low"] and a.max() < data["token_high"]
@@ -49,86 +51,26 @@ def test_make_data_repeat_invariants_and_determinism():
         assert ok
 
 
-def test_make_data_repeat_reverse_and_separator():
-    base = {"kind": "repeat", "token_low": 32, "token_high": 127, "repeat_min": 5, "repeat_max": 20}
-    x = toy.make_data({**base, "reverse": True}, 16, 64, np.random.default_rng(0))
-    for row in x:  # R then R reversed: a recurring token is followed by the one before its first occurrence
-        assert any(np.array_equal(row[:n][::-1], row[n:2 * n]) for n in range(5, 21))
-    y = toy.make_data({**base, "separator": 200, "n_copies": 3}, 16, 64, np.random.default_rng(0))
-    for row in y:  # R s R s R
-        ns = [n for n in range(5, 21) if row[n] == 200 and row[2 * n + 1] == 200
-              and np.array_equal(row[:n], row[n + 1:2 * n + 1]) and np.array_equal(row[:n], row[2 * n + 2:3 * n + 2])]
-        assert ns
-    z = toy.make_data({**base, "reverse": True, "separator": 200, "repeat_max": 31}, 64, 64, np.random.default_rng(1))
-    assert ((z == 200).sum(1) == 1).all()  # the longest span, 31 + 1 + 31 tokens, fits in 64 with its separator
-    with pytest.raises(ValueError, match="does not fit"):
-        toy.make_data({**base, "separator": 200, "repeat_max": 32}, 2, 64, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="separator 40 must be a token id outside"):
-        toy.make_data({**base, "separator": 40}, 2, 64, np.random.default_rng(0))
-    assert np.array_equal(toy.make_data(base, 4, 64, np.random.default_rng(2)),  # the defaults are unchanged
-                          toy.make_data({**base, "reverse": False, "separator": None}, 4, 64, np.random.default_rng(2)))
-
-
-def test_make_data_distinct_background_recurs_only_by_design():
-    rng = np.random.default_rng(0)
-    rep = toy.make_data({"kind": "repeat", "distinct": True, "token_low": 32, "token_high": 162,
-                         "repeat_min": 20, "repeat_max": 63, "repeat_prob": 0.5}, 32, 128, rng)
-    for row in rep:  # R R then fresh tokens, or all fresh: every token after the copy is new
-        n = next((n for n in range(20, 64) if np.array_equal(row[:n], row[n:2 * n])), 0)
-        rest = np.concatenate([row[:n], row[2 * n:]])
-        assert np.unique(rest).size == rest.size and rest.min() >= 32 and rest.max() < 162
-    pairs = toy.make_data({"kind": "pairs", "distinct": True, "bos": True, "token_low": 32, "token_high": 162,
-                           "n_pairs": 1}, 32, 128, rng)
-    assert (pairs[:, 0] == toy.BOS_TOKEN_ID).all()
-    for row in pairs[:, 1:]:  # one pair recurs: exactly two tokens occur twice, as a bigram
-        vals, counts = np.unique(row, return_counts=True)
-        twice = vals[counts == 2]
-        assert twice.size == 2 and counts.max() == 2
-        first, second = (np.flatnonzero(row == t) for t in twice)
-        assert abs(first[1] - first[0]) == abs(second[1] - second[0]) >= 20
-    uniform = {"kind": "pairs", "token_low": 32, "token_high": 162, "n_pairs": 1}
-    assert np.array_equal(toy.make_data(uniform, 4, 128, np.random.default_rng(1)),  # the default is unchanged
-                          toy.make_data({**uniform, "distinct": False}, 4, 128, np.random.default_rng(1)))
-    with pytest.raises(ValueError, match=r"\[32, 127\) has fewer tokens than a sequence's 128 positions"):
-        toy.make_data({"kind": "repeat", "distinct": True, "token_low": 32, "token_high": 127}, 2, 128, rng)
-
-
 def test_make_data_bos_and_zipf():
     d = {"kind": "repeat", "repeat_min": 5, "repeat_max": 9, "bos": True}
-    x = toy.make_data(d, 4, 40, np.random.default_rng(0))
-    assert x.shape == (4, 40) and (x[:, 0] == toy.BOS_TOKEN_ID).all()
+    x = toy_data.make_data(d, 4, 40, np.random.default_rng(0))
+    assert x.shape == (4, 40) and (x[:, 0] == toy_recipe.BOS_TOKEN_ID).all()
     z = {"kind": "zipf", "token_low": 0, "token_high": 256, "zipf_a": 1.1, "n_spans": 2, "span_min": 8,
          "span_max": 16, "min_distance": 20}
-    y1 = toy.make_data(z, 8, 128, np.random.default_rng(1))
-    y2 = toy.make_data(z, 8, 128, np.random.default_rng(1))
+    y1 = toy_data.make_data(z, 8, 128, np.random.default_rng(1))
+    y2 = toy_data.make_data(z, 8, 128, np.random.default_rng(1))
     assert np.array_equal(y1, y2) and y1.shape == (8, 128)
     assert y1.min() >= 0 and y1.max() < 256
     counts = np.bincount(y1.ravel(), minlength=256)
     assert counts.max() > 20 * np.median(counts[counts > 0]) / 4  # skewed, text-like
     with pytest.raises(ValueError):
-        toy.make_data({"kind": "nope"}, 2, 16, np.random.default_rng(0))
-
-
-def test_make_data_markov_follows_its_table():
-    from headtrace import toy_data
-    d = {"kind": "markov", "token_low": 32, "token_high": 127, "n_next": 2, "follow": 0.9, "bos": True}
-    x = toy.make_data(d, 64, 129, np.random.default_rng(3))
-    assert (x[:, 0] == toy.BOS_TOKEN_ID).all() and x[:, 1:].min() >= 32 and x[:, 1:].max() < 127
-    table = toy_data.markov_successors(32, 127, 2)
-    assert table.shape == (95, 2) and (table[:, 0] != table[:, 1]).all()
-    body = x[:, 1:]
-    hit = np.array([[body[i, t] in table[body[i, t - 1] - 32] for t in range(1, 128)] for i in range(64)])
-    # follow 0.9, plus the uniform draws that land on a successor by chance: 0.9 + 0.1 * 2 / 95
-    assert abs(hit.mean() - (0.9 + 0.1 * 2 / 95)) < 0.01
-    assert np.array_equal(x, toy.make_data(d, 64, 129, np.random.default_rng(3)))
-    with pytest.raises(ValueError, match="n_next"):
-        toy.make_data({"kind": "markov", "n_next": 0}, 2, 16, np.random.default_rng(0))
+        toy_data.make_data({"kind": "nope"}, 2, 16, np.random.default_rng(0))
 
 
 def test_make_data_backcopy_copies_at_each_triggers_offset():
     d = {"kind": "backcopy", "token_low": 32, "token_high": 127, "offsets": [1, 3, 7], "trigger_low": 128,
          "n_triggers": 10}
-    x = toy.make_data(d, 50, 128, np.random.default_rng(5))
+    x = toy_data.make_data(d, 50, 128, np.random.default_rng(5))
     trig = (x >= 128) & (x < 131)
     assert (trig.sum(1) == 10).all() and not (trig[:, :-1] & trig[:, 1:]).any()
     rows, cols = np.nonzero(trig)
@@ -136,105 +78,18 @@ def test_make_data_backcopy_copies_at_each_triggers_offset():
     assert (cols >= 7).all() and np.array_equal(x[rows, cols + 1], x[rows, cols - offs])
     content = x[~trig]
     assert content.min() >= 32 and content.max() < 127
-    assert np.array_equal(x, toy.make_data(d, 50, 128, np.random.default_rng(5)))
+    assert np.array_equal(x, toy_data.make_data(d, 50, 128, np.random.default_rng(5)))
     with pytest.raises(ValueError, match="outside the content range"):
-        toy.make_data({**d, "trigger_low": 100}, 2, 128, np.random.default_rng(0))
+        toy_data.make_data({**d, "trigger_low": 100}, 2, 128, np.random.default_rng(0))
     with pytest.raises(ValueError, match="do not fit"):
-        toy.make_data({**d, "n_triggers": 70}, 2, 128, np.random.default_rng(0))
-
-
-def test_make_data_backcopy_permute_writes_the_sources_image_never_the_source():
-    from headtrace.toy_data import backcopy_permutation
-    sigma = backcopy_permutation(32, 127, vocab_seed=3)
-    assert sorted(sigma.tolist()) == list(range(32, 127)) and not (sigma == np.arange(32, 127)).any()
-    assert np.array_equal(sigma, backcopy_permutation(32, 127, vocab_seed=3))
-    assert not np.array_equal(sigma, backcopy_permutation(32, 127, vocab_seed=4))
-    d = {"kind": "backcopy", "token_low": 32, "token_high": 127, "offsets": [1, 2, 5], "trigger_low": 128,
-         "n_triggers": 12, "permute": True, "vocab_seed": 3}
-    x = toy.make_data(d, 50, 128, np.random.default_rng(5))
-    # triggers sit on the slot grid (every other position from the largest offset, 5); a trigger
-    # token on the other parity is the pass-through successor of an offset-2 trigger
-    rows, cols = np.nonzero((x >= 128) & (x < 131) & (np.arange(128) % 2 == 1))
-    assert (np.bincount(rows, minlength=50) == 12).all()
-    src = x[rows, cols - np.array([1, 2, 5])[x[rows, cols] - 128]]
-    after = x[rows, cols + 1]
-    content = (src >= 32) & (src < 127)
-    assert content.any() and (~content).any()           # offset 2 reaches earlier triggers too
-    assert np.array_equal(after[content], sigma[src[content] - 32])
-    assert np.array_equal(after[~content], src[~content])  # a trigger source passes through
-    # the same stream as plain backcopy, apart from the trigger successors
-    plain = toy.make_data({**d, "permute": False}, 50, 128, np.random.default_rng(5))
-    successors = set(zip(rows.tolist(), (cols + 1).tolist()))
-    differs = set(map(tuple, np.argwhere(plain != x).tolist()))
-    assert differs and differs <= successors
-
-
-def test_make_data_modemap_maps_the_token_at_the_modes_offset():
-    from headtrace.toy_data import backcopy_permutation
-    offsets = [3, 7]
-    d = {"kind": "modemap", "bos": True, "token_low": 32, "token_high": 127, "offsets": offsets,
-         "trigger_low": 128, "vocab_seed": 2}
-    x = toy.make_data(d, 40, 64, np.random.default_rng(0))
-    assert (x[:, 0] == toy.BOS_TOKEN_ID).all()
-    mode = x[:, 1] - 128
-    assert set(mode.tolist()) == {0, 1}
-    body = x[:, 1:]
-    assert body[:, 1:].min() >= 32 and body[:, 1:].max() < 127  # content after the mode token
-    for k, off in enumerate(offsets):
-        sigma = backcopy_permutation(32, 127, 2 + 1 + k)
-        rows = body[mode == k]
-        assert np.array_equal(rows[:, 1 + off:], sigma[rows[:, 1:-off] - 32])  # every token past the first offsets
-    with pytest.raises(ValueError, match="modemap trigger tokens"):
-        toy.make_data({**d, "trigger_low": 100}, 2, 64, np.random.default_rng(0))
-
-
-def test_make_data_skip_recalls_the_token_skips_after_the_first_occurrence():
-    skips = [2, 3, 5, 9]
-    d = {"kind": "skip", "token_low": 32, "token_high": 127, "skips": skips, "trigger_low": 128, "n_pairs": 3,
-         "distance_min": 20, "distance_max": 63}
-    x = toy.make_data(d, 40, 128, np.random.default_rng(1))
-    seen = set()
-    for row in x:
-        trig = np.nonzero(row >= 128)[0]
-        kinds = row[trig] - 128
-        assert trig.size == 6 and (np.bincount(kinds, minlength=4)[np.unique(kinds)] == 2).all()
-        for k in np.unique(kinds):
-            first, second = trig[kinds == k]
-            assert 20 <= second - first <= 63
-            assert row[second + 1] == row[first + skips[k]] and 32 <= row[second + 1] < 127
-            seen.add(int(k))
-    assert seen == {0, 1, 2, 3}
-    assert np.array_equal(x, toy.make_data(d, 40, 128, np.random.default_rng(1)))
-    for bad, match in (({"skips": [1, 3]}, ">= 2"), ({"trigger_low": 100}, "outside the content range"),
-                       ({"n_pairs": 5}, "distinct triggers"), ({"distance_min": 9}, "exceed the largest skip")):
-        with pytest.raises(ValueError, match=match):
-            toy.make_data({**d, **bad}, 2, 128, np.random.default_rng(0))
-
-
-def test_make_data_hop2_answers_two_induction_hops_after_the_trigger():
-    d = {"kind": "hop2", "token_low": 32, "token_high": 127, "n_chains": 3, "trigger_low": 128}
-    x = toy.make_data(d, 40, 64, np.random.default_rng(2))
-    for row in x:
-        trig = np.nonzero(row == 128)[0]
-        assert trig.size == 3 and (row[row != 128] < 127).all()
-        for p3 in trig:
-            a, c = row[p3 + 1], row[p3 + 2]
-            # some earlier A B, and a later B C, before the trigger
-            hops = [(j, k) for j in range(p3 - 1) if row[j] == a
-                    for k in range(j + 2, p3 - 1) if row[k] == row[j + 1] and row[k + 1] == c]
-            assert hops and a != c
-    assert np.array_equal(x, toy.make_data(d, 40, 64, np.random.default_rng(2)))
-    with pytest.raises(ValueError, match="do not fit"):
-        toy.make_data({**d, "n_chains": 10}, 2, 64, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="outside the content range"):
-        toy.make_data({**d, "trigger_low": 100}, 2, 64, np.random.default_rng(0))
+        toy_data.make_data({**d, "n_triggers": 70}, 2, 128, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_build_model_family(family):
     m = toy.build_model(family, TINY_ARCH, seed=0)
-    assert type(m).__name__ == toy.FAMILY_CLASSES[family][1]
-    assert m.config.vocab_size == toy.VOCAB_SIZE and m.config.bos_token_id == toy.BOS_TOKEN_ID
+    assert type(m).__name__ == toy_recipe.FAMILY_CLASSES[family][1]
+    assert m.config.vocab_size == toy_recipe.VOCAB_SIZE and m.config.bos_token_id == toy_recipe.BOS_TOKEN_ID
     m2 = toy.build_model(family, TINY_ARCH, seed=0)
     for (k, v), (_, w) in zip(m.state_dict().items(), m2.state_dict().items()):
         assert torch.equal(v, w), k
@@ -242,7 +97,7 @@ def test_build_model_family(family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_train_saves_loadable_deterministic_checkpoints(family, tmp_path):
-    steps = toy.checkpoint_steps(6, 4)
+    steps = toy_recipe.checkpoint_steps(6, 4)
     kw = dict(arch=TINY_ARCH, data=TINY_DATA, optim=TINY_OPTIM, max_steps=6, checkpoint_steps=steps, seed=1,
               progress=False)
     dirs = toy.train(family, tmp_path / "a", **kw)
@@ -252,7 +107,7 @@ def test_train_saves_loadable_deterministic_checkpoints(family, tmp_path):
         assert not list(d.glob("*.bin"))
     assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]  # no tmp dirs left
     m = transformers.AutoModelForCausalLM.from_pretrained(dirs[-1])
-    assert type(m).__name__ == toy.FAMILY_CLASSES[family][1]
+    assert type(m).__name__ == toy_recipe.FAMILY_CLASSES[family][1]
     w0, w_last = load_file(dirs[0] / "model.safetensors"), load_file(dirs[-1] / "model.safetensors")
     assert any(not torch.equal(w0[k], w_last[k]) for k in w0)  # it trained
     dirs_b = toy.train(family, tmp_path / "b", **kw)
@@ -275,23 +130,23 @@ def test_train_init_from_continues(tmp_path):
 
 def test_pool_steps_contains_revisions_and_is_denser():
     revs = ["step0", "step100", "step250", "step333", "step1000"]
-    pool = toy.pool_steps(1000, revs, 30)
+    pool = toy_recipe.pool_steps(1000, revs, 30)
     assert pool == sorted(set(pool)) and pool[0] == 0 and pool[-1] == 1000
     assert {0, 100, 250, 333, 1000} <= set(pool)
-    assert set(toy.checkpoint_steps(1000, 30)) <= set(pool)
+    assert set(toy_recipe.checkpoint_steps(1000, 30)) <= set(pool)
     assert len(pool) >= 30 and len(pool) <= 30 + len(revs)
-    assert toy.pool_steps(1000, revs, 30) == pool  # pure
+    assert toy_recipe.pool_steps(1000, revs, 30) == pool  # pure
     # between two revisions the pool offers intermediate steps (for refinement)
     assert [s for s in pool if 100 < s < 250]
-    assert toy.pool_steps(1000, revs, 0) == [0, 100, 250, 333, 1000]
-    assert toy.pool_steps(1000, [0, 1000], [5, 7, 500]) == [0, 5, 7, 500, 1000]
-    assert toy.pool_steps(5, ["step5"], 30) == [0, 1, 2, 3, 4, 5]
+    assert toy_recipe.pool_steps(1000, revs, 0) == [0, 100, 250, 333, 1000]
+    assert toy_recipe.pool_steps(1000, [0, 1000], [5, 7, 500]) == [0, 5, 7, 500, 1000]
+    assert toy_recipe.pool_steps(5, ["step5"], 30) == [0, 1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize("revs,pool", [(["final"], 10), (["step2000"], 10), (["step10"], 1), (["step10"], [11])])
 def test_pool_steps_rejects_bad_input(revs, pool):
     with pytest.raises(ValueError):
-        toy.pool_steps(1000 if revs != ["step10"] else 10, revs, pool)
+        toy_recipe.pool_steps(1000 if revs != ["step10"] else 10, revs, pool)
 
 
 def test_train_revisions_saves_the_pool(tmp_path):
@@ -309,7 +164,7 @@ def test_curriculum_phases_draw_their_own_batches(tmp_path, monkeypatch):
              "n_copies": "fill", "placement": "start"}
     cur = [{"until": 2, "data": short, "seq_len": 8, "batch_size": 4}]
     seen = []
-    real = toy.make_data
+    real = toy_data.make_data
     monkeypatch.setattr(toy, "make_data", lambda d, b, s, rng: seen.append((d["repeat_max"], b, s)) or real(d, b, s, rng))
     toy.train("gpt_neox", tmp_path, arch=TINY_ARCH, data=TINY_DATA, optim=TINY_OPTIM, max_steps=4,
               checkpoint_steps=[0, 4], curriculum=cur, progress=False)
@@ -317,60 +172,50 @@ def test_curriculum_phases_draw_their_own_batches(tmp_path, monkeypatch):
     assert seen[-4:] == [(4, 4, 8), (4, 4, 8), main, main]
     main_tps = TINY_OPTIM["batch_size"] * TINY_OPTIM["seq_len"]
     assert main_tps != 32
-    assert toy.token_schedule(TINY_DATA, TINY_OPTIM, cur, 4) == [{"until": 2, "tokens_per_step": 32},
+    assert toy_recipe.token_schedule(TINY_DATA, TINY_OPTIM, cur, 4) == [{"until": 2, "tokens_per_step": 32},
                                                                   {"tokens_per_step": main_tps}]
     # phases with the same tokens a step merge into one
     same = [dict(cur[0], seq_len=TINY_OPTIM["seq_len"], batch_size=TINY_OPTIM["batch_size"])]
-    assert toy.token_schedule(TINY_DATA, TINY_OPTIM, same, 4) == [{"tokens_per_step": main_tps}]
+    assert toy_recipe.token_schedule(TINY_DATA, TINY_OPTIM, same, 4) == [{"tokens_per_step": main_tps}]
     with pytest.raises(ValueError, match=r"curriculum\[0\].until = 9"):
-        toy.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], until=9)], 4)
+        toy_recipe.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], until=9)], 4)
     with pytest.raises(ValueError, match=r"curriculum\[0\]"):
-        toy.phases(TINY_DATA, TINY_OPTIM, [{"until": 2, "data": short}], 4)
+        toy_recipe.phases(TINY_DATA, TINY_OPTIM, [{"until": 2, "data": short}], 4)
     with pytest.raises(ValueError, match="does not fit"):
-        toy.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], seq_len=4)], 4)
+        toy_recipe.phases(TINY_DATA, TINY_OPTIM, [dict(cur[0], seq_len=4)], 4)
 
 
 def test_make_data_topic_streams_use_their_topic_only():
-    x = toy.make_data({"kind": "topic", "token_low": 32, "token_high": 127, "n_topic": 5}, 16, 64,
+    x = toy_data.make_data({"kind": "topic", "token_low": 32, "token_high": 127, "n_topic": 5}, 16, 64,
                       np.random.default_rng(3))
     assert x.shape == (16, 64) and x.min() >= 32 and x.max() < 127
     assert all(len(set(r.tolist())) <= 5 for r in x)
     assert len({tuple(sorted(set(r.tolist()))) for r in x}) > 1  # each sequence its own topic
     with pytest.raises(ValueError, match="topic size"):
-        toy.make_data({"kind": "topic", "token_low": 32, "token_high": 40, "n_topic": 9}, 1, 8, np.random.default_rng(0))
+        toy_data.make_data({"kind": "topic", "token_low": 32, "token_high": 40, "n_topic": 9}, 1, 8, np.random.default_rng(0))
 
 
 def test_recipe_merges_data_of_the_same_kind_and_replaces_another_kind():
     """The train block's data updates the default's key by key; data of another kind replaces it,
     so no key of the default's kind lingers in the recipe."""
-    same = toy.recipe("olmo", {"data": {"repeat_max": 40}})["data"]
-    assert same == {**toy.DEFAULTS["olmo"]["data"], "repeat_max": 40}
+    same = toy_recipe.recipe("olmo", {"data": {"repeat_max": 40}})["data"]
+    assert same == {**toy_recipe.DEFAULTS["olmo"]["data"], "repeat_max": 40}
     other = {"kind": "repeat", "token_low": 32, "token_high": 127, "repeat_min": 20, "repeat_max": 63}
-    assert toy.DEFAULTS["olmoe"]["data"]["kind"] == "mixture"
-    assert toy.recipe("olmoe", {"data": other})["data"] == other
-    assert toy.recipe("olmoe", {"optim": {"lr": 1e-3}})["data"] == toy.DEFAULTS["olmoe"]["data"]
+    assert toy_recipe.DEFAULTS["olmoe"]["data"]["kind"] == "mixture"
+    assert toy_recipe.recipe("olmoe", {"data": other})["data"] == other
+    assert toy_recipe.recipe("olmoe", {"optim": {"lr": 1e-3}})["data"] == toy_recipe.DEFAULTS["olmoe"]["data"]
 
 
-def test_lr_schedule_constant_cosine_and_warmup_stable_decay():
+def test_lr_schedule_warmup_then_constant():
     base = {"lr": 1.0, "warmup": 10}
     assert toy._lr_at(0, base, 100) == pytest.approx(0.1)  # warmup: (step + 1) / warmup
+    assert toy._lr_at(9, base, 100) == pytest.approx(1.0)
     assert toy._lr_at(50, base, 100) == 1.0
-    cos = dict(base, schedule="cosine", min_lr_frac=0.0)
-    assert toy._lr_at(10, cos, 100) == pytest.approx(1.0)
-    assert toy._lr_at(55, cos, 100) == pytest.approx(0.5)  # halfway from the end of warmup
-    assert toy._lr_at(100, cos, 100) == pytest.approx(0.0)
-    wsd = dict(cos, decay_start=60, min_lr_frac=0.1)
-    assert toy._lr_at(59, wsd, 100) == 1.0  # stable until decay_start
-    assert toy._lr_at(80, wsd, 100) == pytest.approx(0.1 + 0.9 * 0.5)
-    assert toy._lr_at(100, wsd, 100) == pytest.approx(0.1)
+    assert toy._lr_at(100, {"lr": 1.0}, 100) == 1.0  # no warmup
 
 
-@pytest.mark.parametrize("optim, match", [
-    ({"schedule": "cosin"}, "cosin"),
-    ({"decay_start": 50}, "needs schedule: cosine"),
-    ({"schedule": "cosine", "decay_start": 100}, "decay_start 100"),
-])
-def test_check_schedule_refuses_bad_optim_by_name(optim, match):
-    with pytest.raises(ValueError, match=match):
-        toy.check_schedule(dict({"lr": 1e-3}, **optim), 100)
-    toy.check_schedule({"lr": 1e-3, "schedule": "cosine", "decay_start": 99}, 100)
+@pytest.mark.parametrize("schedule", ["cosin", "cosine"])
+def test_check_schedule_refuses_an_unknown_schedule_by_name(schedule):
+    with pytest.raises(ValueError, match=f"'{schedule}'"):
+        toy_recipe.check_schedule({"lr": 1e-3, "schedule": schedule}, 100)
+    toy_recipe.check_schedule({"lr": 1e-3, "schedule": "constant"}, 100)

@@ -6,11 +6,12 @@ import math
 import polars as pl
 import pytest
 
-from headtrace import reference as R
-from headtrace import summary as S
-from headtrace import spectral_lead as SL
-from headtrace import trajectories as T
-from headtrace.tables import CLASS_COLUMNS, SCHEMAS, conform
+from headtrace.core.tables import CLASS_COLUMNS, SCHEMAS, conform
+from headtrace.findings import spectral_lead as SL
+from headtrace.findings import trajectory as T
+from headtrace.findings.compute import all_findings
+from headtrace.panel import reference as R
+from headtrace.report import summary as S
 
 B = 1_000_000_000
 
@@ -27,7 +28,7 @@ def panel() -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def F(panel) -> dict:
-    return T.all_findings(panel)
+    return all_findings(panel)
 
 
 def _frac(F, model, tokens):
@@ -201,11 +202,11 @@ def test_f5_pythia_l4h4_lead(F):
 
 
 def test_summary_renders(panel, tmp_path):
-    md = S.render(panel)
+    F = all_findings(panel)
+    md = S.render(panel, F)
     for h in ("Finding 1", "Finding 2", "Finding 3", "Finding 4", "Finding 5", "sharp transition", "L4H4"):
         assert h in md
-    S.write(panel, tmp_path / "summary.md")
-    paths = S.write_findings(panel, tmp_path)
+    paths = S.write_findings(F, tmp_path)
     assert set(paths) >= {"f1_bos_floor", "f2_bos_fraction", "f5_pr_lead", "pr_integral"}
     assert pl.read_parquet(paths["f3_milestones"]).height == 3 * (len(T.INDUCTION_COUNTS) + len(T.FIRST_TOKEN_FRACTIONS))
 

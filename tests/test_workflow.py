@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 import yaml
 
-from headtrace import tables
+from headtrace.core import tables
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny  # noqa: E402

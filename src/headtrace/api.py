@@ -27,18 +27,16 @@ from typing import Iterable, Mapping
 import polars as pl
 import torch
 
-from headtrace import capture, context, families, hub, positional, probe, screen, spectral, tables
-from headtrace.heads import as_heads
+from headtrace.causal import ablation as engine
+from headtrace.cell import capture, positional, screen, spectral
+from headtrace.core import probe, schema, tables
+from headtrace.core.heads import as_heads
+from headtrace.models import context, families, hub
+from headtrace.panel import config as panel_config
 
-# The workflow's defaults (config/schema.yaml), for a cell run outside the workflow; a test keeps
-# them equal to the schema's.
-DEFAULTS = {
-    "screen": {"baseline": "sampled", "class_threshold": 30.0, "induction_threshold": 50.0,
-               "previous_token_threshold": 100.0},
-    "capture": {"pr_center": False, "pr_n_sequences": None},
-    "ablation": {"seed": 0, "final_controls": True, "exact_max": None, "class_matched": False, "metric": "top1",
-                 "alpha": 0.05, "n_bootstrap": 1000, "ci_level": 0.95, "n_sequences": None},
-}
+# The workflow's defaults, read from config/schema.yaml (one source for the workflow and the API).
+DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ablation")}
+PROBE_KEYS = tuple(schema.defaults("$defs", "probe"))
 TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict")
 
 
@@ -49,7 +47,7 @@ class CellTables:
     attention: pl.DataFrame
     pr: pl.DataFrame
     screen: pl.DataFrame
-    positional: pl.DataFrame | None = None  # headtrace.positional: which screened heads are positional
+    positional: pl.DataFrame | None = None  # headtrace.cell.positional: which screened heads are positional
     ablation: pl.DataFrame | None = None
     verdict: pl.DataFrame | None = None
 
@@ -73,11 +71,28 @@ def family_of(model: torch.nn.Module) -> families.Family:
     return families.from_model_type(cfg.model_type)
 
 
+def probe_batch(spec: Mapping | None = None) -> probe.ProbeBatch:
+    """The synthetic induction batch of the config's ``probe`` keys (``token_range``, ``ab_range``,
+    ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``), the schema's
+    defaults for those omitted. An unknown key is refused naming the keys there are."""
+    spec = dict(spec or {})
+    unknown = sorted(set(spec) - set(PROBE_KEYS))
+    if unknown:
+        raise ValueError(f"probe: unknown key(s) {unknown}; the probe keys are those of the config's probe block: "
+                         f"{', '.join(PROBE_KEYS)} (e.g. probe={{'token_range': [2, 250], 'ab_range': [20, 60]}})")
+    settings = {**schema.defaults("$defs", "probe"), **spec}
+    for key in ("token_range", "ab_range"):
+        value = settings[key]
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+            raise ValueError(f"probe: {key} must be [low, high), two integers; got {value!r}")
+    try:
+        return probe.make_batch(**panel_config.probe_kwargs(settings))
+    except ValueError as err:
+        raise ValueError(f"probe: {err}") from None
+
+
 def _probe_batch(spec, model: torch.nn.Module) -> probe.ProbeBatch:
-    if isinstance(spec, probe.ProbeBatch):
-        batch = spec
-    else:
-        batch = probe.make_batch(**dict(spec or {}))
+    batch = spec if isinstance(spec, probe.ProbeBatch) else probe_batch(spec)
     msg = context.too_long(getattr(model, "name_or_path", None) or type(model).__name__, batch.seq_len,
                            context.limit_of(model.config), "the model's config")
     if msg:
@@ -85,7 +100,8 @@ def _probe_batch(spec, model: torch.nn.Module) -> probe.ProbeBatch:
     vocab = int(model.config.vocab_size)
     if int(batch.tokens.max()) >= vocab:
         raise ValueError(f"probe tokens reach {int(batch.tokens.max())} but the model's vocabulary has {vocab} "
-                         "tokens: pass probe={'token_low': ..., 'token_high': ...} inside the vocabulary")
+                         f"tokens: pass probe={{'token_range': [low, high]}} with high <= {vocab} (headtrace cell: "
+                         "--token-range LOW HIGH)")
     return batch
 
 
@@ -107,8 +123,8 @@ def analyze(
 ) -> CellTables:
     """Run the recipe on ``model`` (an in-memory HF causal LM) and return its tables.
 
-    ``probe``: a ``ProbeBatch``, or ``probe.make_batch`` keyword arguments (default: the paper's
-    2000 x 256 batch, tokens in [100, 10000)). ``device``: None = where the model is. ``settings``:
+    ``probe``: a ``ProbeBatch``, or the config's probe keys (:func:`probe_batch`; default: the
+    paper's 2000 x 256 batch, tokens in [100, 10000)). ``device``: None = where the model is. ``settings``:
     overrides of ``DEFAULTS`` per block (``{"screen": {"baseline": "uniform"}}``). ``out``: also
     write the tables there. The model is moved to ``device`` and put in eval mode.
     """
@@ -146,7 +162,6 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
     """Step 3 of one cell: ``(ablation table, verdict table)`` of ``cell_screen``'s circuits (and
     ``final_circuit``) against their controls. The workflow's ``ablate`` job and ``analyze`` both
     call this, with the ablation / screen config blocks (``DEFAULTS`` for what they omit)."""
-    from headtrace import ablation as engine
 
     a = {**DEFAULTS["ablation"], **dict(ablation or {})}
     sc = {**DEFAULTS["screen"], **dict(screen_opts or {})}

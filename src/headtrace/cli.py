@@ -10,7 +10,7 @@ listed from the Hub, or read one per line from FILE, e.g. a recorded list, with 
 
     headtrace summary [RESULTS]
 
-prints the one-screen summary of a finished run (:func:`headtrace.console.summary`).
+prints the one-screen summary of a finished run (:func:`headtrace.report.console.summary`).
 
     headtrace cell CHECKPOINT [--revision R] [--out DIR] [--no-ablate] [--n-sequences N] ...
 
@@ -18,17 +18,9 @@ runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local 
 ``config.json`` + safetensors weights, or a Hub id (``--revision`` pinned; downloaded unless
 ``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables.
 
-    headtrace toy-trial FAMILY --max-steps N --every K [--recipe FILE] [--out DIR] [--init-from CKPT]
-                               [--probe-bos] [--probe-tokens LOW HIGH] [--table FILE]
-
-trains a toy recipe (a config ``train:`` block in a YAML file) and screens every K-th checkpoint
-as it is saved (:mod:`headtrace.toy_trial`): one line per checkpoint with the probe's top-1, the
-induction circuit and the first-token heads per layer; ``--table`` writes the rows as Parquet;
-``--probe-tokens`` draws the probe from a narrower token range, for a recipe on fewer tokens.
-
     headtrace lock-check [DIR] [--before-unlock]
 
-tells a stale Snakemake lock (a killed run) from one held by a live run (:mod:`headtrace.locks`);
+tells a stale Snakemake lock (a killed run) from one held by a live run (:mod:`headtrace.runtime.locks`);
 exit 0: no lock, 1: stale (prints the commands that recover), 2: a live run holds it.
 """
 from __future__ import annotations
@@ -37,7 +29,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from headtrace import revisions as rv
+import polars as pl
+
+from headtrace.cell import positional
+from headtrace.core import revisions as rv
+from headtrace.report import console
+from headtrace.runtime import locks
 
 
 def _read_names(path: str) -> list[str]:
@@ -78,16 +75,14 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from headtrace import console
 
     print(console.summary(args.results, class_threshold=args.class_threshold))
     return 0
 
 
 def _cmd_cell(args: argparse.Namespace) -> int:
-    import polars as pl
-
-    from headtrace import api, hub, positional
+    from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
+    from headtrace.models import hub
 
     local = Path(args.checkpoint).is_dir()
     try:
@@ -99,9 +94,9 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     probe_kwargs = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
                                       ("seed", args.probe_seed)) if v is not None}
     if args.token_range:
-        probe_kwargs["token_low"], probe_kwargs["token_high"] = args.token_range
+        probe_kwargs["token_range"] = list(args.token_range)
     if args.ab_range:
-        probe_kwargs["ab_low"], probe_kwargs["ab_high"] = args.ab_range
+        probe_kwargs["ab_range"] = list(args.ab_range)
     name = args.name or Path(args.checkpoint.rstrip("/")).name
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out)
@@ -110,7 +105,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     print(f"{name} {args.revision or ''}: induction circuit {heads or 'none'}")
     flagged = positional.circuit_flags(cell.positional, cell.screen).filter(pl.col("positional_induction"))
     if flagged.height:
-        print(f"  positional (most of their induction mass from one A position: headtrace.positional): "
+        print("  positional (most of their induction mass from one A position: headtrace.cell.positional): "
               + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
     if cell.verdict is not None:
         with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=40):
@@ -121,7 +116,6 @@ def _cmd_cell(args: argparse.Namespace) -> int:
 
 
 def _cmd_lock_check(args: argparse.Namespace) -> int:
-    from headtrace import locks
 
     state = locks.check(args.directory)
     if args.before_unlock and state.status == locks.STALE:
@@ -130,36 +124,6 @@ def _cmd_lock_check(args: argparse.Namespace) -> int:
     if text:
         print(text, file=sys.stderr)
     return state.status
-
-
-def _cmd_toy_trial(args: argparse.Namespace) -> int:
-    import yaml
-
-    from headtrace import tables, toy, toy_trial
-
-    train = {}
-    if args.recipe:
-        train = yaml.safe_load(Path(args.recipe).read_text()) or {}
-        if isinstance(train, dict):
-            train = train.get("train", train)  # a whole model block or just its train: block
-        if not isinstance(train, dict):
-            raise ValueError(f"{args.recipe}: expected a mapping (a config train: block)")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    tokens = {}
-    if args.probe_tokens:
-        lo, hi = args.probe_tokens
-        if not 0 <= lo < hi - 1 or hi > toy.BOS_TOKEN_ID:
-            raise ValueError(f"--probe-tokens {lo} {hi}: needs 0 <= LOW < HIGH - 1 and HIGH <= {toy.BOS_TOKEN_ID}")
-        tokens = {"token_low": lo, "token_high": hi}
-    rows = toy_trial.run(args.family, train, args.out, max_steps=args.max_steps, every=args.every,
-                         init_from=args.init_from, probe=toy_trial.probe_batch(bos=args.probe_bos, **tokens),
-                         echo=lambda line: print(line, flush=True))
-    if args.table:
-        tables.write(rows, args.table, schema="toy_trial")
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -203,19 +167,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--probe-seed", type=int)
     c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
     c.set_defaults(func=_cmd_cell)
-    t = sub.add_parser("toy-trial", help="train a toy recipe and screen every checkpoint as it is saved")
-    t.add_argument("family", choices=("gpt_neox", "olmo", "olmoe"))
-    t.add_argument("--recipe", metavar="FILE", help="YAML: a config train: block (default: headtrace.toy.DEFAULTS)")
-    t.add_argument("--max-steps", type=int, required=True)
-    t.add_argument("--every", type=int, required=True, help="screen every K steps (and the last)")
-    t.add_argument("--out", default="toy-trial", metavar="DIR", help="checkpoint folder (default: toy-trial)")
-    t.add_argument("--init-from", metavar="CKPT", help="continue from this checkpoint folder")
-    t.add_argument("--probe-bos", action="store_true", help="prepend the toy BOS to the probe")
-    t.add_argument("--probe-tokens", type=int, nargs=2, metavar=("LOW", "HIGH"),
-                   help="probe tokens from [LOW, HIGH) (default: the toy probe's 32 127), for a recipe on fewer tokens")
-    t.add_argument("--table", metavar="FILE", help="also write the rows as Parquet (schema toy_trial)")
-    t.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as train_toy)")
-    t.set_defaults(func=_cmd_toy_trial)
     k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")
     k.add_argument("directory", nargs="?", default=".", help="Snakemake working directory (default: .)")
     k.add_argument("--before-unlock", action="store_true",

@@ -1,6 +1,11 @@
 # Causal verification: group ablation of the cell's circuits against matched-random controls.
 
 
+# Reads the published files only: run on the submit host.
+localrules:
+    import_reference_ablation,
+
+
 rule ablate:
     """Ablate the circuit, the final revision's circuit and the previous-token circuit, each against
     its matched controls (exact when the matched space is small) and upper bound; one model load,
@@ -20,15 +25,15 @@ rule ablate:
     params:
         load=load_params,
         tokens=tokens_param,
-        device=config["capture"]["device"],
-        batch_size=config["ablation"]["batch_size"],
         n_random=config["ablation"]["n_random"],
-        ablation=config["ablation"],
+        ablation=ABLATION_PARAMS,
         screen=config["screen"],
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=120,
+        mem_mb=32000,
+        runtime=180,
+    benchmark:
+        benchmark_path("ablate")
     log:
         log_path("ablate"),
     script:

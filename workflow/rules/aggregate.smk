@@ -1,6 +1,15 @@
 # Cross-revision aggregation: per-model trajectories, panel findings, figures.
 
 
+# Light aggregates over finished cells: on a cluster they run on the submit host, not as jobs.
+localrules:
+    trajectory,
+    findings,
+    onset_bootstrap,
+    figures,
+    ablation_figure,
+
+
 rule trajectory:
     """All revisions x heads of one model: screen joined with PR, ordered by tokens."""
     conda:
@@ -16,8 +25,8 @@ rule trajectory:
     output:
         PATHS["trajectory"],
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=4000,
+        runtime=30,
     log:
         "logs/trajectory/{model}.log",
     script:
@@ -40,8 +49,8 @@ rule findings:
     conda:
         CONDA_ENV
     resources:
-        mem_mb=2000,
-        runtime=10,
+        mem_mb=4000,
+        runtime=30,
     log:
         "logs/findings/findings.log",
     script:

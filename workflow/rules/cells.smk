@@ -1,6 +1,12 @@
 # The per-cell jobs: probe batch, capture pass, participation ratio, screen.
 
 
+# The probe batch (numpy) and the published-panel import read no model: run on the submit host.
+localrules:
+    probe,
+    import_reference,
+
+
 rule probe:
     """Build the synthetic induction batch of one model (the same for all its revisions)."""
     conda:
@@ -10,7 +16,7 @@ rule probe:
     params:
         probe=lambda wc: panel.probe_kwargs(panel.probe_settings(config, wc.model)),
     resources:
-        mem_mb=1000,
+        mem_mb=2000,
         runtime=10,
     log:
         "logs/probe/{model}.log",
@@ -37,12 +43,12 @@ rule capture:
     params:
         load=load_params,
         tokens=tokens_param,
-        device=config["capture"]["device"],
-        batch_size=config["capture"]["batch_size"],
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=32000,
+        runtime=120,
+    benchmark:
+        benchmark_path("capture")
     log:
         log_path("capture"),
     script:
@@ -64,7 +70,7 @@ rule pr:
         center=config["capture"]["pr_center"],
         n_sequences=config["capture"]["pr_n_sequences"],
     resources:
-        mem_mb=2000,
+        mem_mb=4000,
         runtime=20,
     log:
         log_path("pr"),
@@ -87,7 +93,7 @@ rule screen:
         class_threshold=config["screen"]["class_threshold"],
         induction_threshold=config["screen"]["induction_threshold"],
     resources:
-        mem_mb=1000,
+        mem_mb=2000,
         runtime=10,
     log:
         log_path("screen"),
@@ -97,7 +103,7 @@ rule screen:
 
 rule bootstrap:
     """Bootstrap over the probe sequences: selectivity CIs and pass probabilities per head, and the
-    per-resample counts behind the F3 milestones (headtrace.bootstrap)."""
+    per-resample counts behind the F3 milestones (headtrace.cell.bootstrap)."""
     conda:
         CONDA_ENV
     input:
@@ -126,7 +132,7 @@ rule bootstrap:
 rule positional:
     """Per head, the share of its induction (duplicate-token) mass carried by the probe sequences of
     one A position: a head fixed on one offset passes the screen as an induction head when the
-    sampled baseline misses its offset (headtrace.positional)."""
+    sampled baseline misses its offset (headtrace.cell.positional)."""
     conda:
         CONDA_ENV
     input:

@@ -22,8 +22,10 @@ rule train_toy:
     # other cores instead of leaving a long training last.
     priority: lambda wc: 10 + (panel.cell_tokens(config, wc.model, panel.final_revision(config, wc.model)) or 0) / 1e6
     resources:
-        mem_mb=2000,
+        mem_mb=4000,
         runtime=60,
+    benchmark:
+        "results/benchmarks/train_toy/{model}.tsv"
     log:
         "logs/train_toy/{model}.log",
     script:

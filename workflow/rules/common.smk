@@ -9,7 +9,10 @@ from snakemake.utils import validate
 # so jobs run the same code in a venv, a conda env or on a cluster node.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from headtrace import experiments, panel, refine, revisions  # noqa: E402
+from headtrace import experiments  # noqa: E402
+from headtrace.panel import config as panel
+from headtrace.panel import refine
+from headtrace.core import revisions
 
 validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
@@ -61,7 +64,18 @@ PATHS = {
     "exp_noise_floor_null": "results/experiments/noise_floor_null.parquet",
     "exp_summary": "results/experiments/summary.md",
     "exp_figure": "results/experiments/figures/exp_{name}.png",
+    # Wall time and memory of every model pass (Snakemake's benchmark files).
+    "benchmark": "results/benchmarks/{rule}/{model}/{revision}.tsv",
 }
+
+# The ablation block as the ablate job's params, less batch_size: like capture.device and
+# capture.batch_size it is read by the job itself, so moving a run from CPU to GPU (or resizing
+# its batches) invalidates no finished cell.
+ABLATION_PARAMS = {k: v for k, v in config["ablation"].items() if k != "batch_size"}
+
+
+def benchmark_path(rule):
+    return PATHS["benchmark"].replace("{rule}", rule)
 
 MODELS = panel.model_names(config)
 

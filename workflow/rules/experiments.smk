@@ -3,7 +3,7 @@
 # The seed and data-shift models are ordinary toy models added to config["models"] by
 # experiments.expand_models(config) (called in common.smk before MODELS is computed).
 from headtrace import experiments  # noqa: E402
-from headtrace import verdict as verdict_stats  # noqa: E402
+from headtrace.causal import verdict as verdict_stats  # noqa: E402
 
 EXP = experiments.settings(config)
 SEED_MODELS = experiments.seed_models(config)
@@ -14,6 +14,15 @@ NF_MODELS = experiments.noise_floor_models(config, EXP_RUN_MODELS)
 COMPOSITION_ON = experiments.composition_on(config, ablation_enabled(), EXP_RUN_MODELS)
 # What all_targets() adds (common.smk): every experiment output the config asks for.
 EXPERIMENT_TARGETS = experiments.targets(config, ablation_enabled(), EXP_RUN_MODELS, PATHS)
+
+
+# Light tables over finished cells: run on the submit host.
+localrules:
+    cross_seed_table,
+    data_shift,
+    composition,
+    noise_floor,
+    experiments_summary,
 
 
 rule train_shift:
@@ -61,15 +70,15 @@ rule cross_seed_ablation:
         revision=lambda wc: panel.final_revision(config, wc.model),
         models=SEED_MODELS,
         seeds={m: experiments.model_seed(config, m) for m in SEED_MODELS},
-        device=config["capture"]["device"],
-        batch_size=config["ablation"]["batch_size"],
         n_random=EXP["n_random"],
         n_sequences=config["ablation"]["n_sequences"],
         seed=EXP["seed"],
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=32000,
+        runtime=180,
+    benchmark:
+        "results/benchmarks/cross_seed_ablation/{model}.tsv"
     log:
         "logs/cross_seed_ablation/{model}.log",
     script:
@@ -152,14 +161,14 @@ rule shuffled_capture:
     params:
         load=load_params,
         tokens=tokens_param,
-        device=config["capture"]["device"],
-        batch_size=config["capture"]["batch_size"],
         shuffle_seed=EXP["noise_floor"]["shuffle_seed"],
         keep_first=lambda wc: bool(panel.probe_settings(config, wc.model)["prepend_bos"]),
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=32000,
+        runtime=120,
+    benchmark:
+        benchmark_path("shuffled_capture")
     log:
         "logs/shuffled_capture/{model}/{revision}.log",
     script:

@@ -1,5 +1,5 @@
 # Adaptive refinement: after a model's revisions are screened, checkpoint rounds add revisions from
-# the model's candidate pool where F3 milestones are first reached (headtrace.refine); the added
+# the model's candidate pool where F3 milestones are first reached (headtrace.panel.refine); the added
 # cells run the same per-cell jobs and join every aggregate (screened_paths in common.smk);
 # the input functions are in common.smk.
 
@@ -7,6 +7,7 @@
 localrules:
     hub_branches,
     refine,
+    onsets,
 
 
 rule hub_branches:

@@ -1,13 +1,20 @@
 # rule ablate: causal group ablation of one cell (all conditions batched in one job).
 import torch
 
-from headtrace import api, hub, logs, probe, screen, tables
+from headtrace import api
+from headtrace.cell import screen
+from headtrace.core import probe, tables
+from headtrace.models import hub
+from headtrace.runtime import logs
+
+# Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
+RUN_ON = (snakemake.config["capture"]["device"], snakemake.config["ablation"]["batch_size"])
 
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
-    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, p.device, p.batch_size,
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, *RUN_ON,
                                                           seq_len=batch.seq_len)
     table, verdict = api.ablate_cell(
         model, family, batch, tables.read(snakemake.input.screen),

@@ -1,5 +1,7 @@
 # rule ablation_figure: circuit ablation vs the matched-random distribution per revision.
-from headtrace import figures, logs, tables
+from headtrace.core import tables
+from headtrace.report import figures
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     figures.plot_ablation(tables.read_many(snakemake.input.ablations), snakemake.output[0])

@@ -1,5 +1,7 @@
 # rule bootstrap: resample the probe sequences of one cell -> selectivity CIs + milestone counts.
-from headtrace import bootstrap, logs, tables
+from headtrace.cell import bootstrap
+from headtrace.core import tables
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     p, wc = dict(snakemake.params), snakemake.wildcards

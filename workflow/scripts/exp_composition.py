@@ -1,5 +1,8 @@
 # rule composition: when ablating the previous-token circuit starts to destroy induction.
-from headtrace import experiment_figures, experiments, logs, tables
+from headtrace import experiments
+from headtrace.core import tables
+from headtrace.report import experiment_figures
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     table = experiments.composition_table(tables.read_many(snakemake.input.verdicts), dict(snakemake.params.chance),

@@ -1,13 +1,20 @@
 # rule cross_seed_ablation: every seed's final induction circuit ablated in this seed's final model.
 import torch
 
-from headtrace import ablation, experiments, families, hub, logs, probe, tables
+from headtrace import experiments
+from headtrace.causal import ablation
+from headtrace.core import probe, tables
+from headtrace.models import families, hub
+from headtrace.runtime import logs
+
+# Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
+RUN_ON = (snakemake.config["capture"]["device"], snakemake.config["ablation"]["batch_size"])
 
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe)).head(p.n_sequences)  # as the ablate rule
-    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, p.device, p.batch_size,
+    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, *RUN_ON,
                                                           seq_len=batch.seq_len)
     circuits = {m: experiments.circuit_of(tables.read(s)) for m, s in zip(p.models, snakemake.input.screens)}
     n_heads = families.dims(model)[1]

@@ -1,5 +1,7 @@
 # rule cross_seed_table: the seed x seed ablation matrix and its heatmap.
-from headtrace import experiment_figures, logs, tables
+from headtrace.core import tables
+from headtrace.report import experiment_figures
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     df = tables.read_many(snakemake.input).sort("circuit_seed", "model_seed")

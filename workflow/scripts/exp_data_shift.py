@@ -1,5 +1,8 @@
 # rule data_shift: the induction circuit, selectivity and PR before vs after the data shift.
-from headtrace import experiment_figures, experiments, logs, tables
+from headtrace import experiments
+from headtrace.core import tables
+from headtrace.report import experiment_figures
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     base, shifted = tables.read(snakemake.input.base), tables.read(snakemake.input.shifted)

@@ -1,7 +1,11 @@
 # rule noise_floor: null selectivities -> per-class floors -> heads above the floor per revision.
 import polars as pl
 
-from headtrace import experiment_figures, experiments, logs, screen, tables
+from headtrace import experiments
+from headtrace.cell import screen
+from headtrace.core import tables
+from headtrace.report import experiment_figures
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     p = snakemake.params

@@ -1,5 +1,7 @@
 # rule experiments_summary: one paragraph per method experiment (markdown).
-from headtrace import experiment_summary, logs, tables
+from headtrace.core import tables
+from headtrace.report import experiment_summary
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     i = snakemake.input

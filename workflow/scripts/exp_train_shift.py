@@ -3,7 +3,9 @@ from pathlib import Path
 
 import torch
 
-from headtrace import experiments, logs, toy
+from headtrace import experiments
+from headtrace.models.toy import train as toy
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job

@@ -1,7 +1,9 @@
 # rule figures: the findings figures over every model of the panel.
 from pathlib import Path
 
-from headtrace import figures, logs, tables
+from headtrace.core import tables
+from headtrace.report import figures
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)

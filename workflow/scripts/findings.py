@@ -1,14 +1,19 @@
 # rule findings: F1-F5 tables and summary.md over every model of the panel (+ the experiments' section).
 from pathlib import Path
 
-from headtrace import logs, positional, refine, summary, tables
+from headtrace.cell import positional
+from headtrace.core import tables
+from headtrace.findings import compute
+from headtrace.panel import refine
+from headtrace.report import summary
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     traj = tables.read_many(snakemake.input.trajectories)
-    findings = summary.findings_tables(traj, **snakemake.params)  # computed once, written and rendered
-    summary.write_findings(traj, Path(snakemake.output.summary).parent, findings=findings)
+    findings = compute.all_findings(traj, **snakemake.params)  # computed once, here; written and rendered
+    summary.write_findings(findings, Path(snakemake.output.summary).parent)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
-    text = summary.render(traj, findings=findings, **snakemake.params)
+    text = summary.render(traj, findings, **snakemake.params)
     text += "\n" + refine.summary_section(tables.read(snakemake.input.onsets))
     if snakemake.input.positional:
         flags = positional.circuit_flags(tables.read_many(snakemake.input.positional), traj)

@@ -1,5 +1,7 @@
 # rule hub_branches: the hub repository's branch list (refinement pool), cached as a file.
-from headtrace import logs, refine, revisions
+from headtrace.core import revisions
+from headtrace.panel import refine
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     if snakemake.input.recorded:

@@ -1,5 +1,7 @@
 # rule import_reference: the published screen and PR of one cell, in the pipeline's schemas.
-from headtrace import logs, reference, tables
+from headtrace.core import tables
+from headtrace.panel import reference
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards

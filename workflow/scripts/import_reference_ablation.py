@@ -1,5 +1,8 @@
 # rule import_reference_ablation: the published final-checkpoint ablation of one reference model.
-from headtrace import ablation, logs, reference, tables
+from headtrace.causal import ablation
+from headtrace.core import tables
+from headtrace.panel import reference
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards

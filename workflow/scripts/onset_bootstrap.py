@@ -1,9 +1,11 @@
 # rule onset_bootstrap: per model x F3 milestone, the bootstrap spread of the onset revision.
-from headtrace import bootstrap, logs, tables
+from headtrace.core import tables
+from headtrace.findings import onsets
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     counts = tables.read_many(snakemake.input.counts)
-    out = bootstrap.onset_intervals(counts, list(snakemake.params.models), interval=snakemake.params.interval,
+    out = onsets.onset_intervals(counts, list(snakemake.params.models), interval=snakemake.params.interval,
                                     induction_counts=tuple(snakemake.params.induction_counts),
                                     first_token_fractions=tuple(snakemake.params.first_token_fractions))
     tables.write(out, snakemake.output[0], schema="f3_onset_bootstrap")

@@ -1,5 +1,7 @@
 # rule onsets: results/findings/f3_onsets.parquet from the trajectories and the refinement rounds.
-from headtrace import logs, refine, tables
+from headtrace.core import tables
+from headtrace.panel import refine
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     records = {}

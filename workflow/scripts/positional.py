@@ -1,5 +1,7 @@
 # rule positional: per head, the share of its induction mass from one A position (positional heads).
-from headtrace import logs, positional, tables
+from headtrace.cell import positional
+from headtrace.core import tables
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     wc = snakemake.wildcards

@@ -1,5 +1,7 @@
 # rule pr: participation ratio per head from the captured per-head outputs.
-from headtrace import logs, spectral, tables
+from headtrace.cell import spectral
+from headtrace.core import tables
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     head_outputs = tables.read_array(snakemake.input.head_outputs)

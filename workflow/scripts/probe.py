@@ -1,5 +1,6 @@
 # rule probe: build the synthetic induction batch of one model.
-from headtrace import logs, probe, tables
+from headtrace.core import probe, tables
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     batch = probe.make_batch(**snakemake.params.probe)

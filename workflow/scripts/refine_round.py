@@ -1,5 +1,8 @@
 # checkpoint refine: one refinement round of one model -> results/refine/{model}/round{k}.json
-from headtrace import logs, refine, revisions, tables, trajectories
+from headtrace.core import revisions, tables
+from headtrace.findings import trajectory as trajectories
+from headtrace.panel import refine
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards

@@ -1,5 +1,7 @@
 # rule screen: six-class selectivity and classification from the attention masses.
-from headtrace import logs, screen, tables
+from headtrace.cell import screen
+from headtrace.core import tables
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     result = screen.screen(tables.read(snakemake.input.attention), **snakemake.params)

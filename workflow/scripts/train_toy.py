@@ -1,7 +1,8 @@
 # rule train_toy: train one toy model and save a checkpoint at each configured revision.
 import torch
 
-from headtrace import logs, toy
+from headtrace.models.toy import train as toy
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job

@@ -1,6 +1,9 @@
 # rule trajectory: every revision x head of one model, screen joined with PR, plus each cell's
 # provenance (commit, weights_sha256; the log warns when two revisions ran identical weights).
-from headtrace import logs, provenance, tables, trajectories
+from headtrace.core import tables
+from headtrace.findings import trajectory as trajectories
+from headtrace.models import provenance
+from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     screens = [tables.read(p) for p in snakemake.input.screens]

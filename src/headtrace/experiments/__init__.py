@@ -7,19 +7,34 @@
 - ``composition``: when ablating the previous-token circuit destroys induction;
 - ``noise_floor``: the specialized-head fraction above a null distribution.
 
-Their figures are in ``headtrace.experiment_figures``, their prose in
-``headtrace.experiment_summary``. The names below are re-exported so that
+Their figures are in ``headtrace.report.experiment_figures``, their prose in
+``headtrace.report.experiment_summary``. The names below are re-exported so that
 ``from headtrace import experiments`` gives the whole public surface.
 """
+from headtrace.core.heads import jaccard
 from headtrace.experiments.composition import composition_table
-from headtrace.experiments.config import (DEFAULTS, EXPERIMENTS, composition_on, expand_models, model_seed,
-                                          noise_floor_models, resolve_revisions, seed_model_name, seed_models,
-                                          settings, shift_model_name, shift_models, shift_pair,
-                                          shift_train_kwargs, shuffled_cells, targets, wanted)
+from headtrace.experiments.config import (
+                                          DEFAULTS,
+                                          EXPERIMENTS,
+                                          composition_on,
+                                          expand_models,
+                                          model_seed,
+                                          noise_floor_models,
+                                          resolve_revisions,
+                                          seed_model_name,
+                                          seed_models,
+                                          settings,
+                                          shift_model_name,
+                                          shift_models,
+                                          shift_pair,
+                                          shift_train_kwargs,
+                                          shuffled_cells,
+                                          targets,
+                                          wanted,
+)
 from headtrace.experiments.data_shift import data_shift_heads, data_shift_table
 from headtrace.experiments.noise_floor import SHUFFLE_CLASSES, floors, noise_floor_table, null_samples, shuffle_batch
 from headtrace.experiments.seeds import circuit_of, cross_seed_conditions, cross_seed_matrix, cross_seed_table
-from headtrace.heads import jaccard
 
 __all__ = [
     "DEFAULTS", "EXPERIMENTS", "SHUFFLE_CLASSES", "circuit_of", "composition_on", "composition_table",

@@ -5,7 +5,7 @@ previous-token circuit, against ``previous_token_matched_random``). Induction is
 (``induction_present``) when the baseline top-1 is at least ``min_baseline_ratio`` x chance, chance
 = 1 / (number of distinct probe tokens) of the model's probe (``chance`` per model);
 ``destroys_induction`` = induction present AND the verdict is causal
-(``headtrace.verdict.destroys_induction``). ``onset`` = the first such revision;
+(``headtrace.causal.verdict.destroys_induction``). ``onset`` = the first such revision;
 ``sustained_onset`` = the first revision from which it holds at every later revision.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Mapping
 
 import polars as pl
 
-from headtrace.verdict import destroys_induction, induction_present
+from headtrace.causal.verdict import destroys_induction, induction_present
 
 
 def composition_table(verdicts: pl.DataFrame, chance: float | Mapping[str, float],

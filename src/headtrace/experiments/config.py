@@ -23,21 +23,13 @@ from __future__ import annotations
 import copy
 from typing import Mapping, Sequence
 
-from headtrace import revisions as _revs
+from headtrace.core import revisions as _revs
+from headtrace.core import schema
+from headtrace.models.toy import recipe as toy
 
 EXPERIMENTS = ("cross_seed", "data_shift", "composition", "noise_floor")
 
-DEFAULTS = {
-    "enabled": True,
-    "n_random": 20,
-    "seed": 0,
-    "seeds": {"base": None, "seeds": [], "revisions": "ends"},
-    "data_shift": {"base": None, "max_steps": 100, "n_checkpoints": 5, "seed": 1,
-                   "data": {"kind": "zipf"}, "optim": {}},
-    "composition": {"enabled": True, "min_baseline_ratio": 10.0},
-    "noise_floor": {"enabled": True, "quantile": 0.99, "init_revision": "step0",
-                    "shuffle_revisions": ["first", "final"], "shuffle_seed": 0, "models": None},
-}
+DEFAULTS = schema.defaults("experiments")  # config/schema.yaml: the one source
 
 
 def settings(config: Mapping) -> dict:
@@ -97,8 +89,6 @@ def expand_models(config: dict) -> dict:
         spec = _base_spec(config, base, "data_shift")
         name = shift_model_name(base)
         if name not in config["models"]:
-            from headtrace import toy
-
             steps = toy.checkpoint_steps(int(shift["max_steps"]), int(shift["n_checkpoints"]))
             new = {k: copy.deepcopy(v) for k, v in spec.items()
                    if k not in ("revisions", "train", "tokens", "tokens_per_step", "tokens_schedule")}
@@ -218,8 +208,6 @@ def shift_train_kwargs(family: str, train: Mapping, revisions: Sequence[str], in
                        defaults: Mapping | None = None) -> dict:
     """Keyword arguments of ``toy.train`` for a data-shift continuation from ``init_from``."""
     if defaults is None:
-        from headtrace import toy
-
         defaults = toy.DEFAULTS[family]
     merged = _deep_merge(dict(defaults), {k: v for k, v in train.items() if k in ("arch", "optim", "max_steps")})
     data = {**(defaults.get("data") or {}), **(train.get("data") or {})} if train.get("data") else dict(defaults["data"])

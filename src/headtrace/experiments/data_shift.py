@@ -13,8 +13,8 @@ import math
 import numpy as np
 import polars as pl
 
+from headtrace.core.heads import as_heads, head_name, jaccard
 from headtrace.experiments.seeds import circuit_of
-from headtrace.heads import as_heads, head_name, jaccard
 
 
 def data_shift_table(base: pl.DataFrame, shifted: pl.DataFrame, base_final_tokens: int | None = None) -> pl.DataFrame:

@@ -18,8 +18,9 @@ import math
 import numpy as np
 import polars as pl
 
-from headtrace import probe as _probe
-from headtrace.tables import CLASS_COLUMNS
+from headtrace.core import probe as _probe
+from headtrace.core.probe import CLASSES
+from headtrace.core.tables import CLASS_COLUMNS
 
 SHUFFLE_CLASSES = ("induction", "duplicate_token")
 
@@ -75,7 +76,6 @@ def floors(null: pl.DataFrame, quantile: float = 0.99) -> pl.DataFrame:
 def noise_floor_table(traj: pl.DataFrame, floor_table: pl.DataFrame, class_threshold: float = 30.0,
                       null: str = "combined") -> pl.DataFrame:
     """Per model x revision x class (+ ``any``): heads above the class floor, and the 30x count."""
-    from headtrace.probe import CLASSES
 
     fl = floor_table.filter(pl.col("null") == null)
     rows = []

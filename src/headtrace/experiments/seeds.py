@@ -19,8 +19,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from headtrace.heads import Head, as_heads, head_name, jaccard, layers_of
-from headtrace.verdict import permutation_p
+from headtrace.causal.conditions import Condition, matched_sets
+from headtrace.causal.verdict import permutation_p
+from headtrace.core.heads import Head, as_heads, head_name, jaccard, layers_of
 
 
 def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tuple[Head, ...]:
@@ -33,7 +34,6 @@ def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tup
 def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: int, n_random: int, seed: int):
     """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x its matched sets (the
     verdict's control: K distinct sets, or the whole matched space when it holds at most K)."""
-    from headtrace.conditions import Condition, matched_sets
 
     conds = [Condition("baseline", 0, ())]
     for name, heads in circuits.items():

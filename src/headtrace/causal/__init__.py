@@ -1,0 +1,2 @@
+"""Causal verification: the ablation conditions and their matched controls, the batched ablation
+engine and the verdict statistics."""

@@ -1,0 +1,240 @@
+"""Verdict statistics: is a circuit's ablation effect causal, and how sure are we (paper A step 3)?
+
+Pure functions over the ``ablation`` table (one row per condition, ``headtrace.causal.conditions``) and
+over per-sequence metric arrays.
+
+**Effect** on a metric (``damage``): how much an ablation hurts, positive = hurts:
+``baseline - ablated`` for ``top1``, ``top5`` and ``logit_b``; ``ablated - baseline`` for ``ce``
+(ablation raises the cross-entropy). The decision metric is ``metric`` (``top1`` by default;
+``logit_b`` is often the sensitive one on real models, whose top-1 is 1-5 %).
+
+**Permutation p-value** (``permutation_p``): over the N *distinct* matched sets evaluated,
+``p = (1 + #{sets with effect >= circuit effect}) / (1 + N)``, counting the circuit itself; its
+smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space when it is small
+(exact test) or K sets drawn without replacement (sampled); ``n_matched_sets`` is the space size.
+
+**Three-way verdict** (``verdict`` column; the boolean ``causal`` is ``verdict == "causal"``):
+
+- ``underpowered``: a non-empty circuit whose control cannot reach ``p <= alpha`` whatever the
+  effect (``min_p > alpha``: fewer than ``1/alpha - 1`` distinct matched sets, e.g. a 3-head circuit
+  in a 4-head layer has one), or that has no control at all. The effect and its interval are still
+  reported; the test cannot decide.
+- ``causal``: non-empty circuit AND ``effect > 0`` AND (top-1/top-5 only) ``ablated <=
+  max_ablated_fraction x baseline`` (0.5) AND ``p_value <= alpha`` (0.05) AND ``effect >=
+  min_effect_ratio x max(random_effect_mean, 0)`` (2).
+- ``not_causal``: otherwise (including an empty circuit: nothing was ablated).
+
+``random_effect_mean`` = mean effect over the control's sets; ``effect_vs_random = effect /
+random_effect_mean`` (IEEE: ``inf`` when the mean is 0 and the effect positive, ``NaN`` when both
+are 0). ``upper_bound_saturates``: ``baseline_top1 > 0`` and ``upper_bound_top1 <=
+saturation_fraction x baseline_top1`` (0.1); reported, not required (it tests the layers).
+The class-matched control (sink heads excluded), when present, gets its own ``class_p_value``,
+``class_random_effect_mean`` and ``n_class_matched_sets`` next to the plain control's.
+
+**Intervals** (``bootstrap_counts`` / ``bootstrap_intervals``): the probe sequences are resampled
+with replacement ``n_boot`` times (1000) from ``numpy.random.default_rng([seed, crc32("bootstrap")])``;
+every condition of a cell uses the *same* resamples, so an effect's interval is paired (baseline
+and ablated mean on the same resample). Percentile interval at ``level`` (0.95), widened to
+contain the point estimate in the rare case it does not. Deterministic by seed.
+
+**Composition** (``induction_present`` / ``destroys_induction``): induction is present when the
+baseline top-1 is at least ``min_baseline_ratio x chance``, chance = 1 / (number of distinct probe
+tokens), i.e. the model predicts B far above guessing; the previous-token circuit destroys it when
+induction is present and that circuit's verdict is ``causal``.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Mapping, Sequence
+
+import numpy as np
+import polars as pl
+
+from headtrace.causal.conditions import CIRCUITS
+from headtrace.cell.bootstrap import resample_counts
+from headtrace.core import tables
+
+VERDICTS = ("causal", "not_causal", "underpowered")
+DECISION_METRICS = ("top1", "logit_b", "ce")
+CI_METRICS = ("top1", "logit_b", "ce")
+DIRECTION = {"top1": 1.0, "top5": 1.0, "logit_b": 1.0, "ce": -1.0}  # effect = DIRECTION x (baseline - ablated)
+
+
+def damage(metric: str, baseline, ablated):
+    """Effect of an ablation on ``metric``, positive = the ablation hurts."""
+    if metric not in DIRECTION:
+        raise ValueError(f"unknown metric {metric!r}; one of {sorted(DIRECTION)}")
+    return DIRECTION[metric] * (np.asarray(baseline, float) - np.asarray(ablated, float))
+
+
+def min_p(n_sets: int) -> float:
+    """Smallest permutation p-value over ``n_sets`` matched sets: ``1 / (1 + n_sets)``."""
+    return 1.0 / (1 + n_sets)
+
+
+def permutation_p(effect: float, set_effects: Sequence[float]) -> float:
+    """``(1 + #{e >= effect}) / (1 + N)`` over the N distinct sets' effects."""
+    e = np.asarray(set_effects, float)
+    return (1 + int((e >= effect).sum())) / (1 + e.size)
+
+
+def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, n_sets: int,
+           random_effect_mean: float, metric: str = "top1", alpha: float = 0.05,
+           max_ablated_fraction: float = 0.5, min_effect_ratio: float = 2.0) -> str:
+    """The three-way verdict (module docstring) from one circuit's numbers."""
+    if n_heads == 0:
+        return "not_causal"
+    if n_sets == 0 or min_p(n_sets) > alpha:
+        return "underpowered"
+    ok = (effect > 0 and not math.isnan(p_value) and p_value <= alpha
+          and effect >= min_effect_ratio * max(random_effect_mean, 0.0))
+    if metric in ("top1", "top5"):
+        ok = ok and ablated <= max_ablated_fraction * baseline
+    return "causal" if ok else "not_causal"
+
+
+# --------------------------------------------------------------------------------------------
+# Bootstrap over probe sequences
+
+
+def bootstrap_counts(n: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """``(n_boot, n)`` resampling counts: ``counts @ v / n`` = the mean of per-sequence ``v`` on each resample
+    (``bootstrap.resample_counts``, seeded apart from the screen's resamples)."""
+    return resample_counts(n, n_boot, [int(seed) & 0xFFFFFFFF, zlib.crc32(b"bootstrap")])
+
+
+def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap ``samples``, widened to contain ``estimate``."""
+    lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
+    return float(min(lo, estimate)), float(max(hi, estimate))
+
+
+def bootstrap_intervals(per_sequence: Sequence[Mapping[str, np.ndarray]], baseline_index: int = 0, *,
+                        n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                        metrics: Sequence[str] = CI_METRICS) -> list[dict[str, float]]:
+    """Per condition: ``{m}_lo``/``{m}_hi`` (its mean) and ``{m}_effect_lo``/``{m}_effect_hi``
+    (its paired effect against the baseline condition ``baseline_index``) for every metric."""
+    n = len(per_sequence[baseline_index][metrics[0]])
+    w = bootstrap_counts(n, n_boot, seed)
+    out = []
+    base = {m: np.asarray(per_sequence[baseline_index][m], float) for m in metrics}
+    base_boot = {m: (w @ base[m]) / n for m in metrics}
+    for ps in per_sequence:
+        row = {}
+        for m in metrics:
+            v = np.asarray(ps[m], float)
+            if v.shape != (n,):
+                raise ValueError(f"per-sequence {m} has shape {v.shape}, expected ({n},)")
+            boot = (w @ v) / n
+            row[f"{m}_lo"], row[f"{m}_hi"] = percentile_interval(boot, float(v.mean()), level)
+            eff = damage(m, base_boot[m], boot)
+            row[f"{m}_effect_lo"], row[f"{m}_effect_hi"] = percentile_interval(
+                eff, float(damage(m, base[m].mean(), v.mean())), level)
+        out.append(row)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The verdict table
+
+
+def _num(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _control_stats(cell: pl.DataFrame, name: str | None, metric: str, b: float, effect: float, n_heads: int):
+    """(mean effect, p, N distinct sets, space size, mean top-1) of one control in a cell."""
+    if name is None:
+        return math.nan, math.nan, 0, 0, math.nan, 0
+    draws = cell.filter((pl.col("condition") == name) & (pl.col("draw") >= 1))
+    k = draws.height
+    space = 0
+    if "n_matched_sets" in cell.columns:
+        s = cell.filter(pl.col("condition") == name)["n_matched_sets"].drop_nulls()
+        space = int(s[0]) if s.len() else 0
+    if not k:
+        return math.nan, math.nan, 0, space, math.nan, 0
+    eff = damage(metric, b, draws[metric].to_numpy().astype(float))
+    r_mean = float(np.mean(eff))
+    # The p-value counts *distinct* head sets: K copies of one comparison are not K comparisons.
+    distinct = draws.unique(subset=["heads"], keep="first", maintain_order=True)
+    dmetric = distinct[metric].to_numpy().astype(float)
+    p = permutation_p(effect, damage(metric, b, dmetric))  # a set tied with the circuit: b - d == b - a exactly
+    if not n_heads:
+        p = math.nan
+    return r_mean, p, distinct.height, space or distinct.height, float(draws["top1"].mean()), k
+
+
+def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0.05,
+            max_ablated_fraction: float = 0.5, min_effect_ratio: float = 2.0,
+            saturation_fraction: float = 0.1) -> pl.DataFrame:
+    """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell."""
+    if metric not in DECISION_METRICS:
+        raise ValueError(f"ablation.metric must be one of {DECISION_METRICS}, got {metric!r}")
+    rows = []
+    for key, cell in ablation_df.group_by(["model", "revision", "tokens"], maintain_order=True):
+        conds = set(cell["condition"].to_list())
+        base = cell.filter(pl.col("condition") == "baseline")
+        if base.height != 1:
+            raise ValueError(f"cell {key}: expected one baseline row, found {base.height}")
+        b_top1, b = float(base["top1"][0]), float(base[metric][0])
+        for circuit_name, spec in CIRCUITS.items():
+            if spec.condition not in conds:
+                continue
+            crow = cell.filter(pl.col("condition") == spec.condition).row(0, named=True)
+            rname = next((r for r in (spec.random, spec.fallback_random) if r and r in conds), None)
+            uname = next((u for u in (spec.upper, spec.fallback_upper) if u and u in conds), None)
+            cname = spec.class_random if spec.class_random in conds else None
+            ub = float(cell.filter(pl.col("condition") == uname)["top1"][0]) if uname else b_top1
+            a, n_heads = float(crow[metric]), int(crow["n_heads"])
+            effect = float(damage(metric, b, a))
+            r_mean, p, n_distinct, space, r_top1, k = _control_stats(cell, rname, metric, b, effect, n_heads)
+            c_mean, c_p, c_distinct, c_space, _, _ = _control_stats(cell, cname, metric, b, effect, n_heads)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = float(np.float64(effect) / np.float64(r_mean))
+            v = decide(n_heads=n_heads, effect=effect, baseline=b, ablated=a, p_value=p, n_sets=n_distinct,
+                       random_effect_mean=r_mean, metric=metric, alpha=alpha,
+                       max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
+            rows.append({
+                "model": key[0], "revision": key[1], "tokens": key[2], "circuit": circuit_name,
+                "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
+                "ablated_top1": float(crow["top1"]), "effect": effect, "random_effect_mean": r_mean,
+                "effect_vs_random": ratio, "p_value": p, "upper_bound_top1": ub,
+                "upper_bound_saturates": bool(b_top1 > 0 and ub <= saturation_fraction * b_top1),
+                "causal": v == "causal", "verdict": v, "metric": metric,
+                "baseline_value": b, "ablated_value": a,
+                "effect_lo": _num(crow.get(f"{metric}_effect_lo")), "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
+                "min_p": min_p(n_distinct) if n_distinct else math.nan, "n_matched_sets": space,
+                "control_exact": bool(n_distinct and n_distinct == space),
+                "control": rname, "upper_bound": uname, "n_random": k, "n_distinct_draws": n_distinct, "random_top1_mean": r_top1,
+                "class_control": cname, "class_p_value": c_p, "class_random_effect_mean": c_mean,
+                "n_class_matched_sets": c_space,
+            })
+    schema = tables.SCHEMAS["verdict"]
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return tables.conform(pl.DataFrame(rows, schema=schema), "verdict")
+
+
+# --------------------------------------------------------------------------------------------
+# Composition
+
+
+def chance_top1(token_range: Sequence[int]) -> float:
+    """Top-1 of guessing among the probe's distinct tokens ``[low, high)``: ``1 / (high - low)``."""
+    low, high = int(token_range[0]), int(token_range[1])
+    if high <= low:
+        raise ValueError(f"empty probe token range {token_range}")
+    return 1.0 / (high - low)
+
+
+def induction_present(baseline_top1, chance: float, min_baseline_ratio: float = 10.0):
+    """Baseline top-1 at least ``min_baseline_ratio`` x chance (arrays or scalars)."""
+    return np.asarray(baseline_top1, float) >= min_baseline_ratio * chance
+
+
+def destroys_induction(verdict_value, baseline_top1, chance: float, min_baseline_ratio: float = 10.0):
+    """Induction present AND the previous-token circuit's verdict is ``causal``."""
+    return np.logical_and(induction_present(baseline_top1, chance, min_baseline_ratio),
+                          np.asarray(verdict_value) == "causal")

@@ -1,0 +1,167 @@
+"""The synthetic induction batch and the positions the screen reads.
+
+Protocol (paper A, Xu 2026, arXiv:2605.24059, and the author's ``build_induction_batch``): every sequence is uniform random
+tokens from ``[token_low, token_high)``; two distinct tokens A, B; ``ab`` drawn from
+``[ab_low, ab_high)``; ``seq[ab] = A``, ``seq[ab + 1] = B``; every other occurrence of A, then of B,
+is resampled; the last token is A. The query is the last position, the target is B.
+
+The random draws happen in exactly the author's order (numpy ``RandomState(seed)``), so with the
+default arguments the batch is the author's batch token for token. A sequence is *valid* when B
+occurs exactly once before the query (the resampling can, rarely, re-create a B); the author
+scores induction and duplicate-token attention over valid sequences only, and so do we.
+
+With ``prepend_bos`` a BOS token is put in front of every sequence; every position below (and
+``ab`` in the stored batch) refers to the tokens as fed to the model, BOS included.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+CLASSES = ("induction", "duplicate-token", "previous-token", "first-token", "self", "local")
+UNCLASSIFIED = "unclassified"
+N_BASELINE_POSITIONS = 50
+BASELINE_SEED = 0
+
+
+@dataclass(frozen=True)
+class ProbeBatch:
+    tokens: np.ndarray  # (n, seq_len) int64, exactly as fed to the model
+    ab: np.ndarray  # (n,) index of the first A in ``tokens``
+    target: np.ndarray  # (n,) token B, the prediction target at the query
+    valid: np.ndarray  # (n,) bool: B occurs once before the query
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.tokens.shape[1])
+
+    @property
+    def query_pos(self) -> int:
+        return self.seq_len - 1
+
+    def head(self, n: int | None) -> "ProbeBatch":
+        """The first ``n`` sequences (all of them when ``n`` is None or >= the batch size)."""
+        if n is None or n >= len(self.tokens):
+            return self
+        return ProbeBatch(self.tokens[:n], self.ab[:n], self.target[:n], self.valid[:n])
+
+
+def make_batch(
+    n_sequences: int = 2000,
+    seq_len: int = 256,
+    token_low: int = 100,
+    token_high: int = 10000,
+    seed: int = 42,
+    ab_low: int = 20,
+    ab_high: int = 128,
+    prepend_bos: bool = False,
+    bos_token_id: int | None = None,
+) -> ProbeBatch:
+    """Build the synthetic induction batch (see the module docstring)."""
+    body_len = seq_len - 1 if prepend_bos else seq_len
+    _check_batch_args(n_sequences, body_len, token_low, token_high, ab_low, ab_high)
+    if prepend_bos and bos_token_id is None:
+        raise ValueError("probe.prepend_bos is true but the model has no bos_token_id")
+    rng = np.random.RandomState(seed)
+    tokens = np.zeros((n_sequences, body_len), dtype=np.int64)
+    ab = np.zeros(n_sequences, dtype=np.int64)
+    target = np.zeros(n_sequences, dtype=np.int64)
+    vocab = np.arange(token_low, token_high)
+    for i in range(n_sequences):
+        seq = rng.randint(token_low, token_high, size=body_len).astype(np.int64)
+        a, b = rng.choice(vocab, size=2, replace=False)
+        pos = rng.randint(ab_low, ab_high)
+        seq[pos], seq[pos + 1] = a, b
+        for k in range(body_len):
+            if seq[k] == a and k != pos:
+                seq[k] = rng.randint(token_low, token_high)
+        for k in range(body_len):
+            if seq[k] == b and k != pos + 1:
+                seq[k] = rng.randint(token_low, token_high)
+        seq[-1] = a
+        tokens[i], ab[i], target[i] = seq, pos, b
+    if prepend_bos:
+        tokens = np.concatenate([np.full((n_sequences, 1), bos_token_id, np.int64), tokens], axis=1)
+        ab = ab + 1
+    valid = (tokens[:, :-1] == target[:, None]).sum(axis=1) == 1
+    return ProbeBatch(tokens=tokens, ab=ab, target=target, valid=valid)
+
+
+def _check_batch_args(n, body_len, token_low, token_high, ab_low, ab_high) -> None:
+    if n < 1:
+        raise ValueError(f"probe.n_sequences must be >= 1, got {n}")
+    if token_high - token_low < 2:
+        raise ValueError(f"probe.token_range [{token_low}, {token_high}) needs at least two tokens")
+    if not 0 <= ab_low < ab_high:
+        raise ValueError(f"probe.ab_range [{ab_low}, {ab_high}) is empty or negative")
+    # ab + 1 must stay before the local window and the query (T-6 .. T-1).
+    if ab_high + 1 > body_len - 6:
+        raise ValueError(
+            f"probe.ab_range upper bound {ab_high} leaves no room before the query window "
+            f"of a {body_len}-token sequence (need ab_high <= seq_len - 7)"
+        )
+
+
+def fixed_positions(seq_len: int) -> dict[str, np.ndarray]:
+    """Key positions of the classes that do not depend on the sequence: (positions,) per class."""
+    q = seq_len - 1
+    return {
+        "previous-token": np.array([q - 1]),
+        "first-token": np.array([0]),
+        "self": np.array([q]),
+        "local": np.arange(q - 5, q - 1),  # T-6 .. T-3
+    }
+
+
+def baseline_positions(seq_len: int, n: int = N_BASELINE_POSITIONS, seed: int = BASELINE_SEED) -> np.ndarray:
+    """The author's 50 fixed "other" key positions: drawn once with ``RandomState(seed)`` from
+    ``[1, T-1)``, avoiding first-token, self, previous-token and local (the sequence-dependent
+    induction/duplicate positions are not avoided, as in the author's code)."""
+    q = seq_len - 1
+    avoid = {0, q, q - 1, *range(q - 5, q - 1)}
+    if q - 1 - len(avoid - {0, q}) < n:
+        raise ValueError(f"a {seq_len}-token probe has fewer than {n} baseline positions")
+    rng = np.random.RandomState(seed)
+    sample: list[int] = []
+    while len(sample) < n:
+        p = int(rng.randint(1, q))
+        if p not in avoid and p not in sample:
+            sample.append(p)
+    return np.array(sample, dtype=np.int64)
+
+
+def key_positions(batch: ProbeBatch) -> dict[str, np.ndarray]:
+    """Per-sequence key positions for every class: (n, k) int64 per class."""
+    n = batch.tokens.shape[0]
+    out = {name: np.broadcast_to(pos, (n, pos.size)).copy() for name, pos in fixed_positions(batch.seq_len).items()}
+    out["induction"] = (batch.ab + 1)[:, None]
+    out["duplicate-token"] = batch.ab[:, None].copy()
+    return {name: out[name] for name in CLASSES}
+
+
+def batch_table(batch: ProbeBatch):
+    """The batch as a table (schema ``probe``): seq, tokens (as fed), ab, target, valid."""
+
+    return pl.DataFrame(
+        {
+            "seq": np.arange(batch.tokens.shape[0], dtype=np.int32),
+            "tokens": batch.tokens.tolist(),
+            "ab": batch.ab.astype(np.int32),
+            "target": batch.target,
+            "valid": batch.valid,
+        }
+    )
+
+
+def batch_from_table(df) -> ProbeBatch:
+    """Inverse of ``batch_table``."""
+    df = df.sort("seq")
+    tokens = np.asarray(df["tokens"].to_list(), dtype=np.int64)
+    return ProbeBatch(
+        tokens=tokens,
+        ab=df["ab"].to_numpy().astype(np.int64),
+        target=df["target"].to_numpy().astype(np.int64),
+        valid=df["valid"].to_numpy().astype(bool),
+    )

@@ -1,0 +1,326 @@
+"""Checkpoint (revision) names, their training-token counts, and picking a log-spaced panel.
+
+Pure functions (no network) except :func:`list_hub_revisions`. Revision names seen in practice:
+
+* Pythia: ``step0``, ``step1``, ``step2``, ``step4`` … ``step512``, ``step1000`` … ``step143000``;
+  tokens are not in the name (2,097,152 tokens per step: 1024 sequences × 2048 tokens).
+* OLMo / OLMoE / OLMo-2: ``step126000-tokens264B``, ``stage1-step1000-tokens5B``; tokens in the name.
+* ``main``: the final model; no step.
+* Hugging Face Trainer output folders: ``checkpoint-500`` (step 500).
+
+A model's config entry says how to get tokens (see :func:`tokens_for`)::
+
+    tokens_per_step: 2097152           # tokens = step × tokens_per_step
+    tokens_schedule:                   # or a batch that changes: tokens a step, phase by phase
+      - {until: 400, tokens_per_step: 512}    # steps [0, 400): 512 tokens each
+      - {tokens_per_step: 2048}               # from step 400 on
+    tokens_from_name: true             # "…-tokens264B" → 264e9
+    tokens: {main: 300000000000}       # explicit map, wins over everything
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Iterable
+
+__all__ = [
+    "parse_step", "parse_tokens", "parse_count", "tokens_for", "schedule_tokens", "log_spaced", "sort_revisions",
+    "list_hub_revisions", "list_checkpoints", "config_block", "KNOWN_TOKENS_PER_STEP", "TOKEN_KEYS",
+]
+
+# ``step<N>`` anywhere between separators, or HF Trainer's ``checkpoint-<N>`` folders.
+_STEP_RE = re.compile(r"(?:^|[-_/])(?:step|checkpoint[-_]?)(\d+)(?=$|[-_/])", re.IGNORECASE)
+_TOKENS_RE = re.compile(r"(?:^|[-_/])tokens?(\d+(?:\.\d+)?)([KMBT]?)(?=$|[-_/])", re.IGNORECASE)
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+
+# Tokens per optimizer step for well-known suites whose revision names carry no token count.
+# Pythia (all sizes, deduped or not): batch 1024 sequences × 2048 tokens.
+KNOWN_TOKENS_PER_STEP = {"EleutherAI/pythia-": 1024 * 2048}
+
+
+def parse_step(revision: str) -> int | None:
+    """Training step in a revision name: ``"step126000-tokens264B"`` → 126000, ``"main"`` → None."""
+    m = _STEP_RE.search(revision)
+    return int(m.group(1)) if m else None
+
+
+def toy_step(revision) -> int:
+    """The step of a toy revision: an int, or a name ``step<N>`` exactly (a toy checkpoint folder is
+    ``step{N}``, so no other spelling can name one). Raises ``ValueError`` naming the revision."""
+    if isinstance(revision, bool):
+        raise ValueError(f"toy revision {revision!r} must be named step<N>")
+    if isinstance(revision, numbers.Integral):
+        return int(revision)
+    m = re.fullmatch(r"step(\d+)", str(revision))
+    if m is None:
+        raise ValueError(f"toy revision '{revision}' must be named step<N>")
+    return int(m.group(1))
+
+
+def parse_name_list(text: str) -> list[str]:
+    """Revision names from a list file's text: one name per line, blank lines skipped, ``#``
+    starting a comment (as ``headtrace revisions HF_ID --list`` prints the file)."""
+    lines = (ln.split("#", 1)[0].strip() for ln in text.splitlines())
+    return [ln for ln in lines if ln]
+
+
+def training_order_key(revision: str, tokens: int | None = None) -> tuple:
+    """Sort key of a revision in training order: tokens, then step number, then name; a missing
+    tokens count or step sorts last (the order of ``trajectories.revision_order``)."""
+    step = parse_step(revision or "")
+    return (math.inf if tokens is None else tokens, math.inf if step is None else step, revision or "")
+
+
+def parse_count(text: str | int | float) -> int:
+    """An integer count with an optional K/M/B/T suffix: ``"264B"``, ``"1.5T"``, ``"2097152"``, 2e6.
+
+    Decimals are exact (``"0.5B"`` → 500_000_000); a result that is not a whole number is an error.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"not a count: {text!r}")
+    if isinstance(text, int):
+        return text
+    if isinstance(text, float):
+        if not text.is_integer():
+            raise ValueError(f"not a whole count: {text!r}")
+        return int(text)
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?(?:[eE]\d+)?)\s*([KMBTGkmbtg]?)\s*", str(text).replace("_", ""))
+    if not m:
+        raise ValueError(f"not a count: {text!r} (expected e.g. 2097152, 264B, 1.5T)")
+    try:
+        value = Decimal(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    except InvalidOperation:  # pragma: no cover - regex guards this
+        raise ValueError(f"not a count: {text!r}") from None
+    if value != value.to_integral_value():
+        raise ValueError(f"not a whole count: {text!r}")
+    return int(value)
+
+
+def parse_tokens(revision: str) -> int | None:
+    """Training tokens in a revision name: ``"step126000-tokens264B"`` → 264_000_000_000.
+
+    Suffixes K/M/B/T (case-insensitive), integers or decimals (``tokens1.5T``); None if absent.
+    """
+    m = _TOKENS_RE.search(revision)
+    if not m:
+        return None
+    return parse_count(m.group(1) + m.group(2))
+
+
+TOKEN_KEYS = ("tokens", "tokens_from_name", "tokens_per_step", "tokens_schedule")
+
+
+def schedule_tokens(step: int, schedule: list[dict]) -> int:
+    """Tokens seen after ``step`` optimizer steps of a schedule whose tokens a step change.
+
+    ``schedule``: phases in step order, ``{until: N, tokens_per_step: T}`` (steps ``[previous
+    until, N)`` train on ``T`` tokens each); the last phase may omit ``until`` (it runs on). Step N
+    has seen the tokens of steps ``0 … N-1``. Raises ``ValueError`` naming the phase when the
+    ``until`` steps do not increase, a phase before the last has no ``until``, or ``step`` lies
+    beyond a closed schedule's last ``until``."""
+    phases, prev = [], 0
+    for k, ph in enumerate(schedule):  # the whole schedule is checked, whatever the step
+        if not isinstance(ph, dict) or "tokens_per_step" not in ph or set(ph) - {"until", "tokens_per_step"}:
+            raise ValueError(f"tokens_schedule[{k}]: needs tokens_per_step (and until, except the last phase); "
+                             f"got {ph!r}")
+        until = ph.get("until")
+        if until is None and k != len(schedule) - 1:
+            raise ValueError(f"tokens_schedule[{k}]: only the last phase may omit 'until'")
+        if until is not None and int(until) <= prev:
+            raise ValueError(f"tokens_schedule[{k}].until = {until} must be larger than {prev}")
+        prev = None if until is None else int(until)
+        phases.append((prev, parse_count(ph["tokens_per_step"])))
+    if prev is not None and step > prev:
+        raise ValueError(f"step {step} lies beyond the tokens_schedule, which ends at step {prev}")
+    total, start = 0, 0
+    for until, per_step in phases:
+        end = step if until is None else min(step, until)
+        if end <= start:
+            break
+        total, start = total + (end - start) * per_step, end
+    return total
+
+
+def tokens_for(revision: str, spec: dict) -> int | None:
+    """Training tokens seen at ``revision`` of a model whose config entry is ``spec``.
+
+    Precedence: (1) the explicit map ``spec["tokens"][revision]``; (2) the count parsed from the
+    name (``…-tokens264B``) unless ``tokens_from_name: false``; (3) ``tokens_per_step × step``, or
+    the sum over the ``tokens_schedule`` phases (:func:`schedule_tokens`; one of the two, not both).
+    Returns None when ``spec`` has none of the keys ``tokens``, ``tokens_from_name``,
+    ``tokens_per_step``, ``tokens_schedule`` (tokens unknown; a workflow may then fall back to steps). Raises
+    ``ValueError`` naming the revision when the spec asks for tokens but none of the rules applies
+    (e.g. ``main`` with only ``tokens_per_step``, or ``tokens_from_name: true`` and no count in the name).
+    """
+    if not any(k in spec and spec[k] is not None for k in TOKEN_KEYS):
+        return None
+    explicit = spec.get("tokens") or {}
+    if not isinstance(explicit, dict):
+        raise ValueError(f"'tokens' must be a map revision -> count, got {type(explicit).__name__}")
+    if revision in explicit:
+        return parse_count(explicit[revision])
+    from_name = spec.get("tokens_from_name")
+    if from_name is None or from_name:
+        parsed = parse_tokens(revision)
+        if parsed is not None:
+            return parsed
+    per_step, schedule = spec.get("tokens_per_step"), spec.get("tokens_schedule")
+    if per_step is not None and schedule is not None:
+        raise ValueError("set tokens_per_step or tokens_schedule, not both")
+    step = parse_step(revision)
+    if per_step is not None and step is not None:
+        return step * parse_count(per_step)
+    if schedule is not None and step is not None:
+        return schedule_tokens(step, schedule)
+    tried = []
+    if explicit:
+        tried.append("not in the 'tokens' map")
+    if from_name is None or from_name:
+        tried.append("no '-tokens<N>[KMBT]' in the name")
+    if per_step is not None or schedule is not None:
+        tried.append(f"no 'step<N>' in the name for {'tokens_per_step' if per_step is not None else 'tokens_schedule'}")
+    raise ValueError(
+        f"cannot determine training tokens for revision '{revision}': {'; '.join(tried)}. "
+        f"Add it to the model's 'tokens:' map."
+    )
+
+
+def sort_revisions(revisions: Iterable[str]) -> list[str]:
+    """Revisions with a step in step order (ties by tokens, then name), others (``main``) last."""
+    def key(r: str):
+        s = parse_step(r)
+        t = parse_tokens(r)
+        return (s is None, s if s is not None else 0, t if t is not None else -1, r)
+    return sorted(dict.fromkeys(revisions), key=key)
+
+
+def log_spaced(items: list[tuple[str, int | None]], n: int) -> list[str]:
+    """Pick ``n`` approximately log-spaced revisions from ``(revision, step_or_tokens)`` pairs.
+
+    * Pairs whose value is None or negative (non-parsable, e.g. ``main``) are skipped; duplicate
+      revisions and duplicate values are dropped (first occurrence wins).
+    * Spacing is geometric in ``log(1 + value)``, so a step-0 checkpoint can be the first one.
+    * The first (smallest) and last (largest) values are always included; the other ``n - 2``
+      targets ``exp(linspace(log1p(first), log1p(last), n)) - 1`` each take the nearest unused
+      revision (nearest in log1p). Dense regions are therefore thinned, sparse regions kept.
+    * If ``n`` ≥ the number of usable revisions, all of them are returned.
+
+    Returns the chosen revision names ordered by value.
+    """
+    if n < 1:
+        raise ValueError(f"n must be ≥ 1, got {n}")
+    seen_rev: set[str] = set()
+    seen_val: set[int] = set()
+    pts: list[tuple[int, str]] = []
+    for rev, val in items:
+        if val is None or rev in seen_rev:
+            continue
+        val = int(val)
+        if val < 0 or val in seen_val:
+            continue
+        seen_rev.add(rev)
+        seen_val.add(val)
+        pts.append((val, rev))
+    pts.sort()
+    if not pts:
+        return []
+    if n >= len(pts):
+        return [r for _, r in pts]
+    if n == 1:
+        return [pts[-1][1]]
+    logs = [math.log1p(v) for v, _ in pts]
+    lo, hi = logs[0], logs[-1]
+    chosen = {0, len(pts) - 1}
+    for k in range(1, n - 1):
+        target = lo + (hi - lo) * k / (n - 1)
+        free = [i for i in range(len(pts)) if i not in chosen]
+        chosen.add(min(free, key=lambda i: (abs(logs[i] - target), i)))
+    return [pts[i][1] for i in sorted(chosen)]
+
+
+def list_hub_revisions(hf_id: str, token: str | bool | None = None) -> list[str]:
+    """Branch names of a Hub model repo (network), sorted with :func:`sort_revisions`."""
+    from huggingface_hub import list_repo_refs  # network client: only `headtrace revisions` without --from-file
+
+    refs = list_repo_refs(hf_id, token=token)
+    return sort_revisions(b.name for b in refs.branches)
+
+
+def list_checkpoints(path, pattern: str = "*") -> list[str]:
+    """Checkpoint folders under ``path`` whose names match the glob ``pattern`` (``checkpoint-*``,
+    ``step*``) and have a step in the name, ordered by step (:func:`sort_revisions`).
+
+    A folder counts once it holds a ``config.json`` and a ``*.safetensors`` file, so a checkpoint
+    still being written (without its weights yet) is not picked up; names a revision cannot have
+    (outside ``[A-Za-z0-9._-]``) are skipped."""
+
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"checkpoint folder '{root}' does not exist")
+    found = []
+    for d in root.glob(pattern):
+        if (d.is_dir() and re.fullmatch(r"[A-Za-z0-9._-]+", d.name) and parse_step(d.name) is not None
+                and (d / "config.json").is_file() and any(d.glob("*.safetensors"))):
+            found.append(d.name)
+    return sort_revisions(found)
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")
+_YAML_SPECIAL = {"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"}
+
+
+def _scalar(s: str) -> str:
+    """A YAML scalar for a string: plain when unambiguous, double-quoted otherwise."""
+    if _PLAIN.match(s) and s.lower() not in _YAML_SPECIAL and not re.fullmatch(r"[\d._eE+-]+", s):
+        return s
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def config_block(
+    hf_id: str,
+    model_name: str | None,
+    revisions: list[str],
+    *,
+    family: str = "auto",
+    tokens_per_step: int | str | None = None,
+    tokens_from_name: bool | None = None,
+    tokens: dict[str, int] | None = None,
+) -> str:
+    """A YAML block for the ``models:`` section of a headtrace config (indented under ``models:``).
+
+    Tokens: ``tokens_from_name: true`` when every revision that has a step carries a token count
+    in its name (OLMo style) or when asked; else ``tokens_per_step`` when given or known for the
+    suite (:data:`KNOWN_TOKENS_PER_STEP`, e.g. Pythia); an explicit ``tokens`` map is written as
+    given. Otherwise a comment says what to fill in.
+    """
+    name = model_name or hf_id.rsplit("/", 1)[-1].lower().replace(".", "_")
+    revisions = list(dict.fromkeys(revisions))
+    if tokens_from_name is None:
+        stepped = [r for r in revisions if parse_step(r) is not None]
+        tokens_from_name = bool(stepped) and all(parse_tokens(r) is not None for r in stepped)
+    if tokens_per_step is None and not tokens_from_name and not tokens:
+        for prefix, tps in KNOWN_TOKENS_PER_STEP.items():
+            if hf_id.startswith(prefix):
+                tokens_per_step = tps
+    lines = [
+        "models:",
+        f"  {_scalar(name)}:",
+        "    source: hub",
+        f"    hf_id: {_scalar(hf_id)}",
+        f"    family: {_scalar(family)}",
+        "    revisions:",
+    ]
+    lines += [f"      - {_scalar(r)}" for r in revisions]
+    if tokens_from_name:
+        lines.append("    tokens_from_name: true")
+    if tokens_per_step is not None:
+        lines.append(f"    tokens_per_step: {parse_count(tokens_per_step)}")
+    if tokens:
+        lines.append("    tokens:")
+        lines += [f"      {_scalar(r)}: {parse_count(v)}" for r, v in tokens.items()]
+    if not (tokens_from_name or tokens_per_step is not None or tokens):
+        lines.append("    # tokens unknown: set tokens_per_step (tokens = step × it) or a tokens: map")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,186 @@
+"""Finding 2b: how the first-token (BOS) sink spreads through the layers.
+
+Paper B states that first-token attractors crystallize in the middle layers first and spread
+outwards, the layers just above the L0/L1 floor last. This module turns that into two tables
+computed from F1's per-layer counts (``trajectories.f1_bos_floor``):
+
+* ``f2_layer_onset`` - per model x layer: the first revision with >= 1 first-token head
+  (``first_*``) and the first revision where >= 50% of the layer's heads are first-token heads
+  (``half_*``); null when never reached in the revisions screened.
+* ``f2_layer_spread`` - per model x onset kind (``first``, ``half``): which layers lead, the
+  Spearman rank correlations of a layer's onset with its distance from the middle layer
+  (``rho_middle``) and with its depth (``rho_depth``), a permutation p-value and a label.
+
+The rule (fixed by argument before it was run on any data; it has no tuned constant):
+
+1. **Ranked layers** = every layer above the floor (``floor_layers``, default 0 and 1, F1's floor).
+   The floor is F1's subject and has no onset on the published panel; including it would make any
+   model look "top-down" or "middle-out" merely because of the floor.
+2. **Middle** = the midpoint of the ranked layers, (lowest + highest) / 2 (16 layers: 8.5).
+3. **Onset value** = the onset's revision index in training order (the ranking is the same as by
+   tokens, and it also works for revisions with unknown tokens). A layer that **never** reaches the
+   onset gets the index one past the last revision: it is later than every layer that did (it had
+   all of training to get a sink and did not), and tied with the other never-reached layers (their
+   order is unknown). Dropping them instead would discard exactly the layers the claim is about.
+4. Spearman rho with average ranks for ties: ``rho_middle`` = rho(onset, |layer - middle|)
+   (> 0: layers far from the middle come later, i.e. middle-out); ``rho_depth`` = rho(onset, layer)
+   (> 0: bottom-up; < 0: top-down).
+5. Three candidate orders with scores ``middle-out`` = rho_middle, ``bottom-up`` = rho_depth,
+   ``top-down`` = -rho_depth. The statistic is the best score; its p-value comes from permuting the
+   onset values across the ranked layers (``n_permutations`` seeded draws; the same statistic, max of
+   the three scores, on every draw, so picking the best of three is paid for: a max-T test).
+   p = (1 + #draws with statistic >= observed) / (1 + n_permutations).
+6. Label = the best-scoring order when p <= ``alpha`` (default 0.05; ties between scores go to the
+   order listed first above), else ``"no clear order"``; ``"no sink"`` when no ranked layer reaches
+   the onset; ``"no clear order"`` also when every ranked layer has the same onset (rho undefined).
+
+What it can and cannot decide: with 10 checkpoints many layers share an onset revision (ties), so
+the test sees a coarse ranking; a label says the order is unlikely under exchangeable layers, not
+that the spread is strictly monotone. ``leading_layers`` / ``lead_ratio`` say by how much the first
+layers lead (next onset's tokens / leading onset's tokens; null on a 0-token leading revision).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from headtrace.core.revisions import training_order_key
+from headtrace.core.tables import SCHEMAS, conform
+from headtrace.findings.trajectory import f1_bos_floor, with_rev_index
+
+ORDERS = ("middle-out", "bottom-up", "top-down")
+NO_ORDER, NO_SINK = "no clear order", "no sink"
+ONSETS = {"first": "n_first_token >= 1", "half": "n_first_token >= 50% of n_heads"}
+
+
+def f2_layer_onset(traj: pl.DataFrame, class_threshold: float = 30.0,
+                   f1: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per model x layer: first revision with >= 1 first-token head and with >= 50% of the layer's
+    heads first-token heads (``sel_first_token >= class_threshold``); null when never reached."""
+    f1 = f1_bos_floor(traj, class_threshold) if f1 is None else f1
+    o = with_rev_index(f1)
+    half = 2 * pl.col("n_first_token") >= pl.col("n_heads")
+
+    def first_where(cond, prefix):
+        hit = (o.filter(cond).sort("rev_index").group_by("model", "layer", maintain_order=True)
+               .agg(pl.col("revision").first(), pl.col("tokens").first(), pl.col("rev_index").first()))
+        return hit.rename({"revision": f"{prefix}_revision", "tokens": f"{prefix}_tokens",
+                           "rev_index": f"_{prefix}_index"})
+
+    layers = o.group_by("model", "layer").agg(pl.col("n_heads").max().cast(pl.Int32))
+    out = (layers.join(first_where(pl.col("n_first_token") >= 1, "first"), on=["model", "layer"], how="left")
+           .join(first_where(half & (pl.col("n_heads") > 0), "half"), on=["model", "layer"], how="left"))
+    order = o["model"].unique(maintain_order=True).to_list()
+    out = out.with_columns(_m=pl.col("model").replace_strict(order, list(range(len(order)))))
+    return conform(out.sort("_m", "layer").drop("_m", "_first_index", "_half_index"), "f2_layer_onset")
+
+
+def _avg_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n along the last axis, ties get their average rank."""
+    order = np.argsort(x, kind="stable")
+    xs = np.take_along_axis(x, order, -1)
+    ranks = np.empty_like(x, dtype=float)
+    n = x.shape[-1]
+    pos = np.arange(1, n + 1, dtype=float)
+    # average rank per run of equal values
+    out = np.empty(n)
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and xs[j + 1] == xs[i]:
+            j += 1
+        out[i:j + 1] = pos[i:j + 1].mean()
+        i = j + 1
+    np.put_along_axis(ranks, order, out, -1)
+    return ranks
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson r of each row of ``a`` (P, n) with the vector ``b`` (n,); nan where a row is constant."""
+    a = a - a.mean(-1, keepdims=True)
+    b = b - b.mean()
+    den = np.sqrt((a * a).sum(-1) * (b * b).sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (a * b).sum(-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def spread_order(layers, onset, *, alpha: float = 0.05, n_permutations: int = 10000,
+                 seed: int = 0) -> dict:
+    """The rule of the module docstring on one model's ranked layers.
+
+    ``layers``: layer indices above the floor; ``onset``: their onset values (revision index, with
+    never-reached layers already set past the last revision; ``None``/nan means never reached and
+    is set here to max + 1). Returns rho_middle, rho_depth, p_value, label, middle."""
+    layers = np.asarray(layers, float)
+    raw = np.array([np.nan if v is None else float(v) for v in onset])
+    n_reached = int(np.isfinite(raw).sum())
+    middle = float(layers.min() + layers.max()) / 2 if layers.size else float("nan")
+    if n_reached == 0:
+        return dict(middle=middle, rho_middle=None, rho_depth=None, p_value=None, label=NO_SINK)
+    never = (np.nanmax(raw) + 1) if n_reached else 0.0
+    vals = np.where(np.isfinite(raw), raw, never)
+    r = _avg_ranks(vals)
+    dist = _avg_ranks(np.abs(layers - middle))
+    depth = _avg_ranks(layers)
+    rho_mid = float(_pearson_rows(r[None], dist)[0])
+    rho_dep = float(_pearson_rows(r[None], depth)[0])
+    if math.isnan(rho_mid) or math.isnan(rho_dep):  # every ranked layer has the same onset
+        return dict(middle=middle, rho_middle=None, rho_depth=None, p_value=None, label=NO_ORDER)
+    scores = np.array([rho_mid, rho_dep, -rho_dep])
+    stat = scores.max()
+    rng = np.random.default_rng(seed)
+    perm = rng.permuted(np.broadcast_to(r, (n_permutations, r.size)).copy(), axis=1)
+    pm, pd_ = _pearson_rows(perm, dist), _pearson_rows(perm, depth)
+    null = np.maximum(pm, np.maximum(pd_, -pd_))
+    p = float((1 + np.sum(null >= stat - 1e-12)) / (1 + n_permutations))
+    label = ORDERS[int(np.argmax(scores))] if p <= alpha else NO_ORDER
+    return dict(middle=middle, rho_middle=rho_mid, rho_depth=rho_dep, p_value=p, label=label)
+
+
+def _names(layers) -> str:
+    return ",".join(f"L{l}" for l in layers)
+
+
+def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1), *, alpha: float = 0.05,
+                    n_permutations: int = 10000, seed: int = 0) -> pl.DataFrame:
+    """Per model x onset kind (``first``, ``half``): the spread summary of the module docstring,
+    from an ``f2_layer_onset`` table. Revision indices come from the onset table's own revisions
+    plus ``n_revisions`` (the never-reached value); a model's revisions are those of its rows."""
+    rows = []
+    for (model,), g in onset.group_by("model", maintain_order=True):
+        g = g.filter(~pl.col("layer").is_in(list(floor_layers))).sort("layer")
+        for kind in ONSETS:
+            revs, toks = g[f"{kind}_revision"].to_list(), g[f"{kind}_tokens"].to_list()
+            # onset values: rank of the onset revision among the model's onset revisions, by tokens then name
+            idx = _revision_index(revs, toks)
+            layers = g["layer"].to_list()
+            res = spread_order(layers, idx, alpha=alpha, n_permutations=n_permutations, seed=seed)
+            reached = [(i, l, t) for i, l, t in zip(idx, layers, toks) if i is not None]
+            never = [l for l, i in zip(layers, idx) if i is None]
+            lead = next_t = ratio = None
+            leading, last = [], []
+            if reached:
+                first = min(i for i, _, _ in reached)
+                leading = [l for i, l, _ in reached if i == first]
+                lead = next(t for i, _, t in reached if i == first)
+                later = [(i, t) for i, _, t in reached if i > first]
+                next_t = min(later)[1] if later else None
+                ratio = next_t / lead if (lead and next_t is not None) else None
+                latest = max(i for i, _, _ in reached)
+                last = never if never else [l for i, l, _ in reached if i == latest]
+            rows.append(dict(model=model, onset=kind, n_layers_ranked=len(layers), floor_layers=_names(floor_layers),
+                             middle_layer=res["middle"], n_never=len(never), leading_layers=_names(leading),
+                             lead_tokens=lead, next_tokens=next_t, lead_ratio=ratio, last_layers=_names(last),
+                             never_layers=_names(never), rho_middle=res["rho_middle"], rho_depth=res["rho_depth"],
+                             p_value=res["p_value"], label=res["label"]))
+    return conform(pl.DataFrame(rows, schema=SCHEMAS["f2_layer_spread"]), "f2_layer_spread")
+
+
+def _revision_index(revs: list, toks: list) -> list[int | None]:
+    """Dense rank (0-based) of each onset revision in training order (``training_order_key``);
+    None stays None."""
+    keys = sorted({training_order_key(r, t) for r, t in zip(revs, toks) if r is not None})
+    pos = {k[2]: i for i, k in enumerate(keys)}
+    return [None if r is None else pos[r] for r in revs]

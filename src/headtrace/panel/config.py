@@ -1,0 +1,266 @@
+"""The panel: a validated config turned into models, cells and per-cell settings.
+
+The JSON schema (config/schema.yaml) checks types and names; this module checks what a schema
+cannot (tokens known for every revision, a probe that fits the model, a toy revision that is a
+step, ...) and raises one ``ConfigError`` naming the key before any job starts. Snakemake's
+``rules/common.smk`` and the tests use the same functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from headtrace.core import revisions as revs
+from headtrace.core import schema
+from headtrace.core.errors import ConfigError
+from headtrace.models import context
+from headtrace.models.layout import local_checkpoint_path
+from headtrace.models.toy import recipe as toy
+
+PROBE_DEFAULTS = schema.defaults("$defs", "probe")  # config/schema.yaml: the one source
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    revision: str
+    tokens: int | None
+
+
+def model_names(config: dict) -> list[str]:
+    return list(config["models"])
+
+
+def model_spec(config: dict, model: str) -> dict:
+    try:
+        return config["models"][model]
+    except KeyError:
+        raise ConfigError(f"models.{model}: no such model in the config") from None
+
+
+def revisions_of(config: dict, model: str) -> list[str]:
+    return list(model_spec(config, model)["revisions"])
+
+
+def expand_revisions(config: dict) -> None:
+    """Live panel: a ``local`` model's ``revisions: {glob: "checkpoint-*"}`` becomes the list of the
+    matching checkpoint folders under ``path`` (listed now, when the DAG is built), ordered by the
+    step in their names; the pattern is kept as ``revisions_glob``. Modifies ``config`` in place."""
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        if not isinstance(spec.get("revisions"), dict):
+            continue
+        where, pattern = f"models.{model}.revisions", spec["revisions"]["glob"]
+        if spec["source"] != "local" or "path" not in spec or "{revision}" in str(spec["path"]):
+            raise ConfigError(f"{where}: a glob needs a local model whose path holds one folder per checkpoint")
+        try:
+            found = revs.list_checkpoints(spec["path"], pattern)
+        except FileNotFoundError as err:
+            raise ConfigError(f"{where}: {err}") from None
+        if not found:
+            raise ConfigError(f"{where}: no checkpoint folder matching '{pattern}' (with config.json and "
+                              f"safetensors weights, and a step in its name) under '{spec['path']}'")
+        spec["revisions"], spec["revisions_glob"] = found, pattern
+
+
+def final_revision(config: dict, model: str) -> str:
+    return revisions_of(config, model)[-1]
+
+
+def cell_tokens(config: dict, model: str, revision: str) -> int | None:
+    spec = model_spec(config, model)
+    try:
+        return revs.tokens_for(revision, spec)
+    except ValueError as err:
+        raise ConfigError(f"models.{model}.revisions: {err}") from None
+
+
+def cells(config: dict, model: str | None = None) -> list[Cell]:
+    names = [model] if model else model_names(config)
+    return [Cell(m, r, cell_tokens(config, m, r)) for m in names for r in revisions_of(config, m)]
+
+
+def probe_settings(config: dict, model: str) -> dict:
+    """The probe of one model: defaults < global ``probe`` < the model's own ``probe``."""
+    merged = {**PROBE_DEFAULTS, **(config.get("probe") or {}), **(model_spec(config, model).get("probe") or {})}
+    return merged
+
+
+def probe_kwargs(settings: dict) -> dict:
+    """Probe settings -> keyword arguments of ``probe.make_batch``."""
+    return {
+        "n_sequences": settings["n_sequences"],
+        "seq_len": settings["seq_len"],
+        "token_low": settings["token_range"][0],
+        "token_high": settings["token_range"][1],
+        "seed": settings["seed"],
+        "ab_low": settings["ab_range"][0],
+        "ab_high": settings["ab_range"][1],
+        "prepend_bos": settings["prepend_bos"],
+        "bos_token_id": settings["bos_token_id"],
+    }
+
+
+def load_spec(config: dict, model: str) -> dict:
+    """What a per-cell job needs to load one model: never the revision list (so adding a revision
+    does not change the params of the other cells' jobs)."""
+    spec = model_spec(config, model)
+    keys = ("source", "hf_id", "path", "single_checkpoint", "family", "dtype")
+    return {k: spec[k] for k in keys if k in spec}
+
+
+def missing_local_revisions(config: dict) -> list[str]:
+    """One warning per configured ``local`` revision whose folder is not there when the DAG is
+    built (its cells will fail, naming the folder; ``--keep-going`` runs the others)."""
+
+    out = []
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        if spec["source"] != "local":
+            continue
+        for revision in spec["revisions"]:
+            folder = local_checkpoint_path(spec, revision)
+            if not Path(folder).is_dir():
+                out.append(f"headtrace: warning: models.{model}: revision '{revision}' has no checkpoint "
+                           f"folder {folder}; its cells will fail (nothing falls back to another checkpoint)")
+    return out
+
+
+def check(config: dict) -> None:
+    """Cross-field checks the schema cannot express. Raises ConfigError naming the key."""
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        where = f"models.{model}"
+        source = spec["source"]
+        needs = {"hub": "hf_id", "local": "path", "reference": "published"}.get(source)
+        if needs and needs not in spec:
+            raise ConfigError(f"{where}: source '{source}' needs the key '{needs}'")
+        if source == "toy" and spec.get("family", "auto") == "auto":
+            raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
+        for revision in spec["revisions"]:
+            if source == "toy":
+                try:
+                    revs.toy_step(revision)
+                except ValueError as e:
+                    raise ConfigError(f"{where}.revisions: {e}") from None
+        if spec.get("tokens_per_step") is not None and spec.get("tokens_schedule") is not None:
+            raise ConfigError(f"{where}: set tokens_per_step or tokens_schedule, not both")
+        # The last listed revision is the final one (ablation, F4/F5): the list must be in training order.
+        # (A toy's tokens grow with its step, derived or not: its steps are the order.)
+        unit = "steps" if source == "toy" else "tokens"
+        tokens = [revs.toy_step(r) if source == "toy" else cell_tokens(config, model, r) for r in spec["revisions"]]
+        known = [(r, t) for r, t in zip(spec["revisions"], tokens) if t is not None]
+        for (r0, t0), (r1, t1) in zip(known, known[1:]):
+            if t1 <= t0:
+                raise ConfigError(f"{where}.revisions: not in training order ('{r1}' has {t1} {unit}, "
+                                  f"not more than '{r0}' with {t0}); list them oldest first")
+        p = probe_settings(config, model)
+        lo, hi = p["token_range"]
+        if hi - lo < 2:
+            raise ConfigError(f"{where}: probe.token_range [{lo}, {hi}) needs at least two tokens")
+        body = p["seq_len"] - (1 if p["prepend_bos"] else 0)
+        a_lo, a_hi = p["ab_range"]
+        if not a_lo < a_hi or a_hi > body - 7:
+            raise ConfigError(
+                f"{where}: probe.ab_range [{a_lo}, {a_hi}) must be non-empty and end at most at "
+                f"seq_len - 7 = {body - 7} so that A B stays clear of the query window"
+            )
+        if p["prepend_bos"] and p["bos_token_id"] is None:
+            raise ConfigError(f"{where}: probe.prepend_bos is true but probe.bos_token_id is not set")
+        vocab = (spec.get("train") or {}).get("arch", {}).get("vocab_size")
+        if vocab is not None and hi > vocab:
+            raise ConfigError(f"{where}: probe.token_range ends at {hi}, beyond the toy vocabulary of {vocab}")
+        _check_local_layout(spec, where)
+        _check_context(config, model, p["seq_len"])
+        _check_toy_tokens(spec, where)
+
+
+def toy_token_schedule(spec: dict, where: str) -> list[dict] | None:
+    """The ``tokens_schedule`` a toy model's recipe implies (batch_size x seq_len, phase by phase:
+    :func:`headtrace.models.toy.recipe.token_schedule`); None for a non-toy model or a data-shift continuation
+    (its tokens are set by ``experiments.expand_models``)."""
+    train = spec.get("train") or {}
+    if spec["source"] != "toy" or train.get("shift_from"):
+        return None
+    try:
+        steps = [revs.toy_step(r) for r in spec["revisions"]]
+    except ValueError as err:
+        raise ConfigError(f"{where}.revisions: {err}") from None
+    try:
+        r = toy.recipe(spec["family"], train)
+        toy.check_schedule(r["optim"], max(steps))
+        return toy.token_schedule(r["data"], r["optim"], r["curriculum"], max(steps))
+    except ValueError as err:
+        raise ConfigError(f"{where}.train: {err}") from None
+
+
+def derive_toy_tokens(config: dict) -> None:
+    """Give every toy model the token axis of its recipe: ``tokens_schedule`` from its phases, so
+    tokens at step N are the tokens its N updates trained on (a 16 x 32 curriculum phase counts
+    512 a step, a 16 x 128 main stream 2,048). A toy that sets ``tokens_per_step`` or
+    ``tokens_schedule`` itself must agree with its recipe (:func:`check`). Modifies ``config``."""
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        derived = toy_token_schedule(spec, f"models.{model}")
+        if derived is not None and not any(spec.get(k) is not None for k in revs.TOKEN_KEYS):
+            spec["tokens_schedule"] = derived
+
+
+def _check_toy_tokens(spec: dict, where: str) -> None:
+    """A toy's token keys must be its recipe's: the tokens seen, never a second, different axis."""
+    derived = toy_token_schedule(spec, where)
+    if derived is None:
+        return
+    for key in ("tokens", "tokens_from_name"):
+        if spec.get(key) is not None:
+            raise ConfigError(f"{where}.{key}: a toy model's tokens follow from its recipe; drop '{key}'")
+    per_step, schedule = spec.get("tokens_per_step"), spec.get("tokens_schedule")
+    if per_step is not None and (len(derived) != 1 or derived[0]["tokens_per_step"] != int(per_step)):
+        raise ConfigError(f"{where}.tokens_per_step: {per_step}, but the toy recipe trains on "
+                          f"{_describe(derived)}: drop tokens_per_step (the token axis is derived from the recipe)")
+    if schedule is not None and [dict(p) for p in schedule] != derived:
+        raise ConfigError(f"{where}.tokens_schedule: {schedule}, but the toy recipe trains on "
+                          f"{_describe(derived)}: drop tokens_schedule (the token axis is derived from the recipe)")
+
+
+def _describe(schedule: list[dict]) -> str:
+    if len(schedule) == 1:
+        return f"{schedule[0]['tokens_per_step']} tokens a step"
+    parts, prev = [], 0
+    for ph in schedule:
+        end = ph.get("until")
+        parts.append(f"{ph['tokens_per_step']} a step {'from' if end is None else 'in'} "
+                     f"{prev if end is None else f'[{prev}, {end})'}")
+        prev = end
+    return "tokens " + ", ".join(parts)
+
+
+def _check_local_layout(spec: dict, where: str) -> None:
+    if not spec.get("single_checkpoint"):
+        return
+    if spec["source"] != "local":
+        raise ConfigError(f"{where}.single_checkpoint: only a local model reads its path as one checkpoint")
+    if "{revision}" in str(spec["path"]):
+        raise ConfigError(f"{where}.single_checkpoint: path '{spec['path']}' contains {{revision}}, "
+                          "so it is not one checkpoint; drop one of the two")
+    if len(spec["revisions"]) != 1:
+        raise ConfigError(f"{where}.single_checkpoint: path '{spec['path']}' is one checkpoint, but "
+                          f"{len(spec['revisions'])} revisions are listed; list exactly one")
+
+
+def _check_context(config: dict, model: str, seq_len: int) -> None:
+    """A probe longer than the model's context fails here where the limit is known before any job
+    (toy architecture, local config.json); hub models are checked at job start (headtrace.models.hub)."""
+
+    spec = model_spec(config, model)
+    if spec["source"] == "toy":
+        msg = context.too_long(model, seq_len, context.toy_limit(config, model),
+                               f"the toy architecture of family '{spec.get('family')}' (headtrace.models.toy.recipe)")
+        if msg:
+            raise ConfigError(msg)
+    elif spec["source"] == "local":
+        for revision in spec["revisions"]:
+            cfg = f"{local_checkpoint_path(spec, revision)}/config.json"
+            msg = context.too_long(model, seq_len, context.read_limit(cfg), cfg)
+            if msg:
+                raise ConfigError(msg)

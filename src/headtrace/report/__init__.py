@@ -1,0 +1,1 @@
+"""Reporting: figures, the findings summary and the console lines."""

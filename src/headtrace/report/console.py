@@ -1,0 +1,119 @@
+"""The one-screen summary `make demo` ends with (``headtrace summary results``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from headtrace.cell import positional
+
+
+def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -> str:
+    """A short text table per model: circuit formation, first-token heads, final ablation verdict."""
+    results = Path(results)
+    trajectories = sorted(results.glob("models/*/trajectory.parquet"))
+    if not trajectories:
+        return f"no trajectories under {results}/models: has the workflow run?"
+    lines = ["headtrace summary", ""]
+    head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'BOS heads':>9}"
+    lines += [head, "-" * len(head)]
+    verdicts = _verdicts(results)
+    for path in trajectories:
+        t = pl.read_parquet(path)
+        model = t["model"][0]
+        per_rev = (
+            t.group_by("revision", "tokens", maintain_order=True)
+            .agg(
+                n_circuit=pl.col("in_induction_circuit").sum(),
+                n_bos=(pl.col("sel_first_token") >= class_threshold).sum(),
+                n_heads=pl.len(),
+            )
+            .sort("tokens", nulls_last=True)
+        )
+        final = per_rev.row(-1, named=True)
+        formed = per_rev.filter(pl.col("n_circuit") >= 3)
+        first = formed["revision"][0] if formed.height else "never"
+        circuit = (
+            t.filter((pl.col("revision") == final["revision"]) & pl.col("in_induction_circuit"))
+            .sort("layer", "head")
+            .select(pl.format("L{}H{}", "layer", "head"))
+            .to_series()
+            .to_list()
+        )
+        lines.append(
+            f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
+            f"{final['n_bos']:>4}/{final['n_heads']:<4}"
+        )
+        v = verdicts.get((model, final["revision"]))
+        if v is not None and not v["n_heads"]:
+            lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
+        elif v is not None:
+            lines.append(f"{'':<4}final ablation: " + verdict_line(v))
+        pos = results / "cells" / model / final["revision"] / "positional.parquet"
+        if circuit and pos.exists():
+            flags = positional.circuit_flags(pl.read_parquet(pos), t.filter(pl.col("revision") == final["revision"]))
+            flagged = flags.filter(pl.col("positional_induction")).select(
+                pl.format("L{}H{}", "layer", "head")).to_series().to_list()
+            if flagged:
+                lines.append(f"{'':<4}positional heads in the final circuit ({len(flagged)} of {len(circuit)}: most "
+                             f"of their induction mass from one A position): {' '.join(flagged)}")
+        pv = verdicts.get((model, final["revision"], "previous_token_circuit"))
+        if pv is not None and pv["n_heads"]:
+            lines.append(f"{'':<4}previous-token circuit ({pv['n_heads']} heads): " + verdict_line(pv))
+    summary_md = results / "findings" / "summary.md"
+    lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]
+    report = results / "report.html"
+    if report.exists():
+        lines.append(f"report:   {report}")
+    return "\n".join(lines)
+
+
+def _fmt(metric: str, x) -> str:
+    return "nan" if x is None or x != x else (f"{x:.2%}" if metric == "top1" else f"{x:.2f}")
+
+
+def verdict_line(v: dict) -> str:
+    """One verdict row in words: the ablation, its control (exact or sampled), the effect with its
+    interval, and the three-way verdict (``underpowered`` says why the test cannot decide)."""
+    metric = v.get("metric") or "top1"
+    n_sets, n_space = v.get("n_distinct_draws") or 0, v.get("n_matched_sets")
+    out = f"top-1 {v['baseline_top1']:.2%} -> circuit {v['ablated_top1']:.2%}, "
+    if n_sets:
+        random_top1 = v.get("random_top1_mean")
+        if random_top1 is None or random_top1 != random_top1:
+            random_top1 = v["baseline_top1"] - v["random_effect_mean"]
+        control = (f"all {n_sets} matched set(s) (exact)" if v.get("control_exact")
+                   else f"{n_sets} of {n_space} matched sets (sampled)")
+        out += f"matched-random mean {random_top1:.2%} over {control}"
+    else:
+        out += "no matched control"
+    if v.get("upper_bound", "-") is not None:
+        out += f", upper bound {v['upper_bound_top1']:.2%}"
+    lo, hi = v.get("effect_lo"), v.get("effect_hi")
+    ci = f" [{_fmt(metric, lo)}, {_fmt(metric, hi)}]" if lo is not None and lo == lo else ""
+    out += f"; {metric} effect {_fmt(metric, v['effect'])}{ci}"
+    if n_sets:
+        out += f", p={v['p_value']:.3f}"
+    if v.get("class_control") and v.get("n_class_matched_sets"):
+        out += (f" (class-matched, sinks excluded: p={v['class_p_value']:.3f}, mean effect "
+                f"{_fmt(metric, v['class_random_effect_mean'])})")
+    verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
+    if verdict == "underpowered":
+        why = (f"the smallest p {n_sets} matched set(s) allow is {v.get('min_p'):.3f} > alpha" if n_sets
+               else "nothing to compare with")
+        out += f"; verdict: underpowered ({why}: the test cannot decide here)"
+    else:
+        out += f"; verdict: {verdict.replace('_', ' ')}"
+    return out
+
+
+def _verdicts(results: Path) -> dict:
+    paths = sorted(results.glob("cells/*/*/verdict.parquet"))
+    if not paths:
+        return {}
+    v = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    out = {}
+    for r in v.iter_rows(named=True):
+        key = (r["model"], r["revision"]) if r["circuit"] == "circuit" else (r["model"], r["revision"], r["circuit"])
+        out[key] = r
+    return out

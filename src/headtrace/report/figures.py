@@ -1,0 +1,261 @@
+"""Figures of Paper B's findings (matplotlib, Agg backend). Every function takes DataFrames and an
+output path and writes one PNG.
+
+Token axes are logarithmic. A revision with ``tokens == 0`` (initialisation) cannot sit on a log
+axis: it is drawn at ``zero_floor(tokens)`` = the smallest positive token count / 10 (rounded down
+to a power of ten), with a hollow marker and a "0" tick label. Revisions with null tokens are
+left out of token-axis plots (counted in the title). Missing PR values leave gaps in PR lines,
+bridged by a thin dotted line.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.ticker
+import numpy as np
+import polars as pl
+
+from headtrace.core.tables import head_name
+from headtrace.findings import trajectory as T
+from headtrace.report import onset_figures
+from headtrace.report.format import fmt_tokens
+from headtrace.report.plotting import COLORS, _x, log_token_axis, plt, save, x_at, zero_floor
+
+
+def _ordered(df: pl.DataFrame) -> pl.DataFrame:
+    return T.with_rev_index(df).sort("model", "rev_index")
+
+
+def _null_note(df: pl.DataFrame) -> str:
+    n = df.filter(pl.col("tokens").is_null()).height
+    return f" ({n} row(s) with unknown tokens not shown)" if n else ""
+
+
+def plot_bos_fraction(f2: pl.DataFrame, path, best_class: bool = True) -> None:
+    """First-token (BOS) fraction vs tokens, one line per model (dashed: best-class variant)."""
+    df = _ordered(f2)
+    floor = zero_floor(df["tokens"].to_list())
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    any_zero = False
+    for i, (m,) in enumerate(df["model"].unique(maintain_order=True).to_frame().iter_rows()):
+        g = df.filter(pl.col("model") == m)
+        x, zero = _x(g["tokens"].to_list(), floor)
+        any_zero |= bool(zero.any())
+        c = COLORS[i % len(COLORS)]
+        y = 100 * g["bos_fraction"].to_numpy()
+        ax.plot(x, y, "o-", color=c, label=f"{m}")
+        if zero.any():
+            ax.plot(x[zero], y[zero], "o", mfc="white", color=c)
+        if best_class:
+            ax.plot(x, 100 * g["bos_fraction_best_class"].to_numpy(), "--", color=c, alpha=0.6, lw=1)
+    log_token_axis(ax, floor, any_zero)
+    ax.set_ylabel("first-token heads (% of all heads)")
+    ax.set_ylim(-2, 100)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(title="solid: sel ≥ threshold\ndashed: best class", fontsize=8, title_fontsize=8)
+    ax.set_title("BOS-attractor formation" + _null_note(df), fontsize=10)
+    save(fig, path)
+
+
+def plot_bos_heatmap(f1: pl.DataFrame, path) -> None:
+    """Layer x revision heat map of first-token heads (fraction of the layer), a panel per model."""
+    df = _ordered(f1)
+    models = df["model"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.6), squeeze=False)
+    im = None
+    for ax, m in zip(axes[0], models):
+        g = df.filter(pl.col("model") == m)
+        revs = g.select("revision", "tokens", "rev_index").unique().sort("rev_index")
+        layers = sorted(g["layer"].unique().to_list())
+        mat = np.full((len(layers), revs.height), np.nan)
+        cnt = np.zeros_like(mat, dtype=int)
+        li = {l: i for i, l in enumerate(layers)}
+        for r in g.iter_rows(named=True):
+            mat[li[r["layer"]], r["rev_index"]] = r["n_first_token"] / max(r["n_heads"], 1)
+            cnt[li[r["layer"]], r["rev_index"]] = r["n_first_token"]
+        im = ax.imshow(mat, origin="lower", aspect="auto", cmap="magma", vmin=0, vmax=1)
+        for (i, j), v in np.ndenumerate(cnt):
+            if v:
+                ax.text(j, i, str(v), ha="center", va="center", fontsize=6,
+                        color="black" if mat[i, j] > 0.6 else "white")
+        ax.set_xticks(range(revs.height))
+        ax.set_xticklabels([fmt_tokens(t) for t in revs["tokens"]], rotation=60, fontsize=7)
+        ax.set_yticks(range(len(layers)))
+        ax.set_yticklabels([f"L{l}" for l in layers], fontsize=7)
+        ax.set_title(m, fontsize=10)
+        ax.set_xlabel("checkpoint (tokens)")
+    axes[0][0].set_ylabel("layer")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="first-token heads / heads in layer")
+    fig.suptitle("First-token heads per layer over training (numbers: head counts)", fontsize=11)
+    save(fig, path)
+
+
+def plot_circuit_recall(sizes: pl.DataFrame, recall: pl.DataFrame, path) -> None:
+    """Left: induction-circuit size vs tokens. Right: recall of the final circuit vs tokens."""
+    s, r = _ordered(sizes), _ordered(recall)
+    floor = zero_floor(s["tokens"].to_list() + r["tokens"].to_list())
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    any_zero = False
+    for i, m in enumerate(s["model"].unique(maintain_order=True).to_list()):
+        c = COLORS[i % len(COLORS)]
+        g = s.filter(pl.col("model") == m)
+        x, z = _x(g["tokens"].to_list(), floor)
+        any_zero |= bool(z.any())
+        a1.plot(x, g["n_induction_circuit"].to_numpy(), "o-", color=c, label=m)
+        a1.plot(x, g["n_induction_class_threshold"].to_numpy(), ":", color=c, alpha=0.6)
+        h = r.filter(pl.col("model") == m)
+        if h.height:
+            x2, z2 = _x(h["tokens"].to_list(), floor)
+            any_zero |= bool(z2.any())
+            y = h["recall"].to_numpy().astype(float)
+            a2.plot(x2 * (1 + 0.04 * (i - 1)), 100 * y, "o-", color=c, label=m)  # slight offset: overlaps
+    for ax in (a1, a2):
+        log_token_axis(ax, floor, any_zero)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    a1.set_ylabel("heads")
+    a1.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    a1.set_title("induction circuit size (solid: sel ≥ circuit thr.; dotted: ≥ class thr.)", fontsize=9)
+    a2.set_ylabel("recall of final circuit (%)")
+    a2.set_ylim(-5, 105)
+    for lv in (100 / 3, 200 / 3):
+        a2.axhline(lv, color="grey", lw=0.6, ls="--")
+    a2.set_title("recall of the final-revision induction circuit", fontsize=9)
+    save(fig, path)
+
+
+def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float = 50.0,
+                           lead: pl.DataFrame | None = None) -> None:
+    """Per model (rows): PR (left) and induction selectivity (right, log y) of every final-revision
+    induction head vs tokens. With ``lead`` (f5_pr_lead), PR-rise revisions are marked (triangle)."""
+    fin = T.final_circuit(traj, induction_threshold)
+    models = fin["model"].unique(maintain_order=True).to_list()
+    if not models:
+        fig, ax = plt.subplots(figsize=(5, 2))
+        ax.text(0.5, 0.5, "no final-revision induction heads", ha="center")
+        ax.axis("off")
+        save(fig, path)
+        return
+    o = _ordered(traj.join(fin, on=["model", "layer", "head"]))
+    fig, axes = plt.subplots(len(models), 2, figsize=(11, 3.2 * len(models)), squeeze=False)
+    for row, m in zip(axes, models):
+        g = o.filter(pl.col("model") == m)
+        floor = zero_floor(g["tokens"].to_list())
+        any_zero = False
+        heads = g.select("layer", "head").unique().sort("layer", "head").iter_rows()
+        for i, (L, H) in enumerate(heads):
+            h = g.filter((pl.col("layer") == L) & (pl.col("head") == H)).sort("rev_index")
+            x, z = _x(h["tokens"].to_list(), floor)
+            any_zero |= bool(z.any())
+            c = COLORS[i % len(COLORS)]
+            pr = np.array([np.nan if v is None else v for v in h["pr"].to_list()], float)
+            ok = np.isfinite(pr) & np.isfinite(x)
+            if ok.sum() > 1 and not ok[np.isfinite(x)].all():  # bridge missing PR with a dotted line
+                row[0].plot(x[ok], pr[ok], ":", color=c, lw=1, alpha=0.7)
+            row[0].plot(x, pr, "o-", color=c, ms=3, label=head_name(L, H))
+            sel = np.array([np.nan if v is None else max(v, 1e-2) for v in h["sel_induction"].to_list()], float)
+            row[1].plot(x, sel, "o-", color=c, ms=3, label=head_name(L, H))
+            if lead is not None:
+                lr = lead.filter((pl.col("model") == m) & (pl.col("layer") == L) & (pl.col("head") == H))
+                if lr.height and lr["pr_rise_tokens"][0] is not None:
+                    t = lr["pr_rise_tokens"][0]
+                    xr = x_at(t, floor)
+                    yr = pr[np.nanargmin(np.abs(x - xr))] if np.isfinite(pr).any() else np.nan
+                    row[0].plot([xr], [yr], "^", color=c, ms=9, mec="black")
+        row[1].axhline(induction_threshold, color="grey", ls="--", lw=0.8)
+        row[1].set_yscale("log")
+        row[0].set_ylabel(f"{m}\nPR")
+        row[1].set_ylabel("induction selectivity (×)")
+        for ax in row:
+            log_token_axis(ax, floor, any_zero)
+            ax.grid(alpha=0.3, which="both")
+            ax.legend(fontsize=7)
+    axes[0][0].set_title("participation ratio (▲ = PR rise)", fontsize=10)
+    axes[0][1].set_title(f"induction selectivity (dashed: {induction_threshold:g}×)", fontsize=10)
+    save(fig, path)
+
+
+def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
+    """Per revision: baseline, circuit and final-circuit ablation vs the matched-random draws
+    (box + points). One panel per model; x = revision in training order."""
+    df = _ordered(ablation)
+    models = df["model"].unique(maintain_order=True).to_list()
+    fig, axes = plt.subplots(len(models), 1, figsize=(max(6, 0.9 * df["revision"].n_unique() + 3),
+                                                       3.4 * len(models)), squeeze=False)
+    marks = {"baseline": ("k", "", "baseline (unablated)"), "circuit": ("C3", "o", "circuit ablated"),
+             "final_circuit": ("C2", "s", "final circuit ablated"),
+             "previous_token_circuit": ("C4", "D", "previous-token circuit ablated")}
+    offsets = {"circuit": 0.28, "final_circuit": 0.36, "previous_token_circuit": 0.44}
+    for ax, m in zip(axes[:, 0], models):
+        g = df.filter(pl.col("model") == m)
+        revs = g.select("revision", "tokens", "rev_index").unique().sort("rev_index")
+        for j, rev in enumerate(revs["revision"]):
+            rnd = g.filter((pl.col("revision") == rev) & (pl.col("condition") == "matched_random"))[metric] \
+                .drop_nulls().to_numpy()
+            if rnd.size:
+                ax.boxplot([100 * rnd], positions=[j], widths=0.5, showfliers=False,
+                           medianprops=dict(color="C0"))
+                ax.plot(j + np.random.default_rng(j).uniform(-0.15, 0.15, rnd.size), 100 * rnd, ".",
+                        color="C0", alpha=0.4, ms=3)
+            prnd = g.filter((pl.col("revision") == rev)
+                            & (pl.col("condition") == "previous_token_matched_random"))[metric].drop_nulls().to_numpy()
+            if prnd.size:  # the previous-token circuit's matched sets, beside its marker
+                ax.plot(np.full(prnd.size, j + 0.44), 100 * prnd, "x", color="C4", alpha=0.5, ms=4)
+            for cond, (c, mk, _) in marks.items():
+                sel = g.filter((pl.col("revision") == rev) & (pl.col("condition") == cond))
+                v = sel[metric].drop_nulls()
+                if not v.len():
+                    continue
+                # bootstrap interval over probe sequences (headtrace.causal.verdict), when the table has it
+                lo, hi = ((sel[f"{metric}_lo"][0], sel[f"{metric}_hi"][0]) if f"{metric}_lo" in sel.columns
+                          else (None, None))
+                if cond == "baseline":  # dashed line across the slot, its interval shaded
+                    ax.hlines(100 * v.mean(), j - 0.42, j + 0.42, colors=c, linestyles="--", lw=1.5)
+                    if lo is not None and hi is not None:
+                        ax.fill_between([j - 0.42, j + 0.42], 100 * lo, 100 * hi, color=c, alpha=0.08, lw=0)
+                else:  # beside the box, so the draws stay visible; error bar = its interval
+                    x = j + offsets[cond]
+                    ax.plot([x], [100 * v.mean()], mk, color=c, ms=7)
+                    if lo is not None and hi is not None:
+                        ax.errorbar([x], [100 * v.mean()], yerr=[[100 * (v.mean() - lo)], [100 * (hi - v.mean())]],
+                                    color=c, lw=1, capsize=2)
+        ax.set_xticks(range(revs.height))
+        ax.set_xticklabels([f"{r}\n{fmt_tokens(t)}" for r, t in zip(revs["revision"], revs["tokens"])],
+                           fontsize=7)
+        ax.set_xlim(-0.6, revs.height - 0.4)
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(f"{m}\n{metric} (%)")
+        ax.grid(alpha=0.3, axis="y")
+    handles = [plt.Line2D([], [], color=c, marker=mk or None, ls="" if mk else "--", ms=8, label=lab)
+               for c, mk, lab in marks.values()]
+    handles.append(plt.Line2D([], [], color="C0", marker=".", ls="", label="matched random (draws, box)"))
+    handles.append(plt.Line2D([], [], color="C4", marker="x", ls="", label="previous-token matched random"))
+    axes[0, 0].legend(handles=handles, fontsize=7, loc="best")
+    axes[0, 0].set_title("Induction-task accuracy under ablation vs matched-random heads "
+                         "(bars/band: 95% bootstrap interval over probe sequences)", fontsize=10)
+    save(fig, path)
+
+
+def plot_all(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame], ablation: pl.DataFrame | None = None,
+             onset_bootstrap: pl.DataFrame | None = None, induction_threshold: float = 50.0) -> dict[str, Path]:
+    """Every figure into ``out_dir`` (ablation only when given; ``onset_bootstrap``: the
+    ``f3_onset_bootstrap`` table, the F3 figure's intervals); returns name -> path. ``findings``:
+    the findings tables by name, as the findings job wrote them (never recomputed here)."""
+    F = findings
+    out = Path(out_dir)
+    paths = {"bos_fraction": out / "bos_fraction.png", "bos_heatmap": out / "bos_heatmap.png",
+             "circuit_recall": out / "circuit_recall.png", "head_trajectories": out / "head_trajectories.png"}
+    plot_bos_fraction(F["f2_bos_fraction"], paths["bos_fraction"])
+    plot_bos_heatmap(F["f1_bos_floor"], paths["bos_heatmap"])
+    plot_circuit_recall(F["circuit_size"], F["f4_recall"], paths["circuit_recall"])
+    plot_head_trajectories(traj, paths["head_trajectories"], induction_threshold,
+                           F["f5_pr_lead"])
+    paths["layer_onset"] = out / "layer_onset.png"
+    onset_figures.plot_layer_onset(F["f2_layer_onset"], paths["layer_onset"], F["f2_layer_spread"])
+    paths["milestones"] = out / "milestones.png"
+    onset_figures.plot_milestones(F["f3_milestones"], onset_bootstrap, traj.select("model", "revision", "tokens").unique(),
+                                  paths["milestones"])
+    if ablation is not None and ablation.height:
+        paths["ablation"] = out / "ablation.png"
+        plot_ablation(ablation, paths["ablation"])
+    return paths

@@ -1,0 +1,350 @@
+"""results/findings/summary.md: Paper B's findings as readable markdown tables.
+
+Layout follows the author's ``developmental_note.md`` (per-layer first-token counts, first-token
+fraction by tokens, milestones, recall of the final circuit, a worked PR-lead example), computed
+from the trajectory table by ``headtrace.findings.trajectory``. Notes where our definitions or the data
+differ from the published tables are generated from the data (no published number is stored here).
+One section renderer per finding (F1-F5, F2b, refinement, provenance warning); the findings
+tables themselves come from the findings job (:mod:`headtrace.findings.compute`).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import polars as pl
+
+from headtrace.core import tables
+from headtrace.findings import trajectory as T
+from headtrace.models import provenance
+from headtrace.report.format import fmt_tokens
+
+
+def _pct(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
+
+
+def _md(header: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
+    right = right if right is not None else set(range(1, len(header)))
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _models(traj: pl.DataFrame) -> list[str]:
+    return traj["model"].unique(maintain_order=True).to_list()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _f1_section(F: dict, traj: pl.DataFrame, class_threshold: float) -> str:
+    parts = [f"## Finding 1: zero first-token (BOS) floor in layers 0–1\n\n"
+             f"First-token head = `sel_first_token ≥ {class_threshold:g}×` whatever its best class. "
+             "Per-layer counts (first-token heads / heads in the layer) at every revision:\n"]
+    f1 = F["f1_bos_floor"]
+    for m in _models(traj):
+        g = f1.filter(pl.col("model") == m)
+        layers = sorted(g["layer"].unique().to_list())
+        revs = T.revision_order(g).filter(pl.col("model") == m)
+        rows = []
+        for rev, tok in zip(revs["revision"], revs["tokens"]):
+            r = g.filter(pl.col("revision") == rev)
+            cnt = dict(zip(r["layer"].to_list(), zip(r["n_first_token"].to_list(), r["n_heads"].to_list())))
+            rows.append([rev, fmt_tokens(tok)] + [f"{cnt[l][0]}/{cnt[l][1]}" if l in cnt else "—" for l in layers])
+        parts.append(f"**{m}:**\n\n" + _md(["revision", "tokens"] + [f"L{l}" for l in layers], rows) + "\n")
+    fl = F["f1_floor"]
+    rows = [[r["model"], r["floor_layers"], str(r["n_revisions"]), str(r["max_first_token"]),
+             "yes" if r["floor_holds"] else "**no**"] for r in fl.iter_rows(named=True)]
+    parts.append("Floor check:\n\n" + _md(["model", "layers", "revisions", "max first-token heads in those layers",
+                                            "zero at every revision"], rows) + "\n")
+    return "\n".join(parts)
+
+
+def _f2_section(F: dict, traj: pl.DataFrame, class_threshold: float, sharp_share: float) -> str:
+    f2 = F["f2_bos_fraction"]
+    models = _models(traj)
+    toks = sorted({t for t in f2["tokens"].to_list() if t is not None})
+    rows = []
+    for t in toks:
+        row = [fmt_tokens(t)]
+        for m in models:
+            r = f2.filter((pl.col("model") == m) & (pl.col("tokens") == t))
+            row.append(f"{_pct(r['bos_fraction'][0])} ({_pct(r['bos_fraction_best_class'][0])})" if r.height else "—")
+        rows.append(row)
+    text = [f"## Finding 2: first-token (BOS) fraction over training\n\n"
+            f"Whole-model fraction of heads with `sel_first_token ≥ {class_threshold:g}×` "
+            "(in parentheses: heads whose *best class* is first-token). One row per checkpoint token count.\n",
+            _md(["tokens"] + models, rows) + "\n",
+            f"Shape (rule: *sharp transition* when one adjacent-checkpoint step carries ≥ {sharp_share:g} of "
+            "the whole rise first → final, else *gradual ramp*):\n"]
+    sh = F["f2_shape"]
+    rows = [[r["model"], _pct(r["first_fraction"]), _pct(r["final_fraction"]),
+             "—" if r["largest_jump_pp"] is None else f"+{r['largest_jump_pp']:.1f} pp",
+             f"{fmt_tokens(r['jump_from_tokens'])} → {fmt_tokens(r['jump_to_tokens'])}",
+             "—" if r["jump_share"] is None else f"{r['jump_share']:.2f}",
+             "yes" if r["monotone"] else "no", f"**{r['shape']}**"] for r in sh.iter_rows(named=True)]
+    text.append(_md(["model", "first", "final", "largest adjacent jump", "between", "jump / rise",
+                     "monotone", "shape"], rows) + "\n")
+    # data-driven note on non-monotone trajectories
+    notes = []
+    for m in models:
+        g = T.with_rev_index(f2.filter(pl.col("model") == m)).sort("rev_index")
+        fr, tk = g["bos_fraction"].to_list(), g["tokens"].to_list()
+        nh = g["n_first_token"].to_list()
+        drops = [f"{_pct(a)} ({na} heads) at {fmt_tokens(ta)} → {_pct(b)} ({nb} heads) at {fmt_tokens(tb)}"
+                 for a, b, na, nb, ta, tb in zip(fr[:-1], fr[1:], nh[:-1], nh[1:], tk[:-1], tk[1:]) if b < a]
+        if drops:
+            notes.append(f"- {m}: not monotone: " + "; ".join(drops) + ". A published table that reports "
+                         "this stretch as 0% (or the trajectory as monotone) rounds away such isolated heads.")
+    if notes:
+        text.append("Notes:\n\n" + "\n".join(notes) + "\n")
+    return "\n".join(text)
+
+
+def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permutations: int = 10000) -> str:
+    """Finding 2b: per-layer onsets and the spread label (``headtrace.findings.layer_onset``)."""
+    on, sp = F["f2_layer_onset"], F["f2_layer_spread"]
+    text = ["## Finding 2b: how the first-token sink spreads through the layers\n\n"
+            f"Per layer: the first revision with ≥ 1 first-token head (`sel_first_token ≥ {class_threshold:g}×`) and "
+            "the first with ≥ 50% of the layer's heads (`f2_layer_onset`). Spread rule (`headtrace.findings.layer_onset`, "
+            "fixed before it was run on data): layers above the floor are ranked by onset (never reached = later "
+            "than every reached layer, tied); Spearman ρ of onset with distance from the middle layer "
+            "(ρ_middle > 0: middle-out) and with depth (ρ_depth > 0: bottom-up, < 0: top-down); the best of the "
+            f"three orders is the label when its max-T permutation p ≤ α = {alpha:g} ({n_permutations} seeded "
+            "permutations), else *no clear order*.\n"]
+    for m in on["model"].unique(maintain_order=True).to_list():
+        g = on.filter(pl.col("model") == m).sort("layer")
+        rows = [[f"L{r['layer']}", "never" if r["first_revision"] is None else
+                 f"{fmt_tokens(r['first_tokens'])} ({r['first_revision']})",
+                 "never" if r["half_revision"] is None else f"{fmt_tokens(r['half_tokens'])} ({r['half_revision']})"]
+                for r in g.iter_rows(named=True)]
+        text.append(f"**{m}:**\n\n" + _md(["layer", "≥ 1 head", "≥ 50% of heads"], rows) + "\n")
+    rows, lines = [], []
+    for r in sp.iter_rows(named=True):
+        f = (lambda x: "—" if x is None else f"{x:+.2f}")
+        rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
+                     fmt_tokens(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
+                     r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
+                     "—" if r["p_value"] is None else f"{r['p_value']:.3f}", f"**{r['label']}**"])
+        if r["onset"] == "first":
+            never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""
+            p = "" if r["p_value"] is None else f" (p = {r['p_value']:.3f})"
+            lines.append(f"- **{r['model']}**: {r['label']}{p}. First sink in {r['leading_layers'] or 'no layer'}"
+                         f" at {fmt_tokens(r['lead_tokens'])}"
+                         + ("" if r["lead_ratio"] is None else
+                            f", the next layers {r['lead_ratio']:.1f}× later ({fmt_tokens(r['next_tokens'])})")
+                         + f"; last: {r['last_layers'] or '—'}{never}.")
+    text.append("Spread summary (`f2_layer_spread`; *next* = the earliest onset of the other layers):\n\n"
+                + _md(["model", "onset", "middle", "leading layers", "at", "next / leading", "last",
+                       "ρ_middle", "ρ_depth", "p", "label"], rows) + "\n")
+    text.append("What each model shows (onset = ≥ 1 first-token head):\n\n" + "\n".join(lines) + "\n")
+    text.append("A label says the order is unlikely under exchangeable layers (α as configured); with ~10 "
+                "checkpoints many layers share an onset revision, so ties are common and a p near α is a "
+                "borderline call, not a strong one.\n")
+    return "\n".join(text)
+
+
+def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
+    ms = F["f3_milestones"]
+    models = _models(traj)
+    names = ms["milestone"].unique(maintain_order=True).to_list()
+    rows = []
+    for n in names:
+        row = [n]
+        for m in models:
+            r = ms.filter((pl.col("model") == m) & (pl.col("milestone") == n))
+            row.append("—" if not r.height or r["revision"][0] is None
+                       else f"{fmt_tokens(r['tokens'][0])} ({r['revision'][0]})")
+        rows.append(row)
+    text = [f"## Finding 3: induction circuit vs first-token attractor\n\n"
+            f"First revision reaching each milestone (`induction_k_heads`: ≥ k heads with "
+            f"`sel_induction ≥ {induction_threshold:g}×`; `first_token_p pct`: Finding 2's fraction ≥ p).\n",
+            _md(["milestone"] + models, rows) + "\n"]
+    gaps = [F["f3_gaps"]]
+    rows = []
+    for g in gaps:
+        for r in g.iter_rows(named=True):
+            ratio = "—" if r["gap_ratio"] is None else f"{r['gap_ratio']:.1f}×"
+            if r["same_revision"]:
+                ratio += " (same checkpoint: below resolution)"
+            rows.append([r["model"], f"{r['later']} / {r['earlier']}", fmt_tokens(r["later_tokens"]),
+                         fmt_tokens(r["earlier_tokens"]), ratio])
+    text.append("Token gaps:\n\n" + _md(["model", "milestones", "later", "earlier", "gap"], rows) + "\n")
+    if F.get("f3_onset_bootstrap") is not None:
+        text.append(_f3_bootstrap(ms, F["f3_onset_bootstrap"]))
+    return "\n".join(text)
+
+
+def _f3_bootstrap(ms: pl.DataFrame, boot: pl.DataFrame) -> str:
+    """The onsets' bootstrap spread (``onsets.onset_intervals``) beside the point estimates."""
+    rows, none = [], []
+    for r in boot.iter_rows(named=True):
+        if not r["n_resamples"]:
+            if r["model"] not in none:
+                none.append(r["model"])
+            continue
+        p = ms.filter((pl.col("model") == r["model"]) & (pl.col("milestone") == r["milestone"]))
+        point = "never" if not p.height or p["revision"][0] is None else f"{fmt_tokens(p['tokens'][0])} ({p['revision'][0]})"
+        side = (lambda rev, tok: "never" if rev is None else f"{fmt_tokens(tok)} ({rev})")
+        rows.append([r["model"], r["milestone"], point, side(r["onset_lo_revision"], r["onset_lo_tokens"]),
+                     side(r["onset_hi_revision"], r["onset_hi_tokens"]), _pct(r["p_reached"], 0)])
+    if not rows and not none:
+        return ""
+    iv = boot["interval"].drop_nulls()
+    level = f"{100 * iv[0]:g}%" if iv.len() else "—"
+    out = [f"Onset uncertainty (bootstrap over the probe sequences, `f3_onset_bootstrap`): the {level} central "
+           "range across resamples of the first revision reaching each milestone (same draws at every revision; "
+           "*never*: that percentile is a resample that never reaches it within the screened revisions).\n"]
+    if rows:
+        out.append(_md(["model", "milestone", "point estimate", "bootstrap low", "bootstrap high", "resamples reaching it"],
+                       rows, right={2, 3, 4, 5}) + "\n")
+    if none:
+        out.append(f"No bootstrap for {', '.join(none)}: no per-sequence masses (the published reference files hold "
+                   "only the means), so these onsets have no interval.\n")
+    return "\n".join(out)
+
+
+def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_threshold: float) -> str:
+    fin = T.final_circuit(traj, induction_threshold)
+    strict = T.f4_recall_milestones(T.f4_recall(traj, induction_threshold, induction_threshold))
+    text = ["## Finding 4: recall of the final induction circuit over training\n\n"
+            f"Final circuit = heads with `sel_induction ≥ {induction_threshold:g}×` at the last revision; "
+            f"a head counts as found at a revision where its `sel_induction ≥ {found_threshold:g}×` "
+            f"(strict variant: ≥ {induction_threshold:g}×, in the second table).\n"]
+    for title, rm in (("found at the class threshold", F["f4_recall_milestones"]),
+                      ("strict: found at the circuit threshold", strict)):
+        rows = []
+        for m in _models(traj):
+            heads = fin.filter(pl.col("model") == m)
+            label = f"{m} ({heads.height}-head circuit: " + ", ".join(
+                tables.head_name(a, b) for a, b in zip(heads["layer"], heads["head"])) + ")"
+            g = rm.filter(pl.col("model") == m).sort("level")
+            cells = ["—" if r["revision"] is None else f"{r['revision']} ({fmt_tokens(r['tokens'])})"
+                     for r in g.iter_rows(named=True)]
+            share = g.filter(pl.col("level_label") == "67%")["token_share"]
+            rows.append([label] + cells + [_pct(share[0]) if share.len() and share[0] is not None else "—"])
+        levels = rm["level_label"].unique(maintain_order=True).to_list()
+        text.append(f"*{title}*\n\n" + _md(["model"] + [f"first revision at {lv}" for lv in levels]
+                                           + ["share of final tokens at 67%"], rows) + "\n")
+    text.append(
+        "Note on the published table (developmental_note.md, Finding 4): its 67% column is exactly the "
+        "class-threshold rule above (first table). Its 33% and 100% columns follow from no single rule: the "
+        "strict rule matches its 100% points for two of the three models but not for the 4-head circuit, "
+        "and for two models its 33% points lie at revisions where every final-circuit head still has "
+        "induction selectivity of order 1× (see `f4_recall`: no head found under either rule). We report what "
+        "the data gives.\n")
+    return "\n".join(text)
+
+
+def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: str, factor: float) -> str:
+    lead = F["f5_pr_lead"]
+    rows = [[r["model"], tables.head_name(r["layer"], r["head"]),
+             "—" if r["pr_rise_revision"] is None else f"{r['pr_rise_revision']} ({fmt_tokens(r['pr_rise_tokens'])})",
+             "—" if r["selectivity_cross_revision"] is None
+             else f"{r['selectivity_cross_revision']} ({fmt_tokens(r['selectivity_cross_tokens'])})",
+             "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
+             "—" if r["lead_revisions"] is None else str(r["lead_revisions"])] for r in lead.iter_rows(named=True)]
+    text = ["## Finding 5: PR rise vs induction-selectivity crossing\n\n"
+            f"PR rise rule `{rule}` (factor {factor:g}; see `spectral_lead.pr_rise_index`); crossing = first "
+            f"revision with `sel_induction ≥ {induction_threshold:g}×`; lead = crossing tokens / rise tokens.\n",
+            _md(["model", "head", "PR rises", "selectivity crosses", "lead (tokens)", "lead (revisions)"], rows) + "\n"]
+    # worked example per model: the final induction head with the highest final selectivity
+    o = T.with_rev_index(traj)
+    for m in _models(traj):
+        g = o.filter(pl.col("model") == m)
+        last = g["rev_index"].max()
+        top = g.filter((pl.col("rev_index") == last) & (pl.col("sel_induction") >= induction_threshold)) \
+            .sort("sel_induction", descending=True).head(1)
+        if not top.height:
+            continue
+        L, H = top["layer"][0], top["head"][0]
+        h = g.filter((pl.col("layer") == L) & (pl.col("head") == H)).sort("rev_index")
+        rows = [["?" if t is None else f"{t / 1e9:.3f}", "—" if p is None else f"{p:.2f}",
+                 "—" if s is None else f"{s:.1f}"]
+                for t, p, s in zip(h["tokens"], h["pr"], h["sel_induction"])]
+        text.append(f"Example, {m} {tables.head_name(L, H)} (final induction selectivity "
+                    f"{top['sel_induction'][0]:.0f}×):\n\n" + _md(["tokens (B)", "PR", "induction sel"], rows) + "\n")
+    text.append(
+        "Notes: tokens here are exact (Pythia: step × 2,097,152); the author's trajectory files list "
+        "tokens truncated to 3 decimals of a billion, hence last-digit differences. "
+        "A null rise means no revision passes the rule (the head's PR is already high at the first "
+        "checkpoint, or only falls); lead 1× means PR rise and selectivity crossing fall in the same "
+        "checkpoint interval, so the ordering is below checkpoint resolution.\n")
+    return "\n".join(text)
+
+
+def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 10) -> str:
+    pi = F["pr_integral"]
+    text = ["## PR integral and specialized-head fraction\n\n"
+            "`integral_paper` = Σ_t max(PR_t − 1, 0)·Δln tokens_t (backward differences, first revision adds 0); "
+            "`integral_author` = trapezoid of max(PR − 1, 0) over ln(max(tokens/1e9, 1)). Top heads by the "
+            "author's integral:\n"]
+    for m in _models(traj):
+        g = pi.filter(pl.col("model") == m).sort("rank_author").head(top)
+        rows = [[str(r["rank_author"]), tables.head_name(r["layer"], r["head"]),
+                 "—" if r["integral_author"] is None else f"{r['integral_author']:.1f}",
+                 "—" if r["integral_paper"] is None else f"{r['integral_paper']:.1f}",
+                 "—" if r["rank_paper"] is None else str(r["rank_paper"])] for r in g.iter_rows(named=True)]
+        text.append(f"**{m}:**\n\n" + _md(["rank (author)", "head", "integral_author", "integral_paper",
+                                            "rank (paper)"], rows) + "\n")
+    sf = F["circuit_size"]
+    models = _models(traj)
+    rows = []
+    for m in models:
+        g = sf.filter(pl.col("model") == m)
+        rows.append([m] + [f"{fmt_tokens(t)}: {_pct(x)}" for t, x in zip(g["tokens"], g["specialized_fraction"])])
+    text.append("Note: this counts every head whose best class reaches the class threshold on the synthetic "
+                "induction batch, first-token heads included, so it tracks Finding 2; it is not paper A's "
+                "specialized fraction (top-K spectral heads / noise-floor heads at the final checkpoint).\n")
+    text.append(f"Specialized-head fraction (best selectivity ≥ {class_threshold:g}× / all heads) per revision:\n\n"
+                + "\n".join(f"- **{r[0]}**: " + ", ".join(r[1:]) for r in rows) + "\n")
+    return "\n".join(text)
+
+
+def _provenance_section(traj: pl.DataFrame) -> list[str]:
+    """A warning block when two revisions of one model ran byte-identical weights (the trajectory's
+    ``weights_sha256`` column, from each cell's provenance.parquet); nothing otherwise."""
+    lines = provenance.warning_lines(traj)
+    if not lines:
+        return []
+    return ["## Warning: identical weights under different revision names\n\n"
+            + "\n".join(f"- {ln}" for ln in lines)
+            + "\n\nThe findings below treat them as separate checkpoints; see each cell's provenance.parquet.\n"]
+
+
+def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshold: float = 30.0,
+           induction_threshold: float = 50.0, found_threshold: float | None = None, sharp_share: float = 0.5,
+           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
+           spread_permutations: int = 10000, spread_seed: int = 0, **milestones) -> str:
+    """The whole summary.md text for the models in ``traj``. ``findings``: the tables of
+    :func:`headtrace.findings.compute.all_findings`, computed by the findings job with the same
+    parameters (never recomputed here); ``milestones`` (its ``induction_counts`` /
+    ``first_token_fractions`` / ``gaps``) are accepted so the job passes one parameter set."""
+    found = class_threshold if found_threshold is None else found_threshold
+    F = findings
+    head = ["# When do attention circuits form? — findings\n",
+            f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
+            f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.findings.trajectory`; "
+            "the tables behind this page are the Parquet files next to it.\n"]
+    head += _provenance_section(traj)
+    return "\n".join(head + [
+        _f1_section(F, traj, class_threshold),
+        _f2_section(F, traj, class_threshold, sharp_share),
+        _f2b_section(F, class_threshold, spread_alpha, spread_permutations),
+        _f3_section(F, traj, induction_threshold),
+        _f4_section(F, traj, induction_threshold, found),
+        _f5_section(F, traj, induction_threshold, pr_rise_rule, pr_rise_factor),
+        _pr_section(F, traj, class_threshold),
+    ])
+
+
+def write_findings(findings: dict[str, pl.DataFrame], out_dir) -> dict[str, Path]:
+    """Write every findings table to ``out_dir/{schema}.parquet``; returns the paths."""
+    paths = {}
+    for name, df in findings.items():
+        p = Path(out_dir) / f"{name}.parquet"
+        tables.write(df, p, schema=name)
+        paths[name] = p
+    return paths

@@ -1,0 +1,1 @@
+"""Running jobs: the workflow lock check and per-job logs."""

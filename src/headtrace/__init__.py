@@ -1,12 +1,20 @@
 """headtrace: when do attention circuits form during pretraining?
 
-Pure functions over arrays and tables, one module per concept: probe (the synthetic induction
-batch), capture (one forward pass per cell), spectral (participation ratio), screen (six-class
-selectivity), ablation (the causal group-ablation engine), conditions (the circuits and their
-matched controls), verdict (verdict statistics), trajectories (cross-revision findings),
-revisions (checkpoint names and tokens), tables (Parquet schemas). The model is touched only by
-capture and ablation, through the family adapters in ``families``. ``headtrace.analyze(model)``
-(module ``api``) runs the whole per-cell recipe on a model already loaded in a notebook.
+The package is laid out by concept, top to bottom (each layer imports only from those below it;
+an import-linter contract in pyproject.toml keeps it so):
+
+* ``cli`` and ``api`` (``headtrace.analyze(model)``: the per-cell recipe on a model in memory);
+* ``report`` (figures, summary, console) and ``panel`` (the workflow config, refinement, the
+  published-panel importer);
+* ``experiments`` (paper A's method experiments);
+* ``findings`` (cross-revision findings F1-F5 over the per-head trajectory);
+* ``causal`` (ablation conditions and controls, the batched ablation engine, verdicts);
+* ``cell`` (one model x revision: capture pass, participation ratio, screen, bootstrap);
+* ``models`` (family adapters, loading, the toy panel);
+* ``core`` (tables and schemas, atomic writes, heads, revision names, the probe) and ``runtime``.
+
+The model is touched only by ``cell.capture`` and ``causal.ablation``, through the family adapters
+in ``models.families``.
 """
 __version__ = "0.1.0"
 
@@ -14,9 +22,9 @@ __all__ = ["analyze", "CellTables"]
 
 
 def __getattr__(name):
-    # ``headtrace.analyze`` without importing torch for every ``import headtrace`` (the Snakefile
-    # imports the package to read the config).
     if name in ("analyze", "CellTables"):
+        # imports torch: only on first use of headtrace.analyze, so that `import headtrace` (the
+        # Snakefile reads the config through the package) stays light
         from headtrace import api
 
         return getattr(api, name)

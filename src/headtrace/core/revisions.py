@@ -5,8 +5,20 @@ Pure functions (no network) except :func:`list_hub_revisions`. Revision names se
 * Pythia: ``step0``, ``step1``, ``step2``, ``step4`` … ``step512``, ``step1000`` … ``step143000``;
   tokens are not in the name (2,097,152 tokens per step: 1024 sequences × 2048 tokens).
 * OLMo / OLMoE / OLMo-2: ``step126000-tokens264B``, ``stage1-step1000-tokens5B``; tokens in the name.
+* OLMo-2 / Olmo 3 stages: ``stage2-ingredient1-step11931-tokens50B`` (stage 2, the annealing /
+  mid-training mix; its steps and tokens restart), ``stage1-step1000`` (Olmo 3, no tokens).
 * ``main``: the final model; no step.
-* Hugging Face Trainer output folders: ``checkpoint-500`` (step 500).
+* Hugging Face Trainer output folders: ``checkpoint-500`` (step 500; Stanford CRFM GPT-2).
+* BLOOM ``global_step1000``; SmolLM2 ``step-240000``; SmolLM3 ``stage1-step-40000`` …
+  ``stage3-step-4720000`` (global steps), then ``lc-4k-to-32k-step-4000`` (long context, steps
+  restart) and ``it-SFT`` (post-training, no step).
+* TinyLlama ``step-480k-token-1007B`` (branches) and repositories named after the checkpoint,
+  ``TinyLlama/TinyLlama-1.1B-intermediate-step-480k-1T`` (step 480,000, 1T tokens).
+* LLM360 Amber ``ckpt_000`` … ``ckpt_358``: a checkpoint index (read as the step; Amber publishes
+  no step or token count per checkpoint).
+
+Stages (:func:`stage_of`) order before steps and tokens (:func:`training_order_key`,
+:func:`sort_revisions`): every stage-2 name follows every stage-1 name, whatever its counts.
 
 A model's config entry says how to get tokens (see :func:`tokens_for`)::
 
@@ -27,13 +39,21 @@ from pathlib import Path
 from typing import Iterable
 
 __all__ = [
-    "parse_step", "parse_tokens", "parse_count", "tokens_for", "schedule_tokens", "log_spaced", "sort_revisions",
+    "parse_step", "parse_tokens", "parse_count", "stage_of", "stage_label", "training_positions",
+    "choose_log_spaced", "tokens_for", "schedule_tokens", "log_spaced", "sort_revisions",
     "list_hub_revisions", "list_checkpoints", "config_block", "KNOWN_TOKENS_PER_STEP", "TOKEN_KEYS",
 ]
 
-# ``step<N>`` anywhere between separators, or HF Trainer's ``checkpoint-<N>`` folders.
-_STEP_RE = re.compile(r"(?:^|[-_/])(?:step|checkpoint[-_]?)(\d+)(?=$|[-_/])", re.IGNORECASE)
-_TOKENS_RE = re.compile(r"(?:^|[-_/])tokens?(\d+(?:\.\d+)?)([KMBT]?)(?=$|[-_/])", re.IGNORECASE)
+# ``step<N>`` / ``step-<N>`` / ``step-<N>k`` anywhere between separators, HF Trainer's
+# ``checkpoint-<N>`` folders, Amber's ``ckpt_<N>``.
+_STEP_RE = re.compile(r"(?:^|[-_/])(?:step[-_]?|checkpoint[-_]?|ckpt[-_]?)(\d+)(k?)(?=$|[-_/])", re.IGNORECASE)
+_TOKENS_RE = re.compile(r"(?:^|[-_/])tokens?[-_]?(\d+(?:\.\d+)?)([KMBT]?)(?=$|[-_/])", re.IGNORECASE)
+# TinyLlama's checkpoint repositories: ``…-step-480k-1T``, ``…-step-50K-105b`` (tokens right after the step).
+_STEP_THEN_TOKENS_RE = re.compile(r"(?:^|[-_/])step[-_]?\d+k?[-_](\d+(?:\.\d+)?)([BT])(?=$|[-_/])", re.IGNORECASE)
+_STAGE_RE = re.compile(r"(?:^|[-_/])stage[-_]?(\d+)(?=$|[-_/])", re.IGNORECASE)
+_LONG_CONTEXT_RE = re.compile(r"(?:^|/)lc[-_](?:(\d+)k[-_]to[-_])?(\d+)k(?=$|[-_/])", re.IGNORECASE)
+_POST_TRAINING_RE = re.compile(r"(?:^|/)it[-_]", re.IGNORECASE)
+_ANNEAL_RE = re.compile(r"(?:^|[-_/])(?:anneal(?:ing|ed)?|ingredient\d+)(?=$|[-_/])", re.IGNORECASE)
 _SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 
 # Tokens per optimizer step for well-known suites whose revision names carry no token count.
@@ -42,9 +62,52 @@ KNOWN_TOKENS_PER_STEP = {"EleutherAI/pythia-": 1024 * 2048}
 
 
 def parse_step(revision: str) -> int | None:
-    """Training step in a revision name: ``"step126000-tokens264B"`` → 126000, ``"main"`` → None."""
+    """Training step in a revision name: ``"step126000-tokens264B"`` → 126000, ``"step-480k-token-1007B"``
+    → 480000, ``"global_step1000"`` → 1000, ``"ckpt_042"`` → 42 (Amber's index), ``"main"`` → None."""
     m = _STEP_RE.search(revision)
-    return int(m.group(1)) if m else None
+    if not m:
+        return None
+    return int(m.group(1)) * (1000 if m.group(2) else 1)
+
+
+def stage_of(revision: str) -> tuple[int, int]:
+    """Where a revision's stage sits in training, a sort key: ``(0, 0)`` for pretraining (no stage,
+    ``stage1-…``), ``(k - 1, 0)`` for ``stage<k>-…`` (OLMo-2/Olmo 3 stage 2 = annealing,
+    SmolLM3 stages 2 and 3), ``(10, context_k)`` for long-context extension ``lc-4k-to-32k-…``,
+    ``(20, 0)`` for post-training ``it-…`` (SmolLM3); a name marking annealing without a stage
+    number (``…-anneal-…``, ``ingredient<K>``) is stage 2."""
+    name = revision or ""
+    if _POST_TRAINING_RE.search(name):
+        return (20, 0)
+    m = _LONG_CONTEXT_RE.search(name)
+    if m:
+        return (10, int(m.group(2)))
+    m = _STAGE_RE.search(name)
+    if m:
+        return (max(int(m.group(1)) - 1, 0), 0)
+    if _ANNEAL_RE.search(name):
+        return (1, 0)
+    return (0, 0)
+
+
+def stage_label(revision: str) -> str | None:
+    """A short mark for a revision after pretraining, for comments and tables: ``"stage 2
+    (annealing)"`` for OLMo-2/Olmo 3 ``stage2-…`` or ``…ingredient<K>…``, ``"stage 3"``,
+    ``"long context 32k"``, ``"post-training"``; None for pretraining (stage 1 or no stage)."""
+    major, minor = stage_of(revision)
+    if major == 0:
+        return None
+    if major == 20:
+        return "post-training"
+    if major == 10:
+        return f"long context {minor}k"
+    anneal = major == 1 and _ANNEAL_RE.search(revision) is not None
+    return f"stage {major + 1}" + (" (annealing)" if anneal else "")
+
+
+def toy_revision(step: int) -> str:
+    """The name of a toy checkpoint: ``step{N}`` (the inverse of :func:`toy_step`)."""
+    return f"step{int(step)}"
 
 
 def toy_step(revision) -> int:
@@ -68,10 +131,12 @@ def parse_name_list(text: str) -> list[str]:
 
 
 def training_order_key(revision: str, tokens: int | None = None) -> tuple:
-    """Sort key of a revision in training order: tokens, then step number, then name; a missing
-    tokens count or step sorts last (the order of ``trajectories.revision_order``)."""
+    """Sort key of a revision in training order: stage (:func:`stage_of`; stage 2 after stage 1,
+    whose counts restart), then tokens, then step number, then name; a missing tokens count or
+    step sorts last within its stage (the order of ``trajectories.revision_order``)."""
     step = parse_step(revision or "")
-    return (math.inf if tokens is None else tokens, math.inf if step is None else step, revision or "")
+    return (stage_of(revision or ""), math.inf if tokens is None else tokens, math.inf if step is None else step,
+            revision or "")
 
 
 def parse_count(text: str | int | float) -> int:
@@ -102,9 +167,11 @@ def parse_count(text: str | int | float) -> int:
 def parse_tokens(revision: str) -> int | None:
     """Training tokens in a revision name: ``"step126000-tokens264B"`` → 264_000_000_000.
 
-    Suffixes K/M/B/T (case-insensitive), integers or decimals (``tokens1.5T``); None if absent.
+    Suffixes K/M/B/T (case-insensitive), integers or decimals (``tokens1.5T``), TinyLlama's
+    ``token-1007B`` and ``…-step-480k-1T``; None if absent. In a stage-2 name the count is the
+    stage's own (``stage2-ingredient1-step11931-tokens50B``: 50B tokens into stage 2).
     """
-    m = _TOKENS_RE.search(revision)
+    m = _TOKENS_RE.search(revision) or _STEP_THEN_TOKENS_RE.search(revision)
     if not m:
         return None
     return parse_count(m.group(1) + m.group(2))
@@ -189,11 +256,12 @@ def tokens_for(revision: str, spec: dict) -> int | None:
 
 
 def sort_revisions(revisions: Iterable[str]) -> list[str]:
-    """Revisions with a step in step order (ties by tokens, then name), others (``main``) last."""
+    """Revisions with a step in training order: stage (:func:`stage_of`), then step (ties by
+    tokens, then name); others (``main``, ``it-SFT``) last."""
     def key(r: str):
         s = parse_step(r)
         t = parse_tokens(r)
-        return (s is None, s if s is not None else 0, t if t is not None else -1, r)
+        return (s is None, stage_of(r), s if s is not None else 0, t if t is not None else -1, r)
     return sorted(dict.fromkeys(revisions), key=key)
 
 
@@ -239,6 +307,57 @@ def log_spaced(items: list[tuple[str, int | None]], n: int) -> list[str]:
         free = [i for i in range(len(pts)) if i not in chosen]
         chosen.add(min(free, key=lambda i: (abs(logs[i] - target), i)))
     return [pts[i][1] for i in sorted(chosen)]
+
+
+def training_positions(items: Iterable[tuple[str, int | None]]) -> dict[str, int]:
+    """Each revision's position along the whole of training from ``(revision, step_or_tokens)``
+    pairs: within a stage its value; a later stage (:func:`stage_of`) whose counts restart
+    (its smallest value not above the previous stage's largest) is shifted past that largest
+    value, so stage 2 lies after stage 1 on one axis (for :func:`log_spaced`). Pairs whose value
+    is None are left out."""
+    by_stage: dict[tuple, list[tuple[str, int]]] = {}
+    for rev, val in items:
+        if val is not None:
+            by_stage.setdefault(stage_of(rev), []).append((rev, int(val)))
+    out: dict[str, int] = {}
+    end = None  # the largest position so far
+    for stage in sorted(by_stage):
+        pairs = by_stage[stage]
+        lo = min(v for _, v in pairs)
+        shift = 0 if end is None or lo > end else end - lo + 1
+        for rev, val in pairs:
+            out.setdefault(rev, val + shift)
+        end = max(out[r] for r, _ in pairs)
+    return out
+
+
+def choose_log_spaced(names: Iterable[str], n: int, *, by: str = "auto",
+                      tokens_per_step: int | None = None) -> list[str]:
+    """``n`` log-spaced revisions of a branch list (``headtrace revisions --log-spaced``), in
+    training order, the earliest and the latest always included.
+
+    ``by``: ``"tokens"`` (the count in the name, else step × ``tokens_per_step``), ``"step"``, or
+    ``"auto"`` (tokens when every name with a step carries a count). Later stages lie after
+    earlier ones (:func:`training_positions`); names without a step (``main``) are never chosen."""
+    names = sort_revisions(names)
+    if by == "auto":
+        stepped = [r for r in names if parse_step(r) is not None]
+        by = "tokens" if stepped and all(parse_tokens(r) is not None for r in stepped) else "step"
+    if by not in ("tokens", "step"):
+        raise ValueError(f"by must be 'auto', 'tokens' or 'step', got {by!r}")
+
+    def value(r: str) -> int | None:
+        s = parse_step(r)
+        if s is None:
+            return None
+        if by == "step":
+            return s
+        t = parse_tokens(r)
+        return s * tokens_per_step if t is None and tokens_per_step else t
+
+    pos = training_positions((r, value(r)) for r in names)
+    chosen = log_spaced([(r, pos.get(r)) for r in names], n)
+    return sorted(chosen, key=lambda r: pos[r])
 
 
 def list_hub_revisions(hf_id: str, token: str | bool | None = None) -> list[str]:
@@ -313,7 +432,7 @@ def config_block(
         f"    family: {_scalar(family)}",
         "    revisions:",
     ]
-    lines += [f"      - {_scalar(r)}" for r in revisions]
+    lines += [f"      - {_scalar(r)}" + (f"  # {stage_label(r)}" if stage_label(r) else "") for r in revisions]
     if tokens_from_name:
         lines.append("    tokens_from_name: true")
     if tokens_per_step is not None:

@@ -92,7 +92,7 @@ def expand_models(config: dict) -> dict:
             steps = toy.checkpoint_steps(int(shift["max_steps"]), int(shift["n_checkpoints"]))
             new = {k: copy.deepcopy(v) for k, v in spec.items()
                    if k not in ("revisions", "train", "tokens", "tokens_per_step", "tokens_schedule")}
-            new["revisions"] = [f"step{n}" for n in steps]
+            new["revisions"] = [_revs.toy_revision(n) for n in steps]
             # Cumulative tokens (the base's final tokens + tokens since the shift), so the
             # continuation sits after its base on every token axis.
             # The continuation trains with the base's optimizer settings (its batch, so its tokens a
@@ -103,7 +103,7 @@ def expand_models(config: dict) -> dict:
             final_tokens = _revs.tokens_for(spec["revisions"][-1], spec)
             if final_tokens is not None:
                 tps = int(merged["batch_size"]) * int(merged["seq_len"])
-                new["tokens"] = {f"step{n}": int(final_tokens) + n * tps for n in steps}
+                new["tokens"] = {_revs.toy_revision(n): int(final_tokens) + n * tps for n in steps}
             train = {"shift_from": base, "max_steps": int(shift["max_steps"]), "seed": int(shift.get("seed", 1)),
                      "data": copy.deepcopy(shift.get("data") or {}), "optim": optim}
             new["train"] = train

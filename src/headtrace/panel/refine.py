@@ -160,7 +160,7 @@ def pick_between(lo_tokens: int, hi_tokens: int, candidates: list[tuple[str, int
         if not free:
             break
         chosen.append(min(free, key=lambda c: (abs(math.log1p(c[0]) - target), c[0])))
-    return [r for _, r in sorted(chosen)]
+    return [r for _, r in sorted(chosen, key=lambda c: revs.training_order_key(c[1], c[0]))]
 
 
 def plan_round(brackets_df: pl.DataFrame, pool: list[tuple[str, int]], screened: list[str],
@@ -190,7 +190,7 @@ def plan_round(brackets_df: pl.DataFrame, pool: list[tuple[str, int]], screened:
 def round_record(model: str, round_index: int, plans: list[dict], pool: list[tuple[str, int]],
                  tokens: dict[str, int]) -> dict:
     """The JSON record a refinement round writes: per-milestone plans and the union it adds."""
-    union = sorted({r for p in plans for r in p["added"]}, key=lambda r: (tokens[r], r))
+    union = sorted({r for p in plans for r in p["added"]}, key=lambda r: revs.training_order_key(r, tokens[r]))
     return {"model": model, "round": round_index, "pool_size": len(pool), "milestones": plans, "added": union}
 
 
@@ -233,7 +233,7 @@ def pool_pairs(names, spec: dict) -> list[tuple[str, int]]:
             continue
         if t is not None and re.fullmatch(r"[A-Za-z0-9._-]+", r):
             out[r] = t
-    return sorted(out.items(), key=lambda p: (p[1], p[0]))
+    return sorted(out.items(), key=lambda p: revs.training_order_key(p[0], p[1]))
 
 
 def read_branch_list(path: str | os.PathLike) -> list[str]:

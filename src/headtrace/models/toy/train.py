@@ -24,7 +24,7 @@ import transformers
 from tqdm import tqdm
 
 from headtrace.core import durable
-from headtrace.core.revisions import toy_step
+from headtrace.core.revisions import toy_revision, toy_step
 from headtrace.models.toy.data import make_data
 from headtrace.models.toy.recipe import (
     BOS_TOKEN_ID,
@@ -90,7 +90,7 @@ def _lr_at(step: int, optim: dict, max_steps: int) -> float:
 
 
 def _save(model: torch.nn.Module, out_dir: Path, step: int) -> Path:
-    final = out_dir / f"step{step}"
+    final = out_dir / toy_revision(step)
     tmp = out_dir / f".step{step}.tmp{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)

@@ -1,5 +1,5 @@
 # headtrace: when do attention circuits form during pretraining?
-# The DAG expands over models x revisions; see the README for the rules and their outputs.
+# The DAG expands over models x revisions; see docs/outputs.md for the rules and their outputs.
 from snakemake.utils import min_version
 
 min_version("9.0")

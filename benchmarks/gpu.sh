@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The prepared GPU check (not run yet: no GPU was available). Random-init models at the real sizes,
 # the paper's probe (2000 x 256); prints seconds and peak memory per cell. Record the output in
-# benchmarks/RESULTS.md and the README "Performance (measured)" section.
+# benchmarks/RESULTS.md and docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}

@@ -6,7 +6,7 @@ One module-scoped workdir with two local models:
   step64); refinement on (milestone ``induction_1_heads``, per_round 1, max_rounds 2).
 * ``tiny-live``: ``revisions: {glob: "checkpoint-*"}`` over a folder the test adds checkpoints to.
 
-Test-only device (documented in the README): tiny random models do not form induction heads, so
+Test-only device (documented in docs/refinement.md): tiny random models do not form induction heads, so
 the fixture makes a "training run" in which the milestone is crossed at a known place. It screens
 eight random tiny models in-process with the workflow's own functions, names them step0 ... step64
 in increasing order of their largest induction selectivity, and sets ``screen.induction_threshold``

@@ -9,7 +9,7 @@ not one of the sampled baseline's 50 fixed keys (``probe.baseline_positions``), 
 baseline is near zero and a mean induction mass of ~1/n_ab reads as hundreds or thousands of ×: a
 positional head passes the screen as an induction head. (Measured: a 4-layer x 12-head OLMoE toy
 trained on periodic data, whose six layer-0 heads attend 86-100% to offset 30 or 31, screened
-35-6,682× "induction"; the model's layer-1 heads copy B from key ``ab+31`` instead - README, "The
+35-6,682× "induction"; the model's layer-1 heads copy B from key ``ab+31`` instead - docs/toy-panel.md, "The
 toy panel".)
 
 The check, per head and per class whose key moves with the pair (induction: ``ab+1``,

@@ -75,7 +75,9 @@ def test_head_with_zero_out_proj_slice_changes_nothing(family):
     _, n_heads, d_head = families.dims(model)
     layer, head = 1, 2
     with torch.no_grad():
-        fam.out_projs(model)[layer].weight[:, head * d_head:(head + 1) * d_head] = 0
+        w = fam.out_projs(model)[layer].weight  # nn.Linear (out, in); GPT-2's Conv1D (in, out)
+        w = w.T if family == "gpt2" else w
+        w[:, head * d_head:(head + 1) * d_head] = 0
     conds = [Condition("baseline"), Condition("dead", 0, ((layer, head),)), Condition("live", 0, ((layer, 0),))]
     res = ablation.run(model, fam, batch, conds, batch_size=6, progress=False)
     for m in METRICS:
@@ -200,17 +202,41 @@ def test_matched_random_controls():
     assert ablation.build_conditions(screen, final_circuit=None, n_random=20, seed=7) == again
 
 
-def test_matched_random_capped_when_layer_too_small():
+def test_layer_too_small_has_no_matched_set_and_is_underpowered():
+    """Issue 28: a layer with fewer free heads than circuit heads has no matched set. No smaller
+    'control' is drawn (it used to take min(k, free) heads, silently); the control is one
+    placeholder row and the verdict is underpowered, saying why."""
     circuit = [(0, 0), (0, 1), (0, 2), (1, 0)]  # layer 0: 3 of 4 heads, only 1 free
     conds = ablation.build_conditions(screen_df(2, 4, induction=circuit), 4, final_circuit=None, n_random=10)
-    for d in by_name(conds)["matched_random"]:
-        assert [h for l, h in d.heads if l == 0] == [3]
-        assert len([h for l, h in d.heads if l == 1]) == 1 and (1, 0) not in d.heads
-    # the space is C(1,1) x C(3,1) = 3 sets: each once (sampling with replacement repeated them)
-    assert len({d.heads for d in by_name(conds)["matched_random"]}) == len(by_name(conds)["matched_random"]) == 3
-    full = [(0, h) for h in range(4)]  # nothing free: the one matched set is empty, still a row
+    assert [(d.draw, d.heads, d.n_sets) for d in by_name(conds)["matched_random"]] == [(0, (), 0)]
+    assert conditions.short_layers(circuit, 4) == [(0, 3, 1)]
+    assert conditions.matched_sets(circuit, 4, 10, 0, "x") == ([], 0, True)
+    res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
+            "top1": {"baseline": 0.76, "circuit": 0.01}.get(c.name, 0.75), "top5": 0.0, "ce": 0.0, "logit_b": 0.0}
+           for c in conds]
+    row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
+    assert row["verdict"] == "underpowered" and row["effect"] == pytest.approx(0.75)
+    assert "too few free heads" in row["underpowered_reason"] and "L0: 3 circuit heads, 1 free" in row["underpowered_reason"]
+    # a circuit with room in every layer: its sets take exactly its per-layer sizes
+    ok = [(0, 0), (1, 0)]
+    for d in by_name(ablation.build_conditions(screen_df(2, 4, induction=ok), 4, final_circuit=None,
+                                               n_random=10))["matched_random"]:
+        assert conditions.size_profile(d.heads) == {0: 1, 1: 1}
+    full = [(0, h) for h in range(4)]  # nothing free: no matched set, still a row
     conds = ablation.build_conditions(screen_df(2, 4, induction=full), 4, final_circuit=None, n_random=3)
-    assert [(d.heads, d.n_sets) for d in by_name(conds)["matched_random"]] == [((), 1)]
+    assert [(d.heads, d.n_sets) for d in by_name(conds)["matched_random"]] == [((), 0)]
+
+
+def test_verdict_refuses_controls_of_other_sizes():
+    """A circuit judged against sets of other per-layer sizes (an ablation table from the old
+    final_controls shortcut) is underpowered, not causal."""
+    rows = [{"condition": "baseline", "top1": 0.40},
+            {"condition": "circuit", "top1": 0.01, "heads": ["L1H0", "L1H1", "L1H2"]},
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.40, "heads": [f"L1H{i % 5 + 3}"]}
+              for i in range(20))]
+    v = ablation.verdict(table_of(rows)).row(0, named=True)
+    assert v["verdict"] == "underpowered" and not v["control_sizes_match"]
+    assert "other per-layer sizes" in v["underpowered_reason"]
 
 
 def test_empty_circuit_is_evaluated_not_crashing():
@@ -392,11 +418,11 @@ def test_pythia_geometry_controls_are_distinct_and_can_reach_alpha():
 
 
 def test_small_space_is_exact_and_underpowered_never_not_causal():
-    # 4 heads a layer, a 3-head circuit: the matched space is the single free head
-    screen = screen_df(2, 4, induction=[(1, 0), (1, 1), (1, 2)])
+    # 4 heads a layer, a 2-head circuit: the matched space is the single other pair
+    screen = screen_df(2, 4, induction=[(1, 0), (1, 1)])
     conds = ablation.build_conditions(screen, 4, final_circuit=None, n_random=20)
     draws = by_name(conds)["matched_random"]
-    assert [(d.draw, d.heads, d.n_sets) for d in draws] == [(1, ((1, 3),), 1)]
+    assert [(d.draw, d.heads, d.n_sets) for d in draws] == [(1, ((1, 2), (1, 3)), 1)]
     for circuit_top1, draw_top1 in ((0.01, 0.76), (0.76, 0.76), (0.80, 0.70)):  # huge / no / negative effect
         res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
                 "top1": {"baseline": 0.76, "circuit": circuit_top1}.get(c.name, draw_top1 if c.draw else 0.0),
@@ -404,6 +430,7 @@ def test_small_space_is_exact_and_underpowered_never_not_causal():
         row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
         assert row["verdict"] == "underpowered" and not row["causal"]
         assert row["min_p"] == 0.5 and row["n_matched_sets"] == 1 and row["control_exact"]
+        assert row["underpowered_reason"] == "1 distinct matched set(s): min p = 1/2 = 0.500 > alpha = 0.05"
     # exact_max: evaluate the whole space when it is small enough, however small K is
     sets, n, exact = conditions.matched_sets([(4, 4), (7, 0), (7, 1)], 8, 5, 0, "x", exact_max=200)
     assert exact and n == 105 and len(sets) == len(set(sets)) == 105 and sets == sorted(sets)
@@ -416,7 +443,7 @@ def test_decision_metric_and_rule():
     rows = [{"condition": "baseline", "top1": 0.04, "logit_b": 3.5, "ce": 8.4},
             {"condition": "circuit", "top1": 0.039, "logit_b": 1.7, "ce": 10.4, "heads": ["L4H4"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.04, "logit_b": 3.4 + 0.01 * i, "ce": 8.5,
-               "heads": [f"L4H{i % 8}", f"L5H{i // 8}"]} for i in range(20))]
+               "heads": [f"L4H{i}"]} for i in range(20))]
     t = table_of(rows)
     by_metric = {m: ablation.verdict(t, metric=m).row(0, named=True) for m in ("top1", "logit_b", "ce")}
     assert by_metric["top1"]["verdict"] == "not_causal"  # 0.039 is not <= 0.5 x 0.04
@@ -480,8 +507,13 @@ def test_final_circuit_shares_the_cell_circuits_controls():
     assert g["final_upper_bound"][0].heads == g["upper_bound"][0].heads
     own = by_name(ablation.build_conditions(screen, 8, final_circuit=[(1, 0)], n_random=20, seed=0))
     assert {c.heads for c in own["final_matched_random"]} == {((1, h),) for h in range(1, 8)}  # exact, 7 sets
+    # final_controls=False no longer judges a final circuit of other heads against the cell circuit's
+    # controls (issue 28): its own sets are built; only the identical circuit shares them
     off = by_name(ablation.build_conditions(screen, 8, final_circuit=[(1, 0)], n_random=20, final_controls=False))
-    assert "final_matched_random" not in off
+    assert {c.heads for c in off["final_matched_random"]} == {((1, h),) for h in range(1, 8)}
+    same = by_name(ablation.build_conditions(screen, 8, final_circuit=circuit, n_random=20, final_controls=False))
+    assert "final_matched_random" not in same  # judged on matched_random: the same matched space
+    assert not conditions.can_share_controls([(1, 0), (2, 2)], circuit)  # same sizes, other heads
 
 
 # ------------------------------------------------------------------------------ layer arguments (issue 13)
@@ -493,7 +525,7 @@ def test_layer_kwargs_are_the_ones_the_engine_knows(family):
     got = {}
 
     def pre(mod, args, kwargs):
-        got.update(kwargs)
+        got.update(ablation._layer_kwargs(mod, args, kwargs))
     hd = fam.layers(model)[1].register_forward_pre_hook(pre, with_kwargs=True)
     with torch.inference_mode():
         fam.backbone(model)(input_ids=torch.randint(2, 100, (3, 10)), use_cache=False)
@@ -522,7 +554,9 @@ def test_composition_relative_to_chance_with_published_numbers():
     rows = [{"condition": "baseline", "top1": 0.0405},
             {"condition": "previous_token_circuit", "top1": 0.0, "heads": PYTHIA_PREV},
             *({"condition": "previous_token_matched_random", "draw": i + 1, "top1": 0.044,
-               "heads": [f"L1H{i % 8}", f"L2H{i // 8}"]} for i in range(20))]
+               "heads": [f"L1H{(0, 1, 2, 4, 5, 6, 7)[i % 7]}", "L2H0", "L2H2", "L2H6", "L3H0", "L3H1", "L3H3",
+                         f"L6H{i // 7}"]}
+              for i in range(20))]
     v = ablation.verdict(table_of(rows)).row(0, named=True)
     assert v["verdict"] == "causal"
     assert V.destroys_induction(v["verdict"], v["baseline_top1"], chance)
@@ -536,7 +570,7 @@ def test_composition_relative_to_chance_with_published_numbers():
 def test_summary_line_says_underpowered_and_why():
     from headtrace.report.console import verdict_line
 
-    screen = screen_df(2, 4, induction=[(1, 0), (1, 1), (1, 2)])
+    screen = screen_df(2, 4, induction=[(1, 0), (1, 1)])
     conds = ablation.build_conditions(screen, 4, final_circuit=None, n_random=20)
     res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
             "top1": {"baseline": 0.76, "circuit": 0.01}.get(c.name, 0.75), "top5": 0.0, "ce": 0.0, "logit_b": 0.0}

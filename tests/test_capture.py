@@ -11,7 +11,7 @@ from headtrace.cell import capture
 from headtrace.core import probe, tables
 from headtrace.models import families
 
-MASS_FIELDS = (*probe.CLASSES, "baseline_sampled")
+MASS_FIELDS = (*probe.CLASSES, "baseline_sampled", "baseline_clean")
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def _sharpen(model: torch.nn.Module, factor: float = 15.0, norm_factor: float = 
     OLMoE normalizes q and k after the projection, so there its q/k norm weights set the scale."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if any(k in name for k in ("query_key_value.weight", "q_proj.weight", "k_proj.weight")):
+            if any(k in name for k in ("query_key_value.weight", "q_proj.weight", "k_proj.weight", "c_attn.weight")):
                 p.mul_(factor)
             elif any(k in name for k in ("q_norm.weight", "k_norm.weight")):
                 p.mul_(norm_factor)
@@ -83,6 +83,12 @@ def _eager_masses(model, family, batch) -> dict[str, np.ndarray]:
         "baseline_sampled": row[:, :, :, probe.baseline_positions(t)].mean((0, 3)),
         "_row_max": row.max(-1).mean(),
     }
+    # clean baseline: per sequence, the mean over the keys of no class (not ab, ab+1, 0, T-6..T-1)
+    keep = np.ones((row.shape[0], t), bool)
+    keep[:, [0, *range(t - 6, t)]] = False
+    keep[n, batch.ab] = False
+    keep[n, batch.ab + 1] = False
+    ref["baseline_clean"] = ((row * keep[:, None, None, :]).sum(-1) / keep.sum(1)[:, None, None]).mean(0)
     assert ref["local"].shape == ref["self"].shape
     return ref
 
@@ -296,3 +302,44 @@ def test_class_masses_roundtrip(case, batch, tmp_path):
     capture.save_head_outputs(result, tmp_path / "heads.safetensors")
     with pytest.raises(ValueError, match="not a class-mass file"):
         bootstrap.load_masses(tmp_path / "heads.safetensors")
+
+
+def test_sliding_window_layers_put_no_mass_outside_the_window(batch):
+    """Olmo 3's sliding-window layers: the captured query row honours the window (keys before
+    T - window carry no mass, e.g. the first token), the full-attention layers do not; both as eager."""
+    from tiny import SLIDING_WINDOW
+
+    model = _sharpen(tiny_model("olmo3"))
+    family = families.get("olmo3")
+    t = batch.seq_len
+    assert t > SLIDING_WINDOW + 6  # the first token and the sampled baseline reach outside the window
+    result = capture.run(model, family, batch, batch_size=16, progress=False)
+    row = _eager_last_row(model, family, batch)  # (N, L, H, T)
+    for layer, kind in enumerate(model.config.layer_types):
+        outside = row[:, layer, :, : t - SLIDING_WINDOW]
+        if kind == "sliding_attention":
+            assert np.all(outside == 0) and np.all(result.first_token[layer] == 0)
+            assert np.all(result.sequence_masses[:, layer, :, probe.CLASSES.index("first-token")] == 0)
+        else:
+            assert outside.sum() > 0 and np.all(result.first_token[layer] > 0)
+
+
+def test_gpt2_layer_scaling_is_honoured(batch):
+    """CRFM GPT-2 scales layer l's scores by 1/(l+1) (scale_attn_by_inverse_layer_idx): capture reads
+    the layer's own scaling, so it matches eager with the flag on and differs from the flag off."""
+    model = _sharpen(tiny_model("gpt2"))
+    family = families.get("gpt2")
+    on = capture.run(model, family, batch, batch_size=16, progress=False, keep_head_outputs=False)
+    ref = _eager_masses(model, family, batch)
+    np.testing.assert_allclose(on.previous_token, ref["previous-token"], rtol=1e-4, atol=1e-6)
+    for attn in family.attention_modules(model):
+        attn.scaling = attn.head_dim ** -0.5
+    off = capture.run(model, family, batch, batch_size=16, progress=False, keep_head_outputs=False)
+    assert not np.allclose(off.previous_token[1], on.previous_token[1], atol=1e-4)
+
+
+def test_bloom_is_refused_by_name_with_the_reason():
+    with pytest.raises(ValueError, match="model_type 'bloom' is not supported: .*AttentionInterface"):
+        families.from_model_type("bloom")
+    with pytest.raises(ValueError, match="family 'bloom' is not supported"):
+        families.get("bloom")

@@ -1,6 +1,8 @@
 """Revision names, tokens, log-spaced selection and the `headtrace revisions` command (no network)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -189,3 +191,101 @@ def test_cli_no_steps(tmp_path, capsys):
 def test_cli_summary_empty(tmp_path, capsys):
     assert cli.main(["summary", str(tmp_path)]) == 0
     assert "no trajectories" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------ every public suite (issue 27)
+
+SUITES = Path(__file__).parent / "fixtures" / "suites"
+
+
+@pytest.mark.parametrize("name, step, tokens", [
+    ("step0", 0, None), ("step143000", 143000, None),                                   # Pythia / PolyPythias
+    ("step557000-tokens2464B", 557000, 2_464_000_000_000),                              # OLMo-1
+    ("step1000-tokens4194304", 1000, 4_194_304),                                        # OLMo, plain count
+    ("stage1-step1907359-tokens4001B", 1907359, 4_001_000_000_000),                     # OLMo-2 stage 1
+    ("step150-tokens1B", 150, 1_000_000_000),                                           # early, no stage1-
+    ("stage2-ingredient2-step11931-tokens50B", 11931, 50_000_000_000),                  # OLMo-2 stage 2
+    ("stage1-step1413814", 1413814, None), ("stage3-step5000", 5000, None),             # Olmo 3
+    ("step1220000-tokens5117B", 1220000, 5_117_000_000_000),                            # OLMoE
+    ("ckpt_000", 0, None), ("ckpt_358", 358, None),                                     # Amber (index)
+    ("step-480k-token-1007B", 480000, 1_007_000_000_000),                               # TinyLlama branch
+    ("TinyLlama/TinyLlama-1.1B-intermediate-step-480k-1T", 480000, 10**12),             # TinyLlama repos
+    ("PY007/TinyLlama-1.1B-step-50K-105b", 50000, 105_000_000_000),
+    ("TinyLlama/TinyLlama-1.1B-intermediate-step-1195k-token-2.5T", 1195000, 2_500_000_000_000),
+    ("step-125000", 125000, None),                                                      # SmolLM2
+    ("stage2-step-3480000", 3480000, None), ("lc-4k-to-32k-step-4000", 4000, None),     # SmolLM3
+    ("it-SFT", None, None), ("it-soup-APO", None, None),
+    ("checkpoint-0", 0, None), ("checkpoint-400000", 400000, None),                     # CRFM GPT-2
+    ("global_step1000", 1000, None), ("global_step600000", 600000, None),               # BLOOM
+    ("main", None, None), ("mystep5", None, None), ("step5x", None, None),
+])
+def test_every_naming_scheme(name, step, tokens):
+    assert rv.parse_step(name) == step
+    assert rv.parse_tokens(name) == tokens
+
+
+def test_stages_order_after_pretraining_and_are_marked():
+    names = ["it-SFT", "stage2-ingredient1-step1000-tokens5B", "lc-32k-to-64k-step-4000", "main",
+             "stage1-step928646-tokens3896B", "lc-4k-to-32k-step-20000", "stage3-step-4240000", "step150-tokens1B"]
+    assert rv.sort_revisions(names) == [
+        "step150-tokens1B", "stage1-step928646-tokens3896B", "stage2-ingredient1-step1000-tokens5B",
+        "stage3-step-4240000", "lc-4k-to-32k-step-20000", "lc-32k-to-64k-step-4000", "main", "it-SFT"]
+    key = [(r, rv.parse_tokens(r)) for r in ("stage2-ingredient1-step1000-tokens5B", "stage1-step928646-tokens3896B")]
+    assert [r for r, _ in sorted(key, key=lambda rt: rv.training_order_key(*rt))][0].startswith("stage1")
+    assert rv.stage_label("stage2-ingredient1-step1000-tokens5B") == "stage 2 (annealing)"
+    assert rv.stage_label("stage1-step1000") is None and rv.stage_label("step1000") is None
+    assert rv.stage_label("stage3-step-4240000") == "stage 3"
+    assert rv.stage_label("lc-4k-to-32k-step-4000") == "long context 32k"
+    assert rv.stage_label("it-SFT") == "post-training"
+    block = rv.config_block("allenai/OLMo-2-0425-1B", "o", ["stage1-step0-tokens0B", "stage2-ingredient1-step1000-tokens3B"])
+    assert "stage2-ingredient1-step1000-tokens3B  # stage 2 (annealing)" in block
+    assert yaml.safe_load(block)["models"]["o"]["revisions"][1] == "stage2-ingredient1-step1000-tokens3B"
+
+
+def test_training_positions_shift_restarting_stages_only():
+    pos = rv.training_positions([("stage1-step0-tokens0B", 0), ("stage1-step9-tokens90B", 90),
+                                 ("stage2-ingredient1-step1-tokens10B", 10), ("stage2-ingredient1-step2-tokens20B", 20)])
+    assert pos["stage2-ingredient1-step1-tokens10B"] > pos["stage1-step9-tokens90B"]
+    assert pos["stage2-ingredient1-step2-tokens20B"] > pos["stage2-ingredient1-step1-tokens10B"]
+    global_steps = rv.training_positions([("stage1-step-40", 40), ("stage2-step-80", 80)])  # SmolLM3: no restart
+    assert global_steps == {"stage1-step-40": 40, "stage2-step-80": 80}
+
+
+def _fixture(name):
+    return rv.parse_name_list((SUITES / name).read_text())
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in SUITES.glob("*.txt")))
+def test_every_fixture_parses(fixture):
+    names = _fixture(fixture)
+    for n in names:
+        if not n.startswith("it-"):
+            assert rv.parse_step(n) is not None, n
+    if names:
+        chosen = rv.choose_log_spaced(names, 10)
+        assert len(chosen) == min(10, len(names))
+        assert chosen[0] == rv.sort_revisions(names)[0]  # the earliest is always there
+
+
+@pytest.mark.parametrize("fixture, hf_id, first, last", [
+    ("pythia.txt", "EleutherAI/pythia-160m", "step0", "step143000"),
+    ("olmo2-1b.txt", "allenai/OLMo-2-0425-1B", "stage1-step0-tokens0B", "stage2-ingredient1-step23852-tokens51B"),
+    ("olmo2-7b.txt", "allenai/OLMo-2-1124-7B", "stage1-step150-tokens1B", "stage2-ingredient1-step11931-tokens50B"),
+    ("crfm-gpt2.txt", "stanford-crfm/alias-gpt2-small-x21", "checkpoint-0", "checkpoint-400000"),
+    ("tinyllama.txt", "TinyLlama/tinyLlama-intermediate-checkpoints", "step-5k-token-10B", "step-725k-token-1520B"),
+    ("amber.txt", "LLM360/Amber", "ckpt_000", "ckpt_358"),
+    ("smollm2-1.7b.txt", "HuggingFaceTB/SmolLM2-1.7B-intermediate-checkpoints", "step-125000", "step-5125000"),
+    ("bloom-560m.txt", "bigscience/bloom-560m-intermediate", "global_step1000", "global_step600000"),
+])
+def test_cli_log_spaced_from_fixture(fixture, hf_id, first, last, capsys):
+    assert cli.main(["revisions", hf_id, "--log-spaced", "10", "--name", "m",
+                     "--from-file", str(SUITES / fixture)]) == 0
+    out = capsys.readouterr().out
+    m = yaml.safe_load(out)["models"]["m"]
+    revs = m["revisions"]
+    assert revs[0] == first and revs[-1] == last and len(revs) == min(10, len(_fixture(fixture)))
+    assert revs == [r for r in rv.sort_revisions(revs)]  # training order, stage 2 last
+    stage2 = [r for r in revs if rv.stage_of(r)[0] > 0]
+    assert all(revs.index(r) > revs.index(s) for r in stage2 for s in revs if rv.stage_of(s)[0] == 0)
+    for r in stage2:
+        assert f"{r}  # stage 2" in out

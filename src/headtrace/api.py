@@ -120,16 +120,19 @@ def analyze(
     settings: Mapping | None = None,
     out: str | Path | None = None,
     progress: bool = True,
+    family: str | None = None,
 ) -> CellTables:
     """Run the recipe on ``model`` (an in-memory HF causal LM) and return its tables.
 
     ``probe``: a ``ProbeBatch``, or the config's probe keys (:func:`probe_batch`; default: the
     paper's 2000 x 256 batch, tokens in [100, 10000)). ``device``: None = where the model is. ``settings``:
     overrides of ``DEFAULTS`` per block (``{"screen": {"baseline": "uniform"}}``). ``out``: also
-    write the tables there. The model is moved to ``device`` and put in eval mode.
+    write the tables there. ``family``: the adapter by name (``headtrace.models.families``), for a
+    model whose ``model_type`` is a relative of a known family; None = from ``model_type``. The
+    model is moved to ``device`` and put in eval mode.
     """
     opts = {k: {**v, **dict((settings or {}).get(k) or {})} for k, v in DEFAULTS.items()}
-    family = family_of(model)
+    family = family_of(model) if family is None else families.get(family)
     batch = _probe_batch(probe, model)
     dev = next(model.parameters()).device if device is None else hub.resolve_device(device)
     model = model.to(dev).eval()
@@ -150,7 +153,8 @@ def analyze(
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
         cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final, n_random=n_random,
                                                   batch_size=bs, device=dev, name=name, revision=revision,
-                                                  tokens=tokens, ablation=opts["ablation"], screen_opts=sc)
+                                                  tokens=tokens, ablation=opts["ablation"], screen_opts=sc,
+                                                  progress=progress)
     if out is not None:
         cell.write(out)
     return cell
@@ -158,7 +162,7 @@ def analyze(
 
 def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFrame, final_circuit, *, n_random: int,
                 batch_size: int, device, name: str, revision: str, tokens: int | None,
-                ablation: Mapping | None = None, screen_opts: Mapping | None = None):
+                ablation: Mapping | None = None, screen_opts: Mapping | None = None, progress: bool = True):
     """Step 3 of one cell: ``(ablation table, verdict table)`` of ``cell_screen``'s circuits (and
     ``final_circuit``) against their controls. The workflow's ``ablate`` job and ``analyze`` both
     call this, with the ablation / screen config blocks (``DEFAULTS`` for what they omit)."""
@@ -171,7 +175,7 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
         class_threshold=sc["class_threshold"], induction_threshold=sc["induction_threshold"],
         previous_token_threshold=sc["previous_token_threshold"])
     batch = batch.head(a["n_sequences"])  # the first n probe sequences (the screen used all)
-    results = engine.run(model, family, batch, conditions, batch_size=batch_size, device=device)
+    results = engine.run(model, family, batch, conditions, batch_size=batch_size, device=device, progress=progress)
     table = engine.ablation_table(results, name, revision, tokens, n_boot=a["n_bootstrap"], seed=a["seed"],
                                   level=a["ci_level"])
     return table, engine.verdict(table, metric=a["metric"], alpha=a["alpha"])

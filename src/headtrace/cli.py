@@ -33,6 +33,7 @@ import polars as pl
 
 from headtrace.cell import positional
 from headtrace.core import revisions as rv
+from headtrace.core import schema
 from headtrace.report import console
 from headtrace.runtime import locks
 
@@ -48,22 +49,8 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
     if args.list:  # the branch list file a hub model's refine pool can use (models.NAME.branch_list)
         sys.stdout.write("".join(f"{n}\n" for n in names))
         return 0
-    if args.log_spaced:
-        key = args.by
-        if key == "auto":
-            stepped = [n for n in names if rv.parse_step(n) is not None]
-            key = "tokens" if stepped and all(rv.parse_tokens(n) is not None for n in stepped) else "step"
-        if key == "tokens":
-            def value(n):
-                t = rv.parse_tokens(n)
-                s = rv.parse_step(n)
-                if t is None and s is not None and args.tokens_per_step:
-                    t = s * args.tokens_per_step
-                return t
-            items = [(n, value(n)) for n in names]
-        else:
-            items = [(n, rv.parse_step(n)) for n in names]
-        chosen = rv.log_spaced(items, args.log_spaced)
+    if args.log_spaced:  # stage 2 (annealing) lies after stage 1: revisions.training_positions
+        chosen = rv.choose_log_spaced(names, args.log_spaced, by=args.by, tokens_per_step=args.tokens_per_step)
     else:
         chosen = [n for n in names if rv.parse_step(n) is not None]
     if not chosen:
@@ -82,7 +69,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
-    from headtrace.models import hub
+    from headtrace.models import context, hub
 
     local = Path(args.checkpoint).is_dir()
     try:
@@ -98,6 +85,12 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     if args.ab_range:
         probe_kwargs["ab_range"] = list(args.ab_range)
     name = args.name or Path(args.checkpoint.rstrip("/")).name
+    token_range = probe_kwargs.get("token_range") or schema.defaults("$defs", "probe")["token_range"]
+    msg = context.outside_vocab(name, token_range, None, context.vocab_of(model.config), "its config.json",
+                                flag="--token-range LOW HIGH")
+    if msg:  # before any pass: a token id beyond the embedding is a bare IndexError otherwise
+        print(f"headtrace cell: {msg}", file=sys.stderr)
+        return 2
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out)
     circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
@@ -107,11 +100,11 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     if flagged.height:
         print("  positional (most of their induction mass from one A position: headtrace.cell.positional): "
               + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
-    if cell.verdict is not None:
-        with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=40):
-            print(cell.verdict.drop("model", "revision", "tokens", strict=False))
     if args.out:
-        print(f"tables written to {args.out}/")
+        print(f"tables written to {args.out}/ (verdict.parquet: every column of the verdicts below)")
+    if cell.verdict is not None:  # last: one line per circuit, in the words of `headtrace summary`
+        for v in cell.verdict.iter_rows(named=True):
+            print("  " + console.circuit_line(v))
     return 0
 
 

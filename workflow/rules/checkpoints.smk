@@ -37,13 +37,16 @@ localrules:
 
 
 rule fetch:
-    """Download one revision's safetensors, config and tokenizer into the HF cache (login node)."""
+    """Download one revision's safetensors, config and tokenizer into the HF cache (login node):
+    the branch of that name in hf_id, or the revision's own repository (models.{model}.repos)."""
     conda:
         CONDA_ENV
     output:
         touch(PATHS["fetched"]),
     params:
-        hf_id=lambda wc: panel.model_spec(config, wc.model)["hf_id"],
+        # (repository, revision in it) of this cell only: adding a revision changes no other fetch job.
+        hf_id=lambda wc: panel.hub_source(config, wc.model, wc.revision)[0],
+        hub_revision=lambda wc: panel.hub_source(config, wc.model, wc.revision)[1],
     resources:
         mem_mb=1000,
         runtime=60,

@@ -48,6 +48,7 @@ PATHS = {
     "trajectory": "results/models/{model}/trajectory.parquet",
     "findings": "results/findings",
     "summary": "results/findings/summary.md",
+    "summary_html": "results/findings/summary.html",
     "figures": "results/figures",
     # Adaptive refinement (refine.smk): one record per model and round, the hub pool, the onsets.
     "refine_round": "results/refine/{model}/round{round}.json",
@@ -210,7 +211,7 @@ def all_targets():
 
 
 def findings_outputs():
-    outputs = [PATHS["summary"]] + [f"{PATHS['figures']}/{name}.png" for name in FIGURES]
+    outputs = [PATHS["summary"], PATHS["summary_html"]] + [f"{PATHS['figures']}/{name}.png" for name in FIGURES]
     if ablation_enabled() and models_by_source("toy", "hub", "local", "reference"):
         outputs.append(f"{PATHS['figures']}/ablation.png")
     return outputs
@@ -230,7 +231,9 @@ def checkpoint_input(wildcards):
 
 
 def load_params(wildcards):
-    return panel.load_spec(config, wildcards.model)
+    # per cell: of a models.{model}.repos map only this revision's entry (rules without a revision
+    # wildcard get the whole map)
+    return panel.load_spec(config, wildcards.model, getattr(wildcards, "revision", None))
 
 
 def tokens_param(wildcards):
@@ -291,6 +294,25 @@ def reference_ablations(key="ablation"):
     """The published final-checkpoint ablation (or verdict) of every reference model."""
     return [PATHS[key].format(model=m, revision=panel.final_revision(config, m))
             for m in models_by_source("reference")]
+
+
+def run_model_verdicts(wildcards=None):
+    """Every ablated cell's verdict (refined revisions included; the published ones beside them)."""
+    if not ablation_enabled():
+        return []
+    return ([p for m in models_by_source("toy", "hub", "local") for p in screened_paths("verdict", m)]
+            + reference_ablations("verdict"))
+
+
+def model_families():
+    """The family each model's headline row names (the published panel: its reference file)."""
+    out = {}
+    for m in MODELS:
+        spec = panel.model_spec(config, m)
+        fam = spec.get("family")
+        out[m] = fam if fam and fam != "auto" else (
+            f"published ({spec['published']})" if spec.get("published") else spec.get("source", "?"))
+    return out
 
 
 def run_model_ablations(wildcards=None):

@@ -15,7 +15,8 @@ with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, *RUN_ON,
-                                                          seq_len=batch.seq_len)
+                                                          seq_len=batch.seq_len,
+                                                          token_range=batch.token_span)
     table, verdict = api.ablate_cell(
         model, family, batch, tables.read(snakemake.input.screen),
         screen.circuit_heads(tables.read(snakemake.input.final_screen)),

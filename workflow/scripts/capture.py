@@ -14,7 +14,8 @@ with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, *RUN_ON,
-                                                          seq_len=batch.seq_len)
+                                                          seq_len=batch.seq_len,
+                                                          token_range=batch.token_span)
     result = capture.run(model, family, batch, batch_size=batch_size, device=device)
     capture.save_head_outputs(result, snakemake.output.head_outputs)
     capture.save_class_masses(result, snakemake.output.class_masses)  # per sequence, for the bootstrap

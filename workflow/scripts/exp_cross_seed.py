@@ -15,7 +15,8 @@ with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards
     batch = probe.batch_from_table(tables.read(snakemake.input.probe)).head(p.n_sequences)  # as the ablate rule
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, *RUN_ON,
-                                                          seq_len=batch.seq_len)
+                                                          seq_len=batch.seq_len,
+                                                          token_range=batch.token_span)
     circuits = {m: experiments.circuit_of(tables.read(s)) for m, s in zip(p.models, snakemake.input.screens)}
     n_heads = families.dims(model)[1]
     conds = experiments.cross_seed_conditions(circuits, n_heads, p.n_random, p.seed)

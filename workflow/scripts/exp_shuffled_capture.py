@@ -16,7 +16,8 @@ with logs.to_file(snakemake.log[0]):
     batch = experiments.shuffle_batch(probe.batch_from_table(tables.read(snakemake.input.probe)),
                                       seed=p.shuffle_seed, keep_first=p.keep_first)
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, *RUN_ON,
-                                                          seq_len=batch.seq_len)
+                                                          seq_len=batch.seq_len,
+                                                          token_range=batch.token_span)
     result = capture.run(model, family, batch, batch_size=batch_size, device=device, keep_head_outputs=False)
     tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens), snakemake.output[0],
                  schema="attention")

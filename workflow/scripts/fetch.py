@@ -1,6 +1,7 @@
-# rule fetch (login node): download one revision into the Hugging Face cache.
+# rule fetch (login node): download one revision into the Hugging Face cache (hf_id at the
+# revision's name, or the revision's own repository at main / its pinned revision: params).
 from headtrace.models import hub
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
-    hub.fetch(snakemake.params.hf_id, snakemake.wildcards.revision)
+    hub.fetch(snakemake.params.hf_id, snakemake.params.hub_revision)

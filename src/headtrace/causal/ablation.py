@@ -37,6 +37,7 @@ the exact set each family's layers receive, so a transformers change fails loudl
 """
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 from typing import Sequence
@@ -45,6 +46,7 @@ import numpy as np
 import polars as pl
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from headtrace.causal.conditions import Condition, build_conditions  # noqa: F401 (re-exported: ablation.build_conditions)
 from headtrace.causal.verdict import CI_METRICS, bootstrap_intervals, verdict  # noqa: F401
@@ -69,6 +71,8 @@ LAYER_KWARGS = {
     "use_cache": "shared",
     "output_attentions": "shared",
     "output_router_logits": "shared",
+    "encoder_hidden_states": "batch",  # GPT-2 (positional; None without cross-attention)
+    "encoder_attention_mask": "batch",  # GPT-2 (None)
 }
 # What transformers (5.x) passes to each family's decoder layers with use_cache=False; the test
 # compares against this, so a change in transformers shows up as a failing test.
@@ -76,7 +80,21 @@ EXPECTED_LAYER_KWARGS = {
     "gpt_neox": {"attention_mask", "position_ids", "layer_past", "use_cache", "position_embeddings"},
     "olmo": {"attention_mask", "position_embeddings", "position_ids", "cache", "use_cache"},
     "olmoe": {"attention_mask", "position_embeddings", "position_ids", "cache", "use_cache"},
+    **{f: {"attention_mask", "position_embeddings", "position_ids", "cache", "use_cache"}
+       for f in ("llama", "olmo2", "qwen2", "qwen3", "smollm3", "apertus")},
+    "olmo3": {"attention_mask", "position_embeddings", "position_ids", "cache"},  # per layer type
+    # GPT-2's blocks take cache, attention_mask and encoder_hidden_states positionally (_layer_kwargs names them)
+    "gpt2": {"cache", "attention_mask", "encoder_hidden_states", "encoder_attention_mask", "use_cache", "position_ids"},
 }
+
+
+def _layer_kwargs(layer: nn.Module, args: tuple, kwargs: dict) -> dict:
+    """A decoder layer's arguments besides the hidden states, by name: positional ones (GPT-2
+    passes cache and mask positionally) named from the layer's signature."""
+    names = [n for n in inspect.signature(layer.forward).parameters if n not in ("args", "kwargs")]
+    out = dict(zip(names[1:], args[1:]))
+    out.update((k, v) for k, v in kwargs.items() if k != "hidden_states")
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -230,11 +248,18 @@ def _plain_pass(model_parts, groups, ids) -> tuple[torch.Tensor, dict[int, dict]
     ``kw`` and out_proj input ``z`` (hooks removed afterwards)."""
     backbone, layers, out_projs, lm_head = (model_parts[k] for k in ("backbone", "layers", "out_projs", "lm_head"))
     cap: dict[int, dict] = {l0: {} for l0 in groups}
-    handles = []
+    # Every layer's own keyword arguments from the first branch on: layers of one model may get
+    # different ones (Olmo 3, Qwen, SmolLM3: a sliding-window mask and rotary per layer type).
+    layer_kw: dict[int, dict] = {}
+    for c in cap.values():
+        c["layer_kw"] = layer_kw
+    handles = [layers[l].register_forward_pre_hook(
+        lambda mod, args, kwargs, _l=l: layer_kw.__setitem__(_l, _layer_kwargs(mod, args, kwargs)),
+        with_kwargs=True) for l in range(min(groups, default=len(layers)), len(layers))]
     for l0 in groups:
         def pre(mod, args, kwargs, _c=cap[l0]):
             _c["h"] = args[0] if args else kwargs["hidden_states"]
-            _c["kw"] = {k: v for k, v in kwargs.items() if k != "hidden_states"}
+            _c["kw"] = _layer_kwargs(mod, args, kwargs)
 
         def zhook(mod, args, _c=cap[l0]):
             _c["z"] = args[0]
@@ -246,6 +271,11 @@ def _plain_pass(model_parts, groups, ids) -> tuple[torch.Tensor, dict[int, dict]
         for hd in handles:
             hd.remove()
     return lm_head(hidden[:, -1]), cap
+
+
+def _kw_identity(kw: dict) -> tuple:
+    """Which objects a layer's keyword arguments are (by identity, nested tuples included)."""
+    return tuple((k, tuple(map(id, v)) if isinstance(v, (tuple, list)) else id(v)) for k, v in sorted(kw.items()))
 
 
 def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...]], s: int) -> torch.Tensor:
@@ -261,6 +291,14 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
     def reps(t):
         return t.repeat(nc, *([1] * (t.dim() - 1))) if nc > 1 else t
     kw = _repeat_kwargs(c0["kw"], s, nc)
+    tiled = {_kw_identity(c0["kw"]): kw}  # layers given the same arguments share one tiled copy
+
+    def kw_of(l):
+        own = c0.get("layer_kw", {}).get(l, c0["kw"])
+        key = _kw_identity(own)
+        if key not in tiled:
+            tiled[key] = _repeat_kwargs(own, s, nc)
+        return tiled[key]
     z = reps(z0) * _head_mask(sets, l0, n_heads, d_head, s, z0.dtype, z0.device)  # every set cuts l0
     h = _finish_layer(layers[l0], attns[l0], out_projs[l0], reps(h0), z, kw)
     for l in range(l0 + 1, n_layers):
@@ -268,15 +306,15 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
         if l == n_layers - 1:
             # Only the query matters after the last attention: its per-head outputs need every
             # position (keys/values), the rest runs on the query alone.
-            z = _out_proj_input(layers[l], out_projs[l], h, kw)[:, -1:]
+            z = _out_proj_input(layers[l], out_projs[l], h, kw_of(l))[:, -1:]
             z = z if m is None else z * m
-            h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw)
+            h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw_of(l))
             continue
         hd = None
         if m is not None:
             hd = out_projs[l].register_forward_pre_hook(lambda mod, args, _m=m: (args[0] * _m,) + args[1:])
         try:
-            h = layers[l](h, **kw)
+            h = layers[l](h, **kw_of(l))
         finally:
             if hd is not None:
                 hd.remove()
@@ -332,8 +370,11 @@ def run(
     base = {m: np.zeros(n) for m in METRICS}
     per_set = [{m: np.zeros(n) for m in METRICS} for _ in sets]
     n_chunks = math.ceil(n / batch_size)
-    with torch.inference_mode():
-        for ci, start in enumerate(range(0, n, batch_size)):
+    # progress: a bar over the chunks on stderr (a job's log under the workflow); silent without
+    bar = tqdm(total=n_chunks, desc=f"ablation ({len(sets)} head sets)", unit="chunk", file=sys.stderr,
+               leave=False, disable=not progress)
+    with torch.inference_mode(), bar:
+        for start in range(0, n, batch_size):
             ids = tokens[start:start + batch_size].to(device)
             tgt = target_all[start:start + batch_size].to(device)
             s = ids.shape[0]
@@ -350,9 +391,7 @@ def run(
                         for j, si in enumerate(sub):
                             per_set[si][m][start:start + s] = v[j]
             cap.clear()
-            if progress:
-                print(f"[ablation] chunk {ci + 1}/{n_chunks}: {s} sequences, {len(sets)} distinct head set(s) "
-                      f"in {len(groups)} branch group(s)", file=sys.stderr, flush=True)
+            bar.update(1)
     return _results(conditions, set_of, per_set, base, n)
 
 

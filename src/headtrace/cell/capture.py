@@ -14,8 +14,10 @@ in one file.)
   *valid* sequences only; previous-token (``T-2``), first-token (``0``), self (``T-1``) and local
   (mean over keys ``T-6..T-3``) averaged over all sequences. Two baselines:
   ``baseline_sampled`` (the author's code: mean attention to the 50 fixed positions of
-  ``probe.baseline_positions``, over all sequences) and ``baseline_uniform`` (the paper: ``1/T``,
-  the query sees ``T`` keys).
+  ``probe.baseline_positions``, over all sequences), ``baseline_uniform`` (the paper: ``1/T``,
+  the query sees ``T`` keys) and ``baseline_clean`` (per sequence, the mean attention over the keys
+  that are none of that sequence's class keys: ab, ab+1, 0, T-6..T-3, T-2, T-1; over all sequences;
+  see ``headtrace.cell.screen``).
 
 How (the author's code ran the model with eager attention and ``output_attentions=True``, keeping
 every layer's full attention maps; we do not): for the duration of the pass the model's attention
@@ -49,8 +51,9 @@ from headtrace.models import families
 
 ATTN_IMPLEMENTATION = "headtrace_capture"
 
-# Columns of the per-chunk weight matrix, in this order: the six classes, then the sampled baseline.
-_MASS_NAMES = (*probe.CLASSES, "baseline_sampled")
+# Columns of the per-chunk weight matrix, in this order: the six classes, then the sampled and the
+# clean baseline.
+_MASS_NAMES = (*probe.CLASSES, "baseline_sampled", "baseline_clean")
 
 
 @dataclass
@@ -72,6 +75,7 @@ class CaptureResult:
     sequence_masses: np.ndarray | None = None
     valid: np.ndarray | None = None  # (n_sequences,) bool, the probe's validity mask
     seq_len: int | None = None
+    baseline_clean: np.ndarray | None = None  # per sequence: mean over the keys of no class
 
     def mass(self, cls: str) -> np.ndarray:
         """Attention mass of one class by its ``probe.CLASSES`` name (``"duplicate-token"``, ...),
@@ -177,6 +181,13 @@ def _chunk_weights(batch: probe.ProbeBatch, rows: slice, baseline: np.ndarray) -
             pos, w = (ab + 1)[:, None], valid[:, None]
         elif name == "duplicate-token":
             pos, w = ab[:, None], valid[:, None]
+        elif name == "baseline_clean":  # every key of no class of this sequence, averaged
+            pos = np.broadcast_to(np.arange(t), (b, t))
+            keep = np.ones((b, t), bool)
+            keep[:, np.concatenate(list(fixed.values()))] = False
+            keep[np.arange(b), ab] = False
+            keep[np.arange(b), ab + 1] = False
+            w = keep / keep.sum(1, keepdims=True)
         else:
             p = baseline if name == "baseline_sampled" else fixed[name]
             pos = np.broadcast_to(p, (b, p.size))
@@ -368,6 +379,7 @@ def _result(collector: _Collector, batch, parts: _Parts, heads: _HeadOutputs | N
         local=masses["local"],
         baseline_sampled=masses["baseline_sampled"],
         baseline_uniform=np.full((parts.n_layers, parts.n_heads), 1.0 / t),
+        baseline_clean=masses["baseline_clean"],
         n_sequences=int(n),
         n_valid=n_valid,
         sequence_masses=per_seq,
@@ -389,6 +401,8 @@ def attention_table(result: CaptureResult, model_name: str, revision: str, token
         data[f"attn_{col}"] = result.mass(cls).ravel().astype(np.float64)
     data["attn_baseline_sampled"] = result.baseline_sampled.ravel().astype(np.float64)
     data["attn_baseline_uniform"] = result.baseline_uniform.ravel().astype(np.float64)
+    data["attn_baseline_clean"] = (np.full(n_rows, np.nan) if result.baseline_clean is None
+                                   else result.baseline_clean.ravel().astype(np.float64))
     data["n_sequences"] = np.full(n_rows, result.n_sequences, np.int32)
     data["n_valid"] = np.full(n_rows, result.n_valid, np.int32)
     return tables.conform(pl.DataFrame(data), "attention")

@@ -38,6 +38,11 @@ class ProbeBatch:
         return int(self.tokens.shape[1])
 
     @property
+    def token_span(self) -> tuple[int, int]:
+        """``[low, high)`` of the token ids fed (BOS included): what the model's vocabulary must hold."""
+        return int(self.tokens.min()), int(self.tokens.max()) + 1
+
+    @property
     def query_pos(self) -> int:
         return self.seq_len - 1
 

@@ -265,12 +265,14 @@ def sort_revisions(revisions: Iterable[str]) -> list[str]:
     return sorted(dict.fromkeys(revisions), key=key)
 
 
-def log_spaced(items: list[tuple[str, int | None]], n: int) -> list[str]:
+def log_spaced(items: list[tuple[str, int | None]], n: int, unit: float = 1) -> list[str]:
     """Pick ``n`` approximately log-spaced revisions from ``(revision, step_or_tokens)`` pairs.
 
     * Pairs whose value is None or negative (non-parsable, e.g. ``main``) are skipped; duplicate
       revisions and duplicate values are dropped (first occurrence wins).
-    * Spacing is geometric in ``log(1 + value)``, so a step-0 checkpoint can be the first one.
+    * Spacing is geometric in ``log(1 + value / unit)``, so a step-0 checkpoint can be the first one
+      (``unit``: the smallest step that matters, e.g. 1e9 for token counts named in billions, so that
+      no target falls among the counts below it where no checkpoint can be).
     * The first (smallest) and last (largest) values are always included; the other ``n - 2``
       targets ``exp(linspace(log1p(first), log1p(last), n)) - 1`` each take the nearest unused
       revision (nearest in log1p). Dense regions are therefore thinned, sparse regions kept.
@@ -299,7 +301,7 @@ def log_spaced(items: list[tuple[str, int | None]], n: int) -> list[str]:
         return [r for _, r in pts]
     if n == 1:
         return [pts[-1][1]]
-    logs = [math.log1p(v) for v, _ in pts]
+    logs = [math.log1p(v / unit) for v, _ in pts]
     lo, hi = logs[0], logs[-1]
     chosen = {0, len(pts) - 1}
     for k in range(1, n - 1):
@@ -356,7 +358,8 @@ def choose_log_spaced(names: Iterable[str], n: int, *, by: str = "auto",
         return s * tokens_per_step if t is None and tokens_per_step else t
 
     pos = training_positions((r, value(r)) for r in names)
-    chosen = log_spaced([(r, pos.get(r)) for r in names], n)
+    unit = min((v for v in pos.values() if v > 0), default=1)  # the first checkpoint after 0 is one unit
+    chosen = log_spaced([(r, pos.get(r)) for r in names], n, unit=unit)
     return sorted(chosen, key=lambda r: pos[r])
 
 

@@ -12,6 +12,10 @@ in training. So the probe length is checked against the checkpoint's context len
 
 ``probe.seq_len`` is the length as fed, BOS included (``probe.make_batch`` builds ``seq_len - 1``
 tokens and prepends the BOS), so it is compared with the limit as it is.
+
+The probe's token ids are checked against the checkpoint's vocabulary the same way and at the same
+places (:func:`outside_vocab`): a token id at or beyond ``vocab_size`` would otherwise stop the
+capture with a bare ``IndexError`` from the embedding.
 """
 from __future__ import annotations
 
@@ -21,7 +25,8 @@ from typing import Mapping
 
 from headtrace.models.toy import recipe as toy
 
-__all__ = ["CONTEXT_KEYS", "limit_of", "read_limit", "toy_limit", "too_long"]
+__all__ = ["CONTEXT_KEYS", "limit_of", "read_limit", "toy_limit", "too_long", "vocab_of", "read_vocab", "toy_vocab",
+           "outside_vocab"]
 
 # config.json fields that hold the number of positions, by transformers config class:
 # GPTNeoXConfig, OlmoConfig, OlmoeConfig, Olmo2Config, LlamaConfig: max_position_embeddings;
@@ -80,3 +85,54 @@ def too_long(model: str, seq_len: int, limit: tuple[int, str] | None, where: str
             f"context length of {n} positions ({key} = {n} in {where}); lower probe.seq_len to at most {n} "
             f"(globally or in models.{model}.probe): beyond its context a rotary model returns numbers from "
             "positions it never saw in training")
+
+
+def vocab_of(cfg) -> int | None:
+    """``vocab_size`` (the embedding's rows) of a config.json dict or a ``PretrainedConfig``; None if absent."""
+    value = cfg.get("vocab_size") if isinstance(cfg, Mapping) else getattr(cfg, "vocab_size", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def read_vocab(config_json: str | Path) -> int | None:
+    """:func:`vocab_of` of a ``config.json`` file; None when the file is not there (yet) or unreadable."""
+    path = Path(config_json)
+    if not path.is_file():
+        return None
+    try:
+        return vocab_of(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def toy_vocab(config: Mapping, model: str) -> int | None:
+    """The vocabulary a toy model is built with: ``train.arch.vocab_size``, else its family's toy recipe
+    (a data-shift continuation has its base's)."""
+    spec = config["models"][model]
+    train = spec.get("train") or {}
+    seen = {model}
+    while train.get("shift_from") and train["shift_from"] in config["models"] and train["shift_from"] not in seen:
+        seen.add(train["shift_from"])
+        spec = config["models"][train["shift_from"]]
+        train = spec.get("train") or {}
+    arch = {**(toy.DEFAULTS.get(spec.get("family"), {}).get("arch") or {}), **(train.get("arch") or {})}
+    value = arch.get("vocab_size")
+    return int(value) if value is not None else None
+
+
+def outside_vocab(model: str, token_range, bos_token_id: int | None, vocab: int | None, where: str,
+                  flag: str = "probe.token_range") -> str | None:
+    """The error message when the probe's token ids (``token_range`` = [low, high), and the BOS id
+    when one is prepended) do not fit a ``vocab``-token embedding; None when they fit or ``vocab``
+    is unknown. ``flag`` names what to change (the config key, or ``--token-range LOW HIGH``)."""
+    if vocab is None:
+        return None
+    lo, hi = int(token_range[0]), int(token_range[1])
+    if hi > vocab:
+        low = min(lo, max(vocab // 10, 1))
+        return (f"models.{model}: probe.token_range [{lo}, {hi}) reaches token id {hi - 1}, but the model's "
+                f"vocabulary has {vocab} tokens (vocab_size in {where}); set {flag} within it, e.g. "
+                f"[{low}, {vocab}) (globally or in models.{model}.probe)")
+    if bos_token_id is not None and not 0 <= int(bos_token_id) < vocab:
+        return (f"models.{model}: probe.bos_token_id {bos_token_id} is not a token of the model's "
+                f"{vocab}-token vocabulary (vocab_size in {where})")
+    return None

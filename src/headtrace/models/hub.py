@@ -21,12 +21,12 @@ import transformers
 
 from headtrace.core.errors import ConfigError
 from headtrace.models import context, families
-from headtrace.models.layout import local_checkpoint_path
+from headtrace.models.layout import hub_checkpoint, local_checkpoint_path
 
 __all__ = [
     "ALLOW_PATTERNS", "DTYPES", "CheckpointError", "fetch", "snapshot_path", "load_model",
     "resolve_device", "auto_batch_size", "load_for_cell", "toy_checkpoint_dir", "cell_checkpoint",
-    "local_checkpoint_dir",
+    "local_checkpoint_dir", "hub_checkpoint",
 ]
 
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.txt", "*.model"]
@@ -139,6 +139,7 @@ def load_model(
     cache_dir: str | None = None,
     seq_len: int | None = None,
     name: str | None = None,
+    token_range: tuple[int, int] | None = None,
 ):
     """Load one checkpoint; returns ``(model, family_name)`` with the model in eval mode on ``device``.
 
@@ -152,7 +153,9 @@ def load_model(
     checkpoint's ``config.model_type``); ``use_safetensors=True``; remote code is never trusted.
     ``dtype``: fp32, fp16 or bf16. With ``seq_len`` (the probe length as fed), a probe longer than
     the checkpoint's context length (``config.json``) raises :class:`headtrace.core.errors.ConfigError`
-    naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read.
+    naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read; with
+    ``token_range`` (the probe's token ids, [low, high), BOS included), ids outside the checkpoint's
+    ``vocab_size`` raise a ConfigError naming ``probe.token_range``, also before the weights are read.
     """
 
     if dtype not in DTYPES:
@@ -176,6 +179,11 @@ def load_model(
     if seq_len is not None:
         msg = context.too_long(name or path_or_id, int(seq_len), context.limit_of(config),
                                f"{Path(path) / 'config.json'}")
+        if msg:
+            raise ConfigError(msg)
+    if token_range is not None:
+        msg = context.outside_vocab(name or path_or_id, token_range, None, context.vocab_of(config),
+                                    f"{Path(path) / 'config.json'}")
         if msg:
             raise ConfigError(msg)
     fam = _family_for(family, config)
@@ -266,10 +274,16 @@ def local_checkpoint_dir(load: dict, model: str, revision: str) -> str:
 
 def cell_checkpoint(load: dict, model: str, revision: str, cache_dir: str | None = None) -> tuple[str, str, str | None]:
     """``(source, folder, commit)``: the checkpoint folder a cell loads and, for hub models, the
-    commit its revision resolved to in the cache (offline; branch names go through ``refs/``)."""
+    commit its revision resolved to in the cache (offline; branch names go through ``refs/``).
+    A hub revision listed in ``load["repos"]`` is read from its own repository (at ``main`` or the
+    pinned revision), any other from ``hf_id`` (:func:`headtrace.models.layout.hub_checkpoint`)."""
     source = load.get("source", "hub")
     if source == "hub":
-        folder = snapshot_path(load["hf_id"], revision, cache_dir=cache_dir, offline=True)
+        try:
+            repo, hub_revision = hub_checkpoint(load, revision)
+        except ValueError as err:
+            raise CheckpointError(f"hub model '{model}': {err}") from None
+        folder = snapshot_path(repo, hub_revision, cache_dir=cache_dir, offline=True)
         commit = Path(folder).name
         return source, folder, commit if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit) else None
     if source == "toy":
@@ -280,20 +294,23 @@ def cell_checkpoint(load: dict, model: str, revision: str, cache_dir: str | None
 
 
 def load_for_cell(load: dict, model: str, revision: str, device: str = "auto",
-                  batch_size: int | str = "auto", seq_len: int | None = None, cache_dir: str | None = None):
+                  batch_size: int | str = "auto", seq_len: int | None = None, cache_dir: str | None = None,
+                  token_range: tuple[int, int] | None = None):
     """What a per-cell workflow job needs: ``(model, Family, torch.device, batch_size)``
     (the :class:`headtrace.models.families.Family` adapter object, as capture/ablation take it).
 
-    ``load`` is the model's load spec (``source``, ``hf_id``, ``path``, ``single_checkpoint``,
-    ``family``, ``dtype``). ``local``: :func:`local_checkpoint_dir` (a missing revision folder fails
+    ``load`` is the model's load spec (``source``, ``hf_id``, ``repos``, ``path``, ``single_checkpoint``,
+    ``family``, ``dtype``; :func:`headtrace.panel.config.load_spec`). ``hub``: ``revision`` is the
+    panel's name; a revision in ``repos`` loads its own repository (:func:`cell_checkpoint`). ``local``: :func:`local_checkpoint_dir` (a missing revision folder fails
     the cell). ``toy``: ``resources/checkpoints/{model}/{revision}``. Hub checkpoints are read from
     the cache only (the fetch rule downloaded them). A probe of ``seq_len`` tokens longer than the
-    checkpoint's context length fails here, before the weights are read.
+    checkpoint's context length fails here, before the weights are read, and so do probe token ids
+    (``token_range``, [low, high)) outside its vocabulary.
     """
     source, folder, _ = cell_checkpoint(load, model, revision, cache_dir)
-    ident = load["hf_id"] if source == "hub" else folder
+    ident, hub_revision = hub_checkpoint(load, revision) if source == "hub" else (folder, revision)
     dev = resolve_device(device)
-    net, fam = load_model(source, ident, revision, family=load.get("family", "auto"),
+    net, fam = load_model(source, ident, hub_revision, family=load.get("family", "auto"),
                           dtype=load.get("dtype", "fp32"), device=dev, offline=True, cache_dir=cache_dir,
-                          seq_len=seq_len, name=model)
+                          seq_len=seq_len, name=model, token_range=token_range)
     return net, families.get(fam), dev, auto_batch_size(net, seq_len or 256, dev, batch_size)

@@ -1,6 +1,8 @@
-"""Where a ``local`` model's revision lives on disk, as the config says (torch-free: the workflow
-checks the folders when it builds the DAG)."""
+"""Where a model's revision lives, as the config says: a ``local`` model's folder on disk, a ``hub``
+model's repository and revision in it (torch-free: the workflow resolves both when it builds the DAG)."""
 from __future__ import annotations
+
+import re
 
 
 def local_checkpoint_path(spec: dict, revision: str) -> str:
@@ -13,3 +15,34 @@ def local_checkpoint_path(spec: dict, revision: str) -> str:
     if spec.get("single_checkpoint"):
         return base
     return f"{base.rstrip('/')}/{revision}"
+
+
+# A hub repository id (``owner/name``), optionally pinned to a revision in it (``owner/name@rev``:
+# a branch, tag, commit or a ``refs/pr/N`` conversion pull request).
+REPO_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[^\s@]+)?$"
+
+
+def parse_repo(ref: str) -> tuple[str, str]:
+    """``"owner/name"`` -> ``("owner/name", "main")``; ``"owner/name@rev"`` -> ``("owner/name", "rev")``.
+    Anything else is a ``ValueError``."""
+    if not isinstance(ref, str) or not re.fullmatch(REPO_PATTERN, ref):
+        raise ValueError(f"'{ref}' is not a hub repository id 'owner/name' (optionally 'owner/name@revision')")
+    repo, _, pin = ref.partition("@")
+    return repo, pin or "main"
+
+
+def hub_checkpoint(spec: dict, revision: str) -> tuple[str, str]:
+    """``(repository id, revision in that repository)`` a ``hub`` model's revision is fetched from.
+
+    A suite that publishes checkpoints as separate repositories (TinyLlama:
+    ``TinyLlama/TinyLlama-1.1B-intermediate-step-480k-1T``) lists them in the model's ``repos``
+    map, panel revision name -> ``owner/name`` (read at ``main``) or ``owner/name@rev`` (pinned);
+    every other revision is the branch, tag or commit of that name in ``hf_id``. The panel keeps
+    the revision's own name (its order, its tokens); only where the weights come from changes.
+    A revision in neither is a ``ValueError``."""
+    repos = spec.get("repos") or {}
+    if revision in repos:
+        return parse_repo(repos[revision])
+    if spec.get("hf_id"):
+        return str(spec["hf_id"]), revision
+    raise ValueError(f"revision '{revision}' is not in repos and the model has no hf_id to read it from")

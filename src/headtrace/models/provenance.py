@@ -5,7 +5,9 @@ with some OLMo-2 branches); a trajectory over such revisions shows "no change" t
 training at all. So every cell records (``results/cells/{model}/{revision}/provenance.parquet``,
 written by the capture job, schema ``provenance`` in :mod:`headtrace.core.tables`):
 
-* ``commit``: for hub models, the commit the revision (branch, tag or commit) resolved to in the
+* ``hf_id`` / ``commit``: for hub models, the repository the revision was read from (``hf_id``, or
+  the revision's own repository from the model's ``repos`` map) and the commit the revision
+  (branch, tag or commit; ``main`` or the pinned one of a ``repos`` entry) resolved to in the
   local Hugging Face cache; null for toy and local checkpoints;
 * ``weights_sha256``: the sha256 over the sorted lines ``<file name> <sha256 of the file>`` of
   every ``*.safetensors`` file in the checkpoint folder (so the same bytes under the same file
@@ -60,9 +62,10 @@ def cell_table(load: dict, model: str, revision: str, tokens: int | None,
 
     source, folder, commit = hub.cell_checkpoint(load, model, revision, cache_dir=cache_dir)
     digest, files, total = weights_hash(folder)
+    repo = hub.hub_checkpoint(load, revision)[0] if source == "hub" else None
     return pl.DataFrame({
         "model": [model], "revision": [revision], "tokens": [tokens], "source": [source],
-        "hf_id": [load.get("hf_id") if source == "hub" else None], "commit": [commit],
+        "hf_id": [repo], "commit": [commit],
         "weights_sha256": [digest], "weight_files": [files], "weight_bytes": [total],
     }, schema_overrides={"tokens": pl.Int64, "hf_id": pl.String, "commit": pl.String})
 

@@ -14,7 +14,7 @@ from headtrace.core import revisions as revs
 from headtrace.core import schema
 from headtrace.core.errors import ConfigError
 from headtrace.models import context
-from headtrace.models.layout import local_checkpoint_path
+from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse_repo
 from headtrace.models.toy import recipe as toy
 
 PROBE_DEFAULTS = schema.defaults("$defs", "probe")  # config/schema.yaml: the one source
@@ -101,12 +101,56 @@ def probe_kwargs(settings: dict) -> dict:
     }
 
 
-def load_spec(config: dict, model: str) -> dict:
+def load_spec(config: dict, model: str, revision: str | None = None) -> dict:
     """What a per-cell job needs to load one model: never the revision list (so adding a revision
-    does not change the params of the other cells' jobs)."""
+    does not change the params of the other cells' jobs). With ``revision``, of the ``repos`` map
+    only that revision's entry (if it has one), for the same reason; without, the whole map."""
     spec = model_spec(config, model)
     keys = ("source", "hf_id", "path", "single_checkpoint", "family", "dtype")
-    return {k: spec[k] for k in keys if k in spec}
+    out = {k: spec[k] for k in keys if k in spec}
+    repos = spec.get("repos") or {}
+    if revision is None and repos:
+        out["repos"] = dict(repos)
+    elif revision is not None and revision in repos:
+        out["repos"] = {revision: repos[revision]}
+    return out
+
+
+def hub_source(config: dict, model: str, revision: str) -> tuple[str, str]:
+    """``(repository id, revision in it)`` a hub model's revision is fetched from and loaded
+    (``models.{model}.repos`` or ``hf_id``; :func:`headtrace.models.layout.hub_checkpoint`)."""
+    try:
+        return hub_checkpoint(model_spec(config, model), revision)
+    except ValueError as err:
+        raise ConfigError(f"models.{model}.repos: {err}") from None
+
+
+def _check_repos(spec: dict, where: str) -> None:
+    """``repos``: hub only; every key one of the model's revisions (a typo would otherwise read
+    ``hf_id``'s branch of that name); every value a repository id; with no ``hf_id``, every revision
+    listed."""
+    repos = spec.get("repos")
+    if repos is None:
+        return
+    if spec["source"] != "hub":
+        raise ConfigError(f"{where}.repos: only a hub model reads revisions from other repositories "
+                          f"(source is '{spec['source']}')")
+    if not isinstance(repos, dict) or not repos:
+        raise ConfigError(f"{where}.repos: a map revision name -> hub repository id 'owner/name[@revision]'")
+    revisions = spec["revisions"] if isinstance(spec["revisions"], list) else []
+    for revision, ref in repos.items():
+        if revision not in revisions:
+            raise ConfigError(f"{where}.repos.{revision}: not one of {where}.revisions (list it there, "
+                              "in training order, or drop it here)")
+        try:
+            parse_repo(ref)
+        except ValueError as err:
+            raise ConfigError(f"{where}.repos.{revision}: {err}") from None
+    if not spec.get("hf_id"):
+        missing = [r for r in revisions if r not in repos]
+        if missing:
+            raise ConfigError(f"{where}.repos: revision '{missing[0]}' has no repository here and the model "
+                              "has no hf_id to read it from (add it to repos, or set hf_id)")
 
 
 def missing_local_revisions(config: dict) -> list[str]:
@@ -133,8 +177,10 @@ def check(config: dict) -> None:
         where = f"models.{model}"
         source = spec["source"]
         needs = {"hub": "hf_id", "local": "path", "reference": "published"}.get(source)
-        if needs and needs not in spec:
-            raise ConfigError(f"{where}: source '{source}' needs the key '{needs}'")
+        if needs and needs not in spec and not (source == "hub" and spec.get("repos")):
+            raise ConfigError(f"{where}: source '{source}' needs the key '{needs}'"
+                              + (" (or 'repos', a repository per revision)" if source == "hub" else ""))
+        _check_repos(spec, where)
         if source == "toy" and spec.get("family", "auto") == "auto":
             raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
         for revision in spec["revisions"]:
@@ -167,11 +213,9 @@ def check(config: dict) -> None:
             )
         if p["prepend_bos"] and p["bos_token_id"] is None:
             raise ConfigError(f"{where}: probe.prepend_bos is true but probe.bos_token_id is not set")
-        vocab = (spec.get("train") or {}).get("arch", {}).get("vocab_size")
-        if vocab is not None and hi > vocab:
-            raise ConfigError(f"{where}: probe.token_range ends at {hi}, beyond the toy vocabulary of {vocab}")
         _check_local_layout(spec, where)
         _check_context(config, model, p["seq_len"])
+        _check_vocab(config, model, p)
         _check_toy_tokens(spec, where)
 
 
@@ -246,6 +290,25 @@ def _check_local_layout(spec: dict, where: str) -> None:
     if len(spec["revisions"]) != 1:
         raise ConfigError(f"{where}.single_checkpoint: path '{spec['path']}' is one checkpoint, but "
                           f"{len(spec['revisions'])} revisions are listed; list exactly one")
+
+
+def _check_vocab(config: dict, model: str, p: dict) -> None:
+    """A probe whose token ids lie outside the model's vocabulary fails here where the vocabulary is
+    known before any job (toy architecture, local config.json); hub models at job start
+    (``headtrace.models.hub.load_model``, before the weights are read)."""
+    spec = model_spec(config, model)
+    bos = p["bos_token_id"] if p["prepend_bos"] else None
+    if spec["source"] == "toy":
+        msg = context.outside_vocab(model, p["token_range"], bos, context.toy_vocab(config, model),
+                                    f"the toy architecture of family '{spec.get('family')}' (train.arch)")
+        if msg:
+            raise ConfigError(msg)
+    elif spec["source"] == "local":
+        for revision in spec["revisions"]:
+            cfg = f"{local_checkpoint_path(spec, revision)}/config.json"
+            msg = context.outside_vocab(model, p["token_range"], bos, context.read_vocab(cfg), cfg)
+            if msg:
+                raise ConfigError(msg)
 
 
 def _check_context(config: dict, model: str, seq_len: int) -> None:

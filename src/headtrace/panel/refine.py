@@ -91,6 +91,9 @@ def check(config: dict) -> None:
             if t is None:
                 raise ConfigError(f"models.{model}: refinement needs training tokens per revision "
                                   f"(set tokens_per_step, tokens_schedule, tokens_from_name or a tokens: map)")
+        if spec["source"] == "hub" and not spec.get("hf_id"):
+            raise ConfigError(f"models.{model}.refine: refinement adds branches of hf_id, and this model has "
+                              f"none (its revisions are separate repositories, models.{model}.repos)")
         if spec["source"] == "hub" and spec.get("branch_list") and not Path(spec["branch_list"]).is_file():
             raise ConfigError(f"models.{model}.branch_list: no such file '{spec['branch_list']}'")
 

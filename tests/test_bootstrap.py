@@ -201,3 +201,27 @@ def test_f3_onsets_gets_the_bootstrap_columns():
     assert (m["hi_revision"], m["onset_lo_revision"], m["onset_hi_revision"]) == ("step2", "step1", "step2")
     r = out.filter(pl.col("model") == "r").row(0, named=True)
     assert r["onset_lo_revision"] is None and r["onset_hi_revision"] is None
+
+
+def test_clean_baseline_resamples_and_legacy_files():
+    """8 channels (the clean baseline last): the identity resample is screen's clean selectivity;
+    7-channel masses (files captured before the clean baseline) still give sampled / uniform and
+    refuse clean."""
+    rng = np.random.default_rng(3)
+    n, L, H = 30, 2, 2
+    valid = rng.random(n) > 0.2
+    m = rng.uniform(0.001, 0.2, (n, L, H, len(B.MASS_CHANNELS))).astype(np.float32)
+    m[~valid, :, :, :2] = 0.0
+    sel = B.selectivity_resamples(m, valid, np.ones((1, n)), seq_len=64, baseline="clean")[0]
+    mean = m.astype(np.float64).mean(0)
+    mean[..., :2] = m[valid][..., :2].astype(np.float64).mean(0)
+    rows = {"attn_baseline_clean": mean[..., BASE + 1].ravel()}
+    rows.update({f"attn_{c}": mean[..., i].ravel() for i, c in enumerate(CLASS_COLUMNS)})
+    ref = screen.selectivity_table(pl.DataFrame(rows), baseline="clean")
+    for i, c in enumerate(CLASS_COLUMNS):
+        np.testing.assert_allclose(sel[..., i].ravel(), ref[f"sel_{c}"].to_numpy(), rtol=1e-12)
+    legacy = m[..., :-1]
+    np.testing.assert_allclose(B.selectivity_resamples(legacy, valid, np.ones((1, n)), seq_len=64)[0],
+                               B.selectivity_resamples(m, valid, np.ones((1, n)), seq_len=64)[0])
+    with pytest.raises(ValueError, match="clean"):
+        B.selectivity_resamples(legacy, valid, np.ones((1, n)), seq_len=64, baseline="clean")

@@ -68,7 +68,8 @@ def test_derived_models_follow_a_phased_token_axis():
                                    "data": {"kind": "repeat", "token_low": 32, "token_high": 127,
                                             "repeat_min": 4, "repeat_max": 15, "n_copies": "fill"}}]}}},
            "experiments": {"seeds": {"base": "toy", "seeds": [0, 1]},
-                           "data_shift": {"base": "toy", "max_steps": 20, "n_checkpoints": 2}}}
+                           "data_shift": {"base": "toy", "max_steps": 20, "n_checkpoints": 2}},
+           "probe": {"token_range": [32, 127], "seq_len": 128, "ab_range": [64, 108]}}  # inside the toy vocabulary
     panel.derive_toy_tokens(cfg)
     E.expand_models(cfg)
     final = 10 * 64 + 90 * 512
@@ -198,6 +199,30 @@ def test_composition_onset():
     assert r["sustained_onset_revision"] == "step30" and r["sustained_onset_tokens"] == 30
     never = E.composition_table(_verdict("n", [("step0", 0, 0.3, 0.3, 0.3, False)]), 1 / 95)
     assert never["onset_revision"][0] is None and never["sustained_onset_revision"][0] is None
+    assert df["copy_null_top1"].is_null().all() and df["above_copy_null"].is_null().all()  # not given: not applied
+
+
+def test_composition_against_a_copying_null():
+    """Issue 28: copying any context token scores ~1/255 on the paper probe; OLMo's published 1.00%
+    baseline is 99x chance but 2.6x that null. Induction is present only where the baseline's
+    Wilson interval lies above the null (and the old 10x-chance rule still holds)."""
+    paper = E.copy_null_top1(256, (100, 10000))
+    assert paper == pytest.approx(1 / 253, rel=0.01) and 0.0038 < paper < 0.0041
+    toy = E.copy_null_top1(128, (32, 127))
+    assert 0.013 < toy < 0.015 and toy > 1 / 95  # the toy's null is above its chance
+    lo, hi = E.wilson_interval(0.01, 2000)
+    assert lo == pytest.approx(0.0065, abs=2e-4) and hi == pytest.approx(0.0154, abs=2e-4)
+    v = _verdict("olmo", [("a", 1, 0.0100, 0.0005, 0.022, True),   # published: 1.00% -> 0.05%, 2.6x the null
+                          ("b", 2, 0.0050, 0.0, 0.005, True),     # 50x chance, 1.3x the null: not above it
+                          ("c", 3, 0.0030, 0.0, 0.003, True)])    # below the null
+    df = E.composition_table(v, 1 / 9900, copy_null=paper, n_sequences=2000)
+    tables.conform(df, "composition")
+    assert df["above_copy_null"].to_list() == [True, False, False]
+    assert df["induction_present"].to_list() == [True, False, False]
+    assert df["destroys_induction"].to_list() == [True, False, False]
+    assert df["baseline_top1"][0] / paper == pytest.approx(2.6, abs=0.1)
+    old = E.composition_table(v, 1 / 9900)  # without the null: all three "present" (>= 10x chance)
+    assert old["induction_present"].to_list() == [True, True, True]
 
 
 def test_shuffle_batch_keeps_query_and_labels():

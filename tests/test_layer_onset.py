@@ -16,13 +16,13 @@ N_REV, N_LAYERS, N_HEADS = 6, 12, 2
 
 
 def traj_from_onsets(onsets: dict[int, int | None], half: dict[int, int | None] | None = None,
-                     model: str = "m") -> pl.DataFrame:
+                     model: str = "m", n_layers: int = N_LAYERS) -> pl.DataFrame:
     """A trajectory where layer L gets one first-token head (sel 40x) from revision onsets[L] on and
     both its heads from half[L] on (default: never); other heads stay at 1x."""
     half = half or {}
     rows = []
     for r in range(N_REV):
-        for layer in range(N_LAYERS):
+        for layer in range(n_layers):
             for h in range(N_HEADS):
                 start = onsets.get(layer) if h == 0 else half.get(layer)
                 sel = 40.0 if start is not None and r >= start else 1.0
@@ -39,27 +39,54 @@ def _spread(onsets, **kw):
     return LO.f2_layer_spread(LO.f2_layer_onset(t)).filter(pl.col("onset") == "first").row(0, named=True)
 
 
-# layers 2..11 ranked (0, 1 = floor), middle = 6.5
-MIDDLE_OUT = {2: 5, 3: 4, 4: 3, 5: 2, 6: 1, 7: 1, 8: 2, 9: 3, 10: 4, 11: 5}
-BOTTOM_UP = {l: min(5, (l - 2) // 2) for l in range(2, 12)}
-TOP_DOWN = {l: min(5, (11 - l) // 2) for l in range(2, 12)}
-SHUFFLED = {2: 1, 3: 4, 4: 2, 5: 5, 6: 3, 7: 1, 8: 4, 9: 2, 10: 5, 11: 3}  # no pattern
+# the panel's geometry: 16 layers, 2..15 ranked (0, 1 = floor), middle = the network's, (0 + 15) / 2 = 7.5
+MIDDLE_OUT = {l: min(5, int(abs(l - 7.5))) for l in range(2, 16)}
+BOTTOM_UP = {l: min(5, (l - 2) * 6 // 14) for l in range(2, 16)}
+TOP_DOWN = {l: min(5, (15 - l) * 6 // 14) for l in range(2, 16)}
+SHUFFLED = {2: 1, 3: 4, 4: 2, 5: 5, 6: 3, 7: 1, 8: 4, 9: 2, 10: 5, 11: 3, 12: 2, 13: 4, 14: 1, 15: 3}  # no pattern
 
 
 @pytest.mark.parametrize("onsets,label", [(MIDDLE_OUT, "middle-out"), (BOTTOM_UP, "bottom-up"),
                                           (TOP_DOWN, "top-down"), (SHUFFLED, "no clear order")])
 def test_each_label(onsets, label):
-    s = _spread(onsets)
+    s = _spread(onsets, n_layers=16)
     assert s["label"] == label
-    assert s["middle_layer"] == 6.5 and s["n_layers_ranked"] == 10 and s["floor_layers"] == "L0,L1"
+    assert s["middle_layer"] == 7.5 and s["n_layers_ranked"] == 14 and s["floor_layers"] == "L0,L1"
     if label == "middle-out":
-        assert s["rho_middle"] == pytest.approx(1.0) and s["leading_layers"] == "L6,L7"
-        assert s["lead_tokens"] == 10_000 and s["next_tokens"] == 100_000 and s["lead_ratio"] == pytest.approx(10)
-        assert s["last_layers"] == "L2,L11"
+        assert s["rho_middle"] > 0.95 and s["leading_layers"] == "L7,L8"
+        assert s["lead_tokens"] == 1_000 and s["next_tokens"] == 10_000 and s["lead_ratio"] == pytest.approx(10)
+        assert s["last_layers"] == "L2,L13,L14,L15"
     if label in ("middle-out", "bottom-up", "top-down"):
         assert s["p_value"] < 0.01
+        # a named order beat each alternative, paired on the same permutations, and survived Holm
+        assert s["best_order"] == label and s["p_vs_runner_up"] <= 0.05 and s["p_holm"] <= 0.05
+        assert s["pairwise"].count("vs ") == 2
     else:
         assert s["p_value"] > 0.2
+
+
+def test_middle_is_the_network_middle_and_orders_must_beat_each_alternative():
+    """12 layers (2..11 ranked): the middle is 5.5, not the ranked layers' 6.5. A perfectly
+    bottom-up onset order rejects exchangeability, but middle-out (the upper layers are also the
+    far ones) fits nearly as well: paired on the same permutations it is not beaten (p > 0.05), so
+    no order is named."""
+    s = _spread({l: min(5, (l - 2) // 2) for l in range(2, 12)})
+    assert s["middle_layer"] == 5.5
+    assert s["p_holm"] <= 0.05 and s["best_order"] == "bottom-up" and s["runner_up"] == "middle-out"
+    assert s["p_vs_runner_up"] > 0.05
+    assert s["label"].startswith(LO.NOT_EXCHANGEABLE) and "p = " in s["label"]
+
+
+def test_holm_over_the_run():
+    h = LO.holm([0.01, 0.04, None, 0.03])
+    assert h[0] == pytest.approx(0.03) and h[3] == pytest.approx(0.06) and h[1] == pytest.approx(0.06) and h[2] is None
+    # one call = one family: the same model's label weakens when more tests share the run
+    t1 = traj_from_onsets(MIDDLE_OUT, n_layers=16)
+    alone = LO.f2_layer_spread(LO.f2_layer_onset(t1))
+    many = pl.concat([traj_from_onsets(MIDDLE_OUT, n_layers=16, model=f"m{i}") for i in range(3)])
+    run = LO.f2_layer_spread(LO.f2_layer_onset(many))
+    assert run["p_holm"].max() >= alone["p_holm"].max()
+    assert (run["p_holm"] >= run["p_value"]).all()
 
 
 def test_onset_table_first_and_half():
@@ -77,12 +104,12 @@ def test_onset_table_first_and_half():
 
 def test_never_reached_layers_rank_last_and_tied():
     # the middle leads, the outer layers never get a sink: still middle-out, never layers last
-    onsets = {5: 1, 6: 1, 7: 1, 8: 1, 4: 3, 9: 3}
+    onsets = {4: 1, 5: 1, 6: 1, 7: 1, 3: 3, 8: 3, 9: 4}
     s = _spread(onsets)
-    assert s["n_never"] == 4 and s["never_layers"] == "L2,L3,L10,L11" and s["last_layers"] == "L2,L3,L10,L11"
+    assert s["n_never"] == 3 and s["never_layers"] == "L2,L10,L11" and s["last_layers"] == "L2,L10,L11"
     assert s["label"] == "middle-out" and s["rho_middle"] > 0.8
     # never reached is later than the latest reached onset: same ranks as an explicit late onset
-    explicit = _spread({**onsets, 2: 5, 3: 5, 10: 5, 11: 5})
+    explicit = _spread({**onsets, 2: 5, 10: 5, 11: 5})
     assert explicit["rho_middle"] == pytest.approx(s["rho_middle"]) and explicit["n_never"] == 0
 
 
@@ -137,13 +164,27 @@ def test_published_layer_onsets(published):
 
 
 def test_published_spread(published):
-    sp = published["f2_layer_spread"].filter(pl.col("onset") == "first")
-    got = {r["model"]: r for r in sp.iter_rows(named=True)}
-    assert got["olmoe"]["label"] == "middle-out" and got["olmoe"]["last_layers"] == "L2"
+    """The published panel, under the corrected rule (network middle 7.5, pairwise comparisons,
+    Holm over the six spread tests): no model gets a named order. OLMoE's earlier "middle-out"
+    (middle 8.5) is top-down at the network middle, and neither beats middle-out paired; only
+    OLMoE's 50% onset rejects exchangeability after Holm (p_holm = 0.0498)."""
+    sp = published["f2_layer_spread"]
+    got = {r["model"]: r for r in sp.filter(pl.col("onset") == "first").iter_rows(named=True)}
+    half = {r["model"]: r for r in sp.filter(pl.col("onset") == "half").iter_rows(named=True)}
+    assert set(sp["middle_layer"].to_list()) == {7.5}
+    assert got["olmoe"]["last_layers"] == "L2"
     assert got["olmoe"]["leading_layers"] == "L7,L8,L9,L10,L12,L13"
-    assert got["olmoe"]["rho_middle"] == pytest.approx(0.689, abs=1e-3)
-    assert got["pythia1b"]["never_layers"] == "L2,L3" and got["pythia1b"]["label"] == "no clear order"
-    assert got["pythia1b"]["rho_middle"] == pytest.approx(0.508, abs=1e-3)
+    assert got["olmoe"]["rho_middle"] == pytest.approx(0.379, abs=1e-3)
+    assert got["olmoe"]["best_order"] == "top-down" and got["olmoe"]["runner_up"] == "middle-out"
+    assert got["olmoe"]["p_vs_runner_up"] > 0.05
+    assert got["olmoe"]["p_value"] == pytest.approx(0.045, abs=0.005)
+    assert got["pythia1b"]["never_layers"] == "L2,L3"
+    assert got["pythia1b"]["rho_middle"] == pytest.approx(0.284, abs=1e-3)
     assert got["olmo"]["leading_layers"] == "L4" and got["olmo"]["lead_ratio"] == pytest.approx(11.7)
     assert got["olmo"]["rho_depth"] == pytest.approx(0.579, abs=1e-3)
-    assert got["olmo"]["label"] == "bottom-up"  # p = 0.048: borderline, see summary.md
+    assert got["olmo"]["best_order"] == "bottom-up" and got["olmo"]["p_value"] == pytest.approx(0.049, abs=0.003)
+    for m in ("olmoe", "olmo", "pythia1b"):
+        assert got[m]["label"] == "no clear order" and got[m]["p_holm"] > 0.2
+    assert half["olmoe"]["p_holm"] <= 0.05 and half["olmoe"]["p_vs_runner_up"] > 0.05
+    assert half["olmoe"]["label"].startswith("onsets are not exchangeable across layers")
+    assert half["olmo"]["label"] == half["pythia1b"]["label"] == "no clear order"

@@ -28,7 +28,7 @@ import torch
 import yaml
 
 from headtrace.cell import capture, screen
-from headtrace.core import probe
+from headtrace.core import probe, schema
 from headtrace.models import hub
 from headtrace.panel import config as panel
 from headtrace.panel import refine
@@ -69,7 +69,7 @@ def max_induction(folder: Path, cfg: dict) -> float:
     batch = probe.make_batch(**panel.probe_kwargs({**panel.PROBE_DEFAULTS, **PROBE}))
     model, family, device, bs = hub.load_for_cell(spec, "m", folder.name, "cpu", 8, seq_len=batch.seq_len)
     res = capture.run(model, family, batch, batch_size=bs, device=device)
-    sc = screen.screen(capture.attention_table(res, "m", folder.name, 0))
+    sc = screen.screen(capture.attention_table(res, "m", folder.name, 0), baseline=schema.defaults("screen")["baseline"])
     return float(sc["sel_induction"].max())
 
 

@@ -148,6 +148,48 @@ def test_f3_gaps(F):
     assert g10.equals(gaps.filter(pl.col("later") == "first_token_10pct"))
 
 
+def test_f3_brackets_and_censored_gaps(F):
+    """Every milestone carries its checkpoint bracket; the gaps are intervals from the brackets.
+    OLMoE's induction_3_heads is met at its first revision (20B): left-censored, so its published
+    21x gap is only a lower bound, >= 10.45x (209B / 20B); OLMo's 11.5x lies anywhere in
+    (117B / 23B, 264B / 10B) = 5.1-26.4x."""
+    ms = F["f3_milestones"]
+
+    def row(model, name):
+        return ms.filter((pl.col("model") == model) & (pl.col("milestone") == name)).row(0, named=True)
+    e = row("olmoe", "induction_3_heads")
+    assert e["left_censored"] and not e["right_censored"] and e["lo_revision"] is None and e["tokens"] == 20 * B
+    o = row("olmo", "induction_3_heads")
+    assert (o["lo_tokens"], o["tokens"], o["left_censored"]) == (10 * B, 23 * B, False)
+    never = row("olmo", "induction_5_heads")
+    assert never["right_censored"] and never["revision"] is None and never["lo_tokens"] == 3048 * B
+    gaps = {r["model"]: r for r in F["f3_gaps"].filter(pl.col("later") == "first_token_50pct").iter_rows(named=True)}
+    ge, go = gaps["olmoe"], gaps["olmo"]
+    assert ge["earlier_left_censored"] and ge["gap_bound"] == "lower bound" and ge["gap_hi"] is None
+    assert ge["gap_lo"] == pytest.approx(209 / 20) and ge["censored"] and not go["censored"]
+    assert T.gap_label(ge["gap_lo"], ge["gap_hi"]) == "≥ 10.4×"
+    assert go["gap_bound"] == "interval" and go["gap_lo"] == pytest.approx(117 / 23) and go["gap_hi"] == pytest.approx(26.4)
+    assert T.gap_label(go["gap_lo"], go["gap_hi"]) == "5.1–26.4×"
+    for r in gaps.values():  # the point lies inside its interval
+        assert r["gap_lo"] <= r["gap_ratio"] and (r["gap_hi"] is None or r["gap_ratio"] <= r["gap_hi"])
+    md = S._f3_section(F, F["f4_recall"], 50.0)
+    assert "≥ 10.4×" in md and "5.1–26.4×" in md and "left-censored" in md
+
+
+def test_f3_gap_bounds_hand_built():
+    ms = pl.DataFrame({"model": ["m"] * 3, "milestone": ["a", "b", "c"], "revision": ["s0", "s2", None],
+                       "tokens": [10, 400, None], "lo_revision": [None, "s1", "s3"], "lo_tokens": [None, 100, 1000],
+                       "left_censored": [True, False, False], "right_censored": [False, False, True]})
+    g = T.f3_gaps(ms, later="b", earlier="a").row(0, named=True)
+    assert g["gap_bound"] == "lower bound" and g["gap_lo"] == pytest.approx(10.0) and g["gap_hi"] is None
+    never = T.f3_gaps(ms, later="c", earlier="b").row(0, named=True)  # later never reached: > 1000/400
+    assert never["gap_bound"] == "lower bound" and never["gap_lo"] == pytest.approx(2.5) and never["gap_ratio"] is None
+    both = T.f3_gaps(ms.with_columns(pl.lit(False).alias("left_censored"), pl.lit(5).cast(pl.Int64).alias("lo_tokens")),
+                     later="b", earlier="a").row(0, named=True)
+    assert both["gap_bound"] == "interval" and both["gap_lo"] == pytest.approx(0.5) and both["gap_hi"] == pytest.approx(80)
+    assert T.gap_label(None, None) == "unknown" and T.gap_label(None, 3.0) == "≤ 3.0×"
+
+
 def test_f3_gap_table_pairs():
     """Each configured pair gives one row per model; a pair naming an uncomputed milestone is an
     error naming it, not a silent 'never reached'."""
@@ -199,6 +241,15 @@ def test_f5_pythia_l4h4_lead(F):
     assert r["pr_rise_tokens"][0] / B == pytest.approx(0.536, abs=0.001)
     assert r["lead_ratio"][0] == pytest.approx(12, abs=0.5)
     assert F["f5_pr_lead"].height == 10  # 3 + 3 + 4 final induction heads
+    # censored timing: the rise lies in (step64, step256], the crossing in (step512, step3000]
+    assert r["pr_rise_lo_revision"][0] == "step64" and r["selectivity_cross_lo_revision"][0] == "step512"
+    assert r["lead_lo"][0] == pytest.approx(512 / 256) and r["lead_hi"][0] == pytest.approx(3000 / 64)
+    # the decision hangs on 2%: PR 2.58 is 1.96x its running minimum 1.32, the rule's factor is 2
+    assert r["max_prior_ratio"][0] == pytest.approx(1.96, abs=0.01) and r["rise_margin"][0] == pytest.approx(1.02, abs=0.005)
+    assert r["rise_ratio"][0] == pytest.approx(20.7, abs=0.1)
+    # OLMoE L5H10 crosses at the first revision: left-censored, no lead interval
+    e = F["f5_pr_lead"].filter((pl.col("model") == "olmoe") & (pl.col("layer") == 5) & (pl.col("head") == 10))
+    assert e["selectivity_cross_lo_revision"][0] is None and e["lead_lo"][0] is None
 
 
 def test_summary_renders(panel, tmp_path):
@@ -312,6 +363,9 @@ def test_f5_lead_with_zero_token_rise():
 def test_pr_rise_rules():
     l4h4 = [1.96, 1.96, 1.32, 2.58, 27.35, 13.21, 48.05, 35.62, 26.38, 28.29]
     assert SL.pr_rise_index(l4h4) == 4
+    i, rise, prior = SL.pr_rise_detail(l4h4)
+    assert i == 4 and rise == pytest.approx(27.35 / 1.32) and prior == pytest.approx(2.58 / 1.32)
+    assert SL.pr_rise_detail(l4h4, "max_log_step")[1:] == (None, None)
     assert SL.pr_rise_index(l4h4, "first_ratio", 2.0) == 4
     assert SL.pr_rise_index(l4h4, "max_log_step") == 4
     assert SL.pr_rise_index([10, 8, 6, 5]) is None

@@ -10,7 +10,12 @@
   with its own ``final_matched_random`` 1..N and ``final_upper_bound`` (``final_controls=True``,
   the default). When the final circuit *is* the cell circuit (the final revision itself) its
   controls are the cell circuit's sets, so the engine evaluates them once (it evaluates every
-  distinct head set once).
+  distinct head set once). ``final_controls=False`` (formerly an economy: the final circuit judged
+  against the cell circuit's controls) now shares the cell circuit's controls only where that is
+  valid, i.e. where the final circuit *is* the cell circuit: a circuit with other heads, even with
+  the same per-layer sizes, has another matched space (the cell circuit's sets may contain its
+  heads), so it gets its own controls. A circuit is never compared with control sets of other
+  per-layer sizes; the verdict checks this too (``underpowered_reason``).
 - ``previous_token_circuit``: heads whose ``best_class`` is previous-token with
   ``best_selectivity >= previous_token_threshold`` (100), with ``previous_token_matched_random``
   1..N and ``previous_token_upper_bound``.
@@ -22,14 +27,26 @@
 
 **The matched set space** of a circuit (``matched_space``): per circuit layer l with ``k_l`` circuit
 heads and a pool of ``free_l`` candidate heads (the layer's non-circuit heads; minus the sink heads
-for the class-matched control), a matched set takes ``t_l = min(k_l, free_l)`` of them (capped when
-a layer has too few); the space is the product over layers of ``C(free_l, t_l)`` sets
-(``n_matched_sets``). ``matched_sets`` returns N *distinct* sets of it: every set when the space
-holds at most ``max(K, exact_max)`` sets (*exact*: the control is the whole space, in lexicographic
-order), otherwise K sets drawn uniformly *without replacement* (*sampled*: per layer a uniform
-combination, a set already drawn is redrawn). The generator is
+for the class-matched control), a matched set takes ``k_l`` of them; the space is the product over
+layers of ``C(free_l, k_l)`` sets (``n_matched_sets``). A layer with fewer free heads than circuit
+heads (``free_l < k_l``) has **no** matched set: the space is empty, the control is a single
+placeholder row (no heads, ``n_sets`` 0) and the verdict is ``underpowered`` with that reason (a
+smaller set would not be a matched control). ``matched_sets`` returns N *distinct* sets of it:
+every set when the space holds at most ``max(K, exact_max)`` sets (*exact*: the control is the whole
+space, in lexicographic order), otherwise K sets drawn uniformly *without replacement* (*sampled*:
+per layer a uniform combination, a set already drawn is redrawn). The generator is
 ``numpy.random.default_rng([seed, crc32(control name)])``, so a control is reproducible from
 ``seed`` and independent of the other controls.
+
+**Exact by default** (``EXACT_MAX`` = 286, the ``ablation.exact_max`` default of
+config/schema.yaml): 286 = C(13, 3), the largest single-layer space of a circuit with at most 3
+heads in a layer of 16 (8-head layers: at most C(7, 1) x C(6, 2) = 105 for Pythia's 3-head
+circuit; 16-head layers: C(15,1) = 15, C(14,2) = 91, C(13,3) = 286, two 1-head layers 225), so every
+such 8- and 16-head geometry in one or two layers is judged on its whole space. Cost: one ablation
+pass of the probe per set, i.e. up to 286 passes per circuit and cell instead of ``n_random`` (20):
+~14x the ablation time in the worst case, ~5x for Pythia's circuit (105 sets); spaces larger than
+286 (e.g. three or more 1-head layers of 16 heads: 3375) stay sampled and say so
+(``control_exact`` false).
 
 **Empty circuits** (early revisions) never crash and never disappear: the circuit, its upper bound
 and a single control row (``draw`` 0, no heads) are still emitted and evaluated; ablating nothing
@@ -88,19 +105,37 @@ CIRCUITS: dict[str, CircuitSpec] = {
 # The matched set space
 
 
+EXACT_MAX = 286  # C(13, 3): see the module docstring ("Exact by default")
+
+
 def matched_space(circuit: Sequence, n_heads_per_layer: int, exclude: Iterable = ()) -> tuple[list, int]:
     """``([(layer, pool, take), ...], n_sets)`` of a circuit's matched control: per circuit layer its
-    candidate heads (non-circuit, not in ``exclude``), how many a set takes, and the space size."""
+    candidate heads (non-circuit, not in ``exclude``), how many a set takes (the circuit's own count
+    in that layer), and the space size (0 when some layer has fewer free heads than circuit heads)."""
     circuit = as_heads(circuit)
     banned = set(circuit) | set(as_heads(exclude))
     layers, n_sets = [], 1
     for l in layers_of(circuit):
         k = sum(1 for cl, _ in circuit if cl == l)
         pool = [h for h in range(n_heads_per_layer) if (l, h) not in banned]
-        take = min(k, len(pool))
-        layers.append((l, pool, take))
-        n_sets *= math.comb(len(pool), take)
+        layers.append((l, pool, k))
+        n_sets *= math.comb(len(pool), k)  # 0 when len(pool) < k
     return layers, n_sets
+
+
+def short_layers(circuit: Sequence, n_heads_per_layer: int, exclude: Iterable = ()) -> list[tuple[int, int, int]]:
+    """``[(layer, circuit heads, free heads), ...]`` for every layer with too few free heads to
+    match the circuit (empty: the matched space exists)."""
+    layers, _ = matched_space(circuit, n_heads_per_layer, exclude)
+    return [(l, take, len(pool)) for l, pool, take in layers if len(pool) < take]
+
+
+def size_profile(heads: Iterable) -> dict[int, int]:
+    """``{layer: number of heads}`` of a head set (what a matched control must reproduce)."""
+    out: dict[int, int] = {}
+    for l, _ in as_heads(heads):
+        out[l] = out.get(l, 0) + 1
+    return out
 
 
 def matched_sets(circuit: Sequence, n_heads_per_layer: int, n_random: int, seed: int, name: str, *,
@@ -113,7 +148,7 @@ def matched_sets(circuit: Sequence, n_heads_per_layer: int, n_random: int, seed:
     if n_random < 0:
         raise ValueError(f"n_random must be >= 0, got {n_random}")
     layers, n_sets = matched_space(circuit, n_heads_per_layer, exclude)
-    if not layers:
+    if not layers or n_sets == 0:  # nothing to match, or a layer too small to match: no set
         return [], 0, True
     if n_sets <= max(n_random, exact_max or 0):
         combos = [[tuple((l, h) for h in c) for c in itertools.combinations(pool, take)] for l, pool, take in layers]
@@ -175,6 +210,8 @@ def _control(name: str, heads, s: ControlSettings, exclude=()) -> list[Condition
         return [Condition(name, 0, (), 0)] if s.n_random > 0 else []  # placeholder: nothing to match
     sets, n_sets, _ = matched_sets(heads, s.n_heads_per_layer, s.n_random, s.seed, name, exact_max=s.exact_max,
                                    exclude=exclude)
+    if not sets:  # a layer has fewer free heads than circuit heads: no matched set exists
+        return [Condition(name, 0, (), 0)] if s.n_random > 0 else []
     return [Condition(name, i + 1, d, n_sets) for i, d in enumerate(sets)]
 
 
@@ -190,6 +227,14 @@ def _with_controls(spec: CircuitSpec, heads, s: ControlSettings, like: tuple[Cir
                 for c in _control(src.class_random, heads, s, exclude=s.sinks)]
     out.append(Condition(spec.upper, 0, upper_bound(heads, s.n_heads_per_layer)))
     return out
+
+
+def can_share_controls(final: Sequence, circuit: Sequence) -> bool:
+    """May the final circuit be judged against the cell circuit's matched sets
+    (``final_controls=False``)? Only when it is the same non-empty head set: same per-layer sizes
+    alone are not enough (another circuit's control sets may contain the final circuit's heads)."""
+    final, circuit = as_heads(final), as_heads(circuit)
+    return bool(circuit) and set(final) == set(circuit)
 
 
 def build_conditions(
@@ -210,8 +255,10 @@ def build_conditions(
 
     ``n_heads_per_layer`` defaults to ``max(screen.head) + 1``. ``final_circuit`` is an iterable of
     ``(layer, head)`` pairs or ``"L4H4"`` names; ``None`` omits the final-circuit condition.
-    ``exact_max``: evaluate the whole matched space when it holds at most this many sets (default:
-    only when it holds at most ``n_random``).
+    ``exact_max``: evaluate the whole matched space when it holds at most this many sets (default
+    here: only when it holds at most ``n_random``; the workflow's default is ``EXACT_MAX``).
+    ``final_controls=False`` shares the cell circuit's controls only where
+    :func:`can_share_controls` allows it; otherwise the final circuit gets its own.
     """
     if n_random < 0:
         raise ValueError(f"n_random must be >= 0, got {n_random}")
@@ -229,7 +276,7 @@ def build_conditions(
     conds += _with_controls(CIRCUITS["circuit"], circuit, s)
     if final_circuit is not None:
         final = as_heads(final_circuit)
-        if final_controls:
+        if final_controls or not can_share_controls(final, circuit):
             conds += _with_controls(CIRCUITS["final_circuit"], final, s, like=(CIRCUITS["circuit"], circuit))
         else:
             conds.append(Condition("final_circuit", 0, final))

@@ -16,9 +16,14 @@ smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space
 **Three-way verdict** (``verdict`` column; the boolean ``causal`` is ``verdict == "causal"``):
 
 - ``underpowered``: a non-empty circuit whose control cannot reach ``p <= alpha`` whatever the
-  effect (``min_p > alpha``: fewer than ``1/alpha - 1`` distinct matched sets, e.g. a 3-head circuit
-  in a 4-head layer has one), or that has no control at all. The effect and its interval are still
-  reported; the test cannot decide.
+  effect (``min_p > alpha``: fewer than ``1/alpha - 1`` distinct matched sets, e.g. a 2-head circuit
+  in a 4-head layer has C(2, 2) = 1), that has no control at all, whose layers have fewer free heads
+  than circuit heads (no matched set exists: ``headtrace.causal.conditions``), or whose control sets
+  do not have the circuit's per-layer sizes (a control of another circuit). The effect and its
+  interval are still reported; the test cannot decide; ``underpowered_reason`` says why.
+
+**Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
+evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets".
 - ``causal``: non-empty circuit AND ``effect > 0`` AND (top-1/top-5 only) ``ablated <=
   max_ablated_fraction x baseline`` (0.5) AND ``p_value <= alpha`` (0.05) AND ``effect >=
   min_effect_ratio x max(random_effect_mean, 0)`` (2).
@@ -51,7 +56,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from headtrace.causal.conditions import CIRCUITS
+from headtrace.causal.conditions import CIRCUITS, size_profile
 from headtrace.cell.bootstrap import resample_counts
 from headtrace.core import tables
 
@@ -166,6 +171,34 @@ def _control_stats(cell: pl.DataFrame, name: str | None, metric: str, b: float, 
     return r_mean, p, distinct.height, space or distinct.height, float(draws["top1"].mean()), k
 
 
+def _layers(profile: dict[int, int]) -> str:
+    return ", ".join(f"L{l}: {n}" for l, n in sorted(profile.items()))
+
+
+def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], upper: str | None) -> str | None:
+    """Why a circuit's matched control cannot judge it, or None: its draws do not have the circuit's
+    per-layer sizes, or there are none because a layer has fewer free heads than circuit heads."""
+    if not heads:
+        return None
+    want = size_profile(heads)
+    draws = cell.filter((pl.col("condition") == name) & (pl.col("draw") >= 1)) if name else cell.clear()
+    if draws.height:
+        bad = [list(h) for h in draws["heads"].to_list() if size_profile(list(h)) != want]
+        if bad:
+            return (f"control {name} has sets of other per-layer sizes ({_layers(size_profile(bad[0]))}) "
+                    f"than the circuit ({_layers(want)})")
+        return None
+    if upper is not None and "heads" in cell.columns:
+        up = cell.filter(pl.col("condition") == upper)["heads"]
+        if up.len():
+            have = size_profile(list(up[0]))
+            short = [f"L{l}: {k} circuit heads, {have.get(l, 0) - k} free" for l, k in sorted(want.items())
+                     if have.get(l, 0) - k < k]
+            if short:
+                return "no matched set: too few free heads (" + "; ".join(short) + ")"
+    return "no matched control"
+
+
 def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0.05,
             max_ablated_fraction: float = 0.5, min_effect_ratio: float = 2.0,
             saturation_fraction: float = 0.1) -> pl.DataFrame:
@@ -196,6 +229,14 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
             v = decide(n_heads=n_heads, effect=effect, baseline=b, ablated=a, p_value=p, n_sets=n_distinct,
                        random_effect_mean=r_mean, metric=metric, alpha=alpha,
                        max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
+            heads = list(crow["heads"] or [])
+            problem = control_problem(cell, rname, heads, uname) if n_heads else None
+            if problem and "per-layer sizes" in problem:
+                v = "underpowered"  # never judged against another circuit's control
+            reason = None
+            if v == "underpowered":
+                reason = problem or (f"{n_distinct} distinct matched set(s): min p = 1/{n_distinct + 1} = "
+                                     f"{min_p(n_distinct):.3f} > alpha = {alpha:g}")
             rows.append({
                 "model": key[0], "revision": key[1], "tokens": key[2], "circuit": circuit_name,
                 "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
@@ -210,6 +251,8 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
                 "control": rname, "upper_bound": uname, "n_random": k, "n_distinct_draws": n_distinct, "random_top1_mean": r_top1,
                 "class_control": cname, "class_p_value": c_p, "class_random_effect_mean": c_mean,
                 "n_class_matched_sets": c_space,
+                "underpowered_reason": reason,
+                "control_sizes_match": None if not n_heads or not n_distinct else not bool(problem),
             })
     schema = tables.SCHEMAS["verdict"]
     if not rows:

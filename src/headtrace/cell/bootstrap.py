@@ -2,7 +2,8 @@
 
 Selectivities are ratios of means over the probe's N sequences, so a head near a threshold can flip
 with the batch. The capture pass keeps every sequence's class masses (``capture.save_class_masses``,
-``(N, layers, heads, 7)``: the six ``probe.CLASSES`` and the sampled baseline), and this module
+``(N, layers, heads, 8)``: the six ``probe.CLASSES``, the sampled and the clean baseline; files of
+the previous version have 7 channels, no clean baseline), and this module
 resamples the sequences with replacement:
 
 * a resample is a vector of counts ``w`` (how often each sequence is drawn; ``resample_counts``,
@@ -10,8 +11,8 @@ resamples the sequences with replacement:
   revision reads the same probe batch: the onset spread is a paired bootstrap over revisions);
 * in each resample the screen's quantities are recomputed exactly as the point estimate averages
   them (``capture``/``screen``): induction and duplicate-token masses averaged over the *valid*
-  sequences drawn, the four other classes and the sampled baseline over all N sequences drawn, the
-  baseline floored at ``screen.BASELINE_FLOOR``; the uniform baseline is the constant ``1/T``;
+  sequences drawn, the four other classes and the sampled / clean baselines over all N sequences
+  drawn, the baseline floored at ``screen.BASELINE_FLOOR``; the uniform baseline is the constant ``1/T``;
 * per head and class (``head_intervals``): the ``interval`` (default 90%: 5th-95th percentile)
   CI of the selectivity, the probability that it reaches the class threshold (``p_above``), that the
   head is *classified* as that class (``p_classified``: best class and >= class threshold) and, for
@@ -38,7 +39,8 @@ from headtrace.cell.screen import BASELINE_FLOOR, BASELINES
 from headtrace.core import probe
 from headtrace.core.tables import ARRAY_KEY, conform
 
-MASS_CHANNELS = (*probe.CLASSES, "baseline_sampled")
+MASS_CHANNELS = (*probe.CLASSES, "baseline_sampled", "baseline_clean")
+LEGACY_CHANNELS = MASS_CHANNELS[:-1]  # class-mass files written before the clean baseline
 _VALID_ONLY = ("induction", "duplicate-token")
 CIRCUITS = {"induction": "induction", "previous-token": "previous_token"}  # class -> circuit threshold name
 
@@ -62,19 +64,23 @@ def selectivity_resamples(masses: np.ndarray, valid: np.ndarray, counts: np.ndar
     if baseline not in BASELINES:
         raise ValueError(f"screen.baseline must be one of {BASELINES}, got '{baseline}'")
     n, n_layers, n_heads, n_ch = masses.shape
-    if n_ch != len(MASS_CHANNELS) or valid.shape != (n,) or counts.shape[1] != n:
+    channels = {len(MASS_CHANNELS): MASS_CHANNELS, len(LEGACY_CHANNELS): LEGACY_CHANNELS}.get(n_ch)
+    if channels is None or valid.shape != (n,) or counts.shape[1] != n:
         raise ValueError(f"masses {masses.shape}, valid {valid.shape} and counts {counts.shape} do not fit")
+    if baseline == "clean" and "baseline_clean" not in channels:
+        raise ValueError("screen.baseline 'clean' needs class masses with the clean baseline (capture this cell again)")
     sums = (counts @ masses.reshape(n, -1).astype(np.float64)).reshape(-1, n_layers, n_heads, n_ch)
     n_valid = counts @ valid.astype(np.float64)  # (B,)
     n_all = counts.sum(1)  # (B,) == n
     with np.errstate(invalid="ignore", divide="ignore"):
-        den = np.stack([n_valid if c in _VALID_ONLY else n_all for c in MASS_CHANNELS], -1)  # (B, 7)
+        den = np.stack([n_valid if c in _VALID_ONLY else n_all for c in channels], -1)  # (B, C)
         means = np.where(den[:, None, None, :] > 0, sums / den[:, None, None, :], np.nan)
-    if baseline == "sampled":
-        base = np.maximum(means[..., -1], BASELINE_FLOOR)
+    n_cls = len(probe.CLASSES)
+    if baseline in ("sampled", "clean"):
+        base = np.maximum(means[..., channels.index(f"baseline_{baseline}")], BASELINE_FLOOR)
     else:
         base = np.full(means.shape[:-1], max(1.0 / seq_len, BASELINE_FLOOR))
-    return means[..., :-1] / base[..., None]
+    return means[..., :n_cls] / base[..., None]
 
 
 def head_intervals(sel: np.ndarray, *, class_threshold: float = 30.0, induction_threshold: float = 50.0,
@@ -153,12 +159,14 @@ def cell_tables(masses: np.ndarray, valid: np.ndarray, seq_len: int, model: str,
 
 
 def load_masses(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray, int]:
-    """(masses (N, L, H, 7) float32, valid (N,) bool, seq_len) from ``capture.save_class_masses``."""
+    """(masses (N, L, H, 8) float32 (7 in files without the clean baseline), valid (N,) bool, seq_len)
+    from ``capture.save_class_masses``."""
 
     with safe_open(str(path), framework="np") as fh:
         meta = fh.metadata() or {}
         masses = fh.get_tensor(ARRAY_KEY)
-    if meta.get("layout") != "sequence,layer,head,class" or json.loads(meta.get("channels", "[]")) != list(MASS_CHANNELS):
+    if meta.get("layout") != "sequence,layer,head,class" or json.loads(meta.get("channels", "[]")) not in (
+            list(MASS_CHANNELS), list(LEGACY_CHANNELS)):
         raise ValueError(f"{path}: not a class-mass file of this version (layout {meta.get('layout')!r})")
     n = masses.shape[0]
     valid = np.unpackbits(np.frombuffer(bytes.fromhex(meta["valid"]), np.uint8))[:n].astype(bool)

@@ -1,12 +1,23 @@
 """The six-class attention-selectivity screen (step 2 of the recipe).
 
 Selectivity of a head for a class = the query's mean attention mass on the class's key
-position(s) / the baseline attention mass. Two baselines (config ``screen.baseline``):
+position(s) / the baseline attention mass. Three baselines (config ``screen.baseline``):
 
-- ``sampled`` (default, the author's code and the published files): the mean attention to 50
-  fixed "other" positions (``probe.baseline_positions``), floored at 1e-8;
+- ``sampled`` (the author's code and the published files; the code default here and the
+  paper-replication configs' setting): the mean attention to 50 fixed "other" positions
+  (``probe.baseline_positions``), floored at 1e-8. The positions avoid the fixed class keys only:
+  each sequence's own induction and duplicate keys (ab+1, ab) fall inside the sample in a share
+  ``q`` of the sequences (~43% at T = 128, ~21% at T = 256, ~86% at T = 64 with ab in [20, 128)),
+  so the baseline contains the answer: a head with all its mass on B reads at most ~50 / q
+  (~116x at T = 128, ~235x at T = 256, ~58x at T = 64), while first-token and previous-token heads
+  have no such ceiling (docs/statistics.md has the table);
 - ``uniform`` (the paper's text): 1 / (number of keys the query sees), i.e. what a head that
-  attends uniformly would put on any one position.
+  attends uniformly would put on any one position; ceiling T for every class;
+- ``clean`` (the workflow default except the paper-replication configs): per sequence, the mean
+  attention over the keys that are none of that sequence's class keys (ab, ab+1, 0, T-6..T-3,
+  T-2, T-1), averaged over the sequences (the capture pass's ``attn_baseline_clean``), floored at
+  1e-8. No class key is ever in it, so no class has a ceiling below 1 / floor, and the threshold
+  means the same at every T: "this much more than the head gives an ordinary key".
 
 A head's best class is the arg-max of its six selectivities (ties go to the first class in
 ``probe.CLASSES`` order); it is *classified* as that class when the best selectivity is at least
@@ -17,17 +28,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from headtrace.core.probe import CLASSES, UNCLASSIFIED
+from headtrace.core.probe import CLASSES, UNCLASSIFIED, baseline_positions
 from headtrace.core.tables import CLASS_COLUMNS
 
-BASELINES = ("sampled", "uniform")
+BASELINES = ("sampled", "uniform", "clean")
 BASELINE_FLOOR = 1e-8
 
 
 def screen(
     attention: pl.DataFrame,
     *,
-    baseline: str = "sampled",
+    baseline: str = "sampled",  # the workflow's default comes from config/schema.yaml (clean)
     class_threshold: float = 30.0,
     induction_threshold: float = 50.0,
 ) -> pl.DataFrame:
@@ -43,10 +54,30 @@ def selectivity_table(attention: pl.DataFrame, *, baseline: str = "sampled") -> 
     """Add ``attn_baseline`` and one ``sel_<class>`` column per class to an attention table."""
     if baseline not in BASELINES:
         raise ValueError(f"screen.baseline must be one of {BASELINES}, got '{baseline}'")
-    base = pl.col(f"attn_baseline_{baseline}").clip(lower_bound=BASELINE_FLOOR)
-    return attention.with_columns(attn_baseline=base).with_columns(
+    col = f"attn_baseline_{baseline}"
+    if col not in attention.columns or (attention.height and attention[col].fill_nan(None).is_null().all()):
+        raise ValueError(f"screen.baseline '{baseline}' needs the attention table's {col} column "
+                         "(attention tables captured before the clean baseline lack it: capture again)")
+    base = pl.col(col).clip(lower_bound=BASELINE_FLOOR)
+    # screen_baseline (beyond the schema): which baseline the selectivities use, carried into the
+    # trajectory so every report can say it
+    return attention.with_columns(attn_baseline=base, screen_baseline=pl.lit(baseline)).with_columns(
         [(pl.col(f"attn_{c}") / pl.col("attn_baseline")).alias(f"sel_{c}") for c in CLASS_COLUMNS]
     )
+
+
+def sampled_ceiling(seq_len: int, ab_low: int, ab_high: int, key_offset: int = 1) -> dict[str, float]:
+    """How far the ``sampled`` baseline caps a head that puts all its mass on one sequence-dependent
+    key (``key_offset`` 1: induction, ab+1; 0: duplicate-token, ab), for ab uniform over
+    ``[ab_low, ab_high)`` (the probe's ``ab_range``): ``share`` = fraction of the sequences whose key
+    is one of the 50 sampled positions, ``ceiling`` = the largest selectivity such a head can read
+    (mass 1 over a mean baseline of share / 50; inf when share is 0). The uniform baseline's ceiling
+    is T for every class; the clean baseline has none below 1 / BASELINE_FLOOR."""
+    pos = baseline_positions(seq_len)
+    keys = [ab + key_offset for ab in range(ab_low, ab_high) if ab + 1 < seq_len]
+    sample = set(pos.tolist())
+    share = sum(k in sample for k in keys) / len(keys)
+    return {"share": share, "ceiling": (pos.size / share) if share else float("inf"), "uniform_ceiling": float(seq_len)}
 
 
 def classify_table(df: pl.DataFrame, *, class_threshold: float = 30.0, induction_threshold: float = 50.0) -> pl.DataFrame:

@@ -1,10 +1,10 @@
 """Every Parquet table headtrace writes: its schema, and one atomic writer.
 
-The schemas below are the output contract documented in the README (same names, same order).
+The schemas below are the output contract documented in docs/outputs.md (same names, same order).
 Tables are long format: one row per model x revision x layer x head (or x condition, ...).
 Writers may add columns beyond the schema; the schema's columns must be present with these dtypes.
 
-Length: over 400 lines by design - every output schema lives here, in one place, so the README's
+Length: over 400 lines by design - every output schema lives here, in one place, so docs/outputs.md's
 schema section and every writer read the same contract.
 """
 from __future__ import annotations
@@ -39,6 +39,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         **{f"attn_{c}": pl.Float64 for c in CLASS_COLUMNS},
         "attn_baseline_sampled": pl.Float64,
         "attn_baseline_uniform": pl.Float64,
+        "attn_baseline_clean": pl.Float64,  # per sequence: mean over keys of no class (cell.screen)
         "n_sequences": pl.Int32,
         "n_valid": pl.Int32,
     },
@@ -150,6 +151,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "class_p_value": pl.Float64,
         "class_random_effect_mean": pl.Float64,
         "n_class_matched_sets": pl.Int64,
+        "underpowered_reason": pl.String,  # why the test cannot decide (null unless underpowered)
+        "control_sizes_match": pl.Boolean,  # the control's sets have the circuit's per-layer sizes
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {
@@ -230,8 +233,13 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "never_layers": pl.String,
         "rho_middle": pl.Float64,
         "rho_depth": pl.Float64,
-        "p_value": pl.Float64,
+        "p_value": pl.Float64,  # omnibus (max-T) permutation p: rejects exchangeable onsets only
         "label": pl.String,
+        "best_order": pl.String,  # highest-scoring order, whatever the label
+        "runner_up": pl.String,
+        "p_vs_runner_up": pl.Float64,  # largest paired-permutation p of best vs each alternative
+        "pairwise": pl.String,  # "vs <order>: <score difference> (p = ...)" for each alternative
+        "p_holm": pl.Float64,  # p_value, Holm-corrected over every spread test of the run
     },
     # Induction circuit size and specialized-head fraction per revision.
     "circuit_size": {
@@ -248,6 +256,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "milestone": pl.String,
         "revision": pl.String,
         "tokens": pl.Int64,
+        # checkpoint bracket: the crossing lies in (lo_tokens, tokens]; lo = last revision before
+        "lo_revision": pl.String,
+        "lo_tokens": pl.Int64,
+        "left_censored": pl.Boolean,  # met at the first revision (no lower bracket)
+        "right_censored": pl.Boolean,  # never reached (lo = the last revision)
     },
     # F3: token gap between two milestones, per model.
     "f3_gaps": {
@@ -260,6 +273,19 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "earlier_tokens": pl.Int64,
         "gap_ratio": pl.Float64,
         "same_revision": pl.Boolean,
+        # the brackets behind it (f3_milestones) and the gap's interval from them
+        "later_lo_revision": pl.String,
+        "later_lo_tokens": pl.Int64,
+        "earlier_lo_revision": pl.String,
+        "earlier_lo_tokens": pl.Int64,
+        "later_left_censored": pl.Boolean,
+        "later_right_censored": pl.Boolean,
+        "earlier_left_censored": pl.Boolean,
+        "earlier_right_censored": pl.Boolean,
+        "gap_lo": pl.Float64,  # null: unbounded on that side
+        "gap_hi": pl.Float64,
+        "gap_bound": pl.String,  # interval | lower bound | upper bound | unknown
+        "censored": pl.Boolean,  # bounded on one side only (a lower or an upper bound)
     },
     # F3 onset brackets after adaptive refinement (headtrace.panel.refine): per model x milestone, the
     # revisions just before (lo) and at (hi) the first revision reaching it, over all screened
@@ -324,6 +350,17 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "lead_ratio": pl.Float64,
         "lead_revisions": pl.Int32,
         "rule": pl.String,
+        # brackets (each event lies in (lo, revision]; lo null = left-censored) and the lead's interval
+        "pr_rise_lo_revision": pl.String,
+        "pr_rise_lo_tokens": pl.Int64,
+        "selectivity_cross_lo_revision": pl.String,
+        "selectivity_cross_lo_tokens": pl.Int64,
+        "lead_lo": pl.Float64,
+        "lead_hi": pl.Float64,
+        # how close the rise rule's decision was (spectral_lead.pr_rise_detail)
+        "rise_ratio": pl.Float64,
+        "max_prior_ratio": pl.Float64,
+        "rise_margin": pl.Float64,
     },
     # PR integral per head (paper's and author's definitions) and ranks within the model.
     "pr_integral": {
@@ -363,7 +400,13 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "p_value": pl.Float64,
         "verdict": pl.String,  # the previous-token circuit's three-way verdict
         "chance_top1": pl.Float64,  # 1 / number of distinct probe tokens
-        "induction_present": pl.Boolean,  # baseline top-1 >= min_baseline_ratio x chance
+        # copying null: top-1 on B of copying a uniform context token (experiments.composition)
+        "copy_null_top1": pl.Float64,
+        "baseline_top1_lo": pl.Float64,  # Wilson 95% interval of baseline top-1
+        "baseline_top1_hi": pl.Float64,
+        "above_copy_null": pl.Boolean,  # the interval lies above the copying null
+        # baseline top-1 >= min_baseline_ratio x chance, and above the copying null when given
+        "induction_present": pl.Boolean,
         "destroys_induction": pl.Boolean,
         "onset_revision": pl.String,
         "onset_tokens": pl.Int64,
@@ -429,7 +472,7 @@ def read_many(paths) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
-# Where each table lives (the README's output contract is generated from this and SCHEMAS).
+# Where each table lives (docs/outputs.md is generated from this and SCHEMAS).
 LOCATIONS: dict[str, str] = {
     "probe": "results/probes/{model}/induction_batch.parquet",
     "attention": "results/cells/{model}/{revision}/attention.parquet",
@@ -446,7 +489,7 @@ LOCATIONS: dict[str, str] = {
 
 
 def markdown() -> str:
-    """The README's schema section: one line per table, columns with dtypes, in schema order."""
+    """The output-schema section of docs/outputs.md: one line per table, columns with dtypes, in schema order."""
     lines = []
     for name, spec in SCHEMAS.items():
         where = LOCATIONS.get(name, f"results/findings/{name}.parquet")

@@ -16,7 +16,9 @@ The rule (fixed by argument before it was run on any data; it has no tuned const
 1. **Ranked layers** = every layer above the floor (``floor_layers``, default 0 and 1, F1's floor).
    The floor is F1's subject and has no onset on the published panel; including it would make any
    model look "top-down" or "middle-out" merely because of the floor.
-2. **Middle** = the midpoint of the ranked layers, (lowest + highest) / 2 (16 layers: 8.5).
+2. **Middle** = the network's middle layer, (first + last layer of the model) / 2 (16 layers: 7.5),
+   floor included: "middle-out" is a claim about the network, not about the ranked layers (whose
+   midpoint, 8.5 for 16 layers, would bend "middle" upwards by the floor's width).
 3. **Onset value** = the onset's revision index in training order (the ranking is the same as by
    tokens, and it also works for revisions with unknown tokens). A layer that **never** reaches the
    onset gets the index one past the last revision: it is later than every layer that did (it had
@@ -26,18 +28,31 @@ The rule (fixed by argument before it was run on any data; it has no tuned const
    (> 0: layers far from the middle come later, i.e. middle-out); ``rho_depth`` = rho(onset, layer)
    (> 0: bottom-up; < 0: top-down).
 5. Three candidate orders with scores ``middle-out`` = rho_middle, ``bottom-up`` = rho_depth,
-   ``top-down`` = -rho_depth. The statistic is the best score; its p-value comes from permuting the
-   onset values across the ranked layers (``n_permutations`` seeded draws; the same statistic, max of
-   the three scores, on every draw, so picking the best of three is paid for: a max-T test).
-   p = (1 + #draws with statistic >= observed) / (1 + n_permutations).
-6. Label = the best-scoring order when p <= ``alpha`` (default 0.05; ties between scores go to the
-   order listed first above), else ``"no clear order"``; ``"no sink"`` when no ranked layer reaches
-   the onset; ``"no clear order"`` also when every ranked layer has the same onset (rho undefined).
+   ``top-down`` = -rho_depth. **Omnibus test** (``p_value``): the best score, against permutations of
+   the onset values across the ranked layers (``n_permutations`` seeded draws; the same statistic,
+   max of the three scores, on every draw, so picking the best of three is paid for: a max-T test).
+   p = (1 + #draws with statistic >= observed) / (1 + n_permutations). What it rejects is only
+   that onsets are **exchangeable across layers**; it does not say which order fits best.
+6. **Pairwise comparisons** (``pairwise``, ``p_vs_runner_up``): the best order's score minus each
+   alternative's, against the same draws' differences (paired on the same permutations);
+   p = (1 + #draws with difference >= observed) / (1 + n_permutations). ``p_vs_runner_up`` is the
+   largest of these (the weakest comparison).
+7. **Holm correction** (``p_holm``) of the omnibus p over every spread test of the call (all models
+   x onset kinds of the run: one family; the published panel's is six tests).
+8. Label = the best-scoring order (ties go to the order listed first above) only when
+   ``p_holm <= alpha`` **and** it beats each alternative (every pairwise p <= alpha; an
+   intersection-union test, no further correction needed); ``"onsets are not exchangeable across
+   layers (p = ...)"`` when ``p_holm <= alpha`` but some alternative order fits about as well
+   (``NOT_EXCHANGEABLE`` is the prefix); else ``"no clear order"``; ``"no sink"`` when no ranked
+   layer reaches the onset; ``"no clear order"`` also when every ranked layer has the same onset
+   (rho undefined).
 
 What it can and cannot decide: with 10 checkpoints many layers share an onset revision (ties), so
-the test sees a coarse ranking; a label says the order is unlikely under exchangeable layers, not
-that the spread is strictly monotone. ``leading_layers`` / ``lead_ratio`` say by how much the first
-layers lead (next onset's tokens / leading onset's tokens; null on a 0-token leading revision).
+the test sees a coarse ranking; a named order says that order fits better than the other two by more
+than exchangeable layers would produce, not that the spread is strictly monotone, and the pairwise
+null is exchangeability too (it cannot reject "the other order, plus noise"). ``leading_layers`` /
+``lead_ratio`` say by how much the first layers lead (next onset's tokens / leading onset's tokens;
+null on a 0-token leading revision).
 """
 from __future__ import annotations
 
@@ -52,6 +67,7 @@ from headtrace.findings.trajectory import f1_bos_floor, with_rev_index
 
 ORDERS = ("middle-out", "bottom-up", "top-down")
 NO_ORDER, NO_SINK = "no clear order", "no sink"
+NOT_EXCHANGEABLE = "onsets are not exchangeable across layers"
 ONSETS = {"first": "n_first_token >= 1", "half": "n_first_token >= 50% of n_heads"}
 
 
@@ -107,18 +123,24 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def spread_order(layers, onset, *, alpha: float = 0.05, n_permutations: int = 10000,
-                 seed: int = 0) -> dict:
-    """The rule of the module docstring on one model's ranked layers.
+                 seed: int = 0, middle: float | None = None) -> dict:
+    """Steps 3-6 of the module docstring on one model's ranked layers (the label here uses the
+    uncorrected p; :func:`f2_layer_spread` applies Holm over the run and relabels).
 
     ``layers``: layer indices above the floor; ``onset``: their onset values (revision index, with
     never-reached layers already set past the last revision; ``None``/nan means never reached and
-    is set here to max + 1). Returns rho_middle, rho_depth, p_value, label, middle."""
+    is set here to max + 1); ``middle``: the network's middle layer (default: the midpoint of
+    ``layers``). Returns middle, rho_middle, rho_depth, p_value, best_order, runner_up,
+    p_vs_runner_up, pairwise, label."""
     layers = np.asarray(layers, float)
     raw = np.array([np.nan if v is None else float(v) for v in onset])
     n_reached = int(np.isfinite(raw).sum())
-    middle = float(layers.min() + layers.max()) / 2 if layers.size else float("nan")
+    if middle is None:
+        middle = float(layers.min() + layers.max()) / 2 if layers.size else float("nan")
+    empty = dict(middle=middle, rho_middle=None, rho_depth=None, p_value=None, best_order=None,
+                 runner_up=None, p_vs_runner_up=None, pairwise="")
     if n_reached == 0:
-        return dict(middle=middle, rho_middle=None, rho_depth=None, p_value=None, label=NO_SINK)
+        return {**empty, "label": NO_SINK}
     never = (np.nanmax(raw) + 1) if n_reached else 0.0
     vals = np.where(np.isfinite(raw), raw, never)
     r = _avg_ranks(vals)
@@ -127,16 +149,53 @@ def spread_order(layers, onset, *, alpha: float = 0.05, n_permutations: int = 10
     rho_mid = float(_pearson_rows(r[None], dist)[0])
     rho_dep = float(_pearson_rows(r[None], depth)[0])
     if math.isnan(rho_mid) or math.isnan(rho_dep):  # every ranked layer has the same onset
-        return dict(middle=middle, rho_middle=None, rho_depth=None, p_value=None, label=NO_ORDER)
+        return {**empty, "label": NO_ORDER}
     scores = np.array([rho_mid, rho_dep, -rho_dep])
-    stat = scores.max()
+    best = int(np.argmax(scores))
+    stat = scores[best]
     rng = np.random.default_rng(seed)
     perm = rng.permuted(np.broadcast_to(r, (n_permutations, r.size)).copy(), axis=1)
     pm, pd_ = _pearson_rows(perm, dist), _pearson_rows(perm, depth)
-    null = np.maximum(pm, np.maximum(pd_, -pd_))
+    pm, pd_ = np.nan_to_num(pm), np.nan_to_num(pd_)
+    null_scores = np.stack([pm, pd_, -pd_])  # (3, P), same draws for every order
+    null = null_scores.max(0)
     p = float((1 + np.sum(null >= stat - 1e-12)) / (1 + n_permutations))
-    label = ORDERS[int(np.argmax(scores))] if p <= alpha else NO_ORDER
-    return dict(middle=middle, rho_middle=rho_mid, rho_depth=rho_dep, p_value=p, label=label)
+    pair, parts = {}, []
+    for a in range(3):
+        if a == best:
+            continue
+        d_obs = scores[best] - scores[a]
+        d_null = null_scores[best] - null_scores[a]
+        pa = float((1 + np.sum(d_null >= d_obs - 1e-12)) / (1 + n_permutations))
+        pair[ORDERS[a]] = pa
+        parts.append(f"vs {ORDERS[a]}: {d_obs:+.2f} (p = {pa:.3f})")
+    runner = max((a for a in range(3) if a != best), key=lambda a: scores[a])
+    p_pair = max(pair.values())
+    label = _label(ORDERS[best], p, p_pair, alpha)
+    return dict(middle=middle, rho_middle=rho_mid, rho_depth=rho_dep, p_value=p, best_order=ORDERS[best],
+                runner_up=ORDERS[runner], p_vs_runner_up=p_pair, pairwise="; ".join(parts), label=label)
+
+
+def _label(best: str | None, p: float | None, p_pair: float | None, alpha: float) -> str:
+    """Step 8: the order's name only when the (corrected) omnibus p and every pairwise p pass."""
+    if best is None or p is None or p > alpha:
+        return NO_ORDER
+    if p_pair is not None and p_pair <= alpha:
+        return best
+    return f"{NOT_EXCHANGEABLE} (p = {p:.3g})"
+
+
+def holm(pvalues: list[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values (step-down, monotone, capped at 1); None stays None and is not
+    counted in the family."""
+    idx = [i for i, p in enumerate(pvalues) if p is not None]
+    m = len(idx)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for k, i in enumerate(sorted(idx, key=lambda i: pvalues[i])):
+        running = max(running, min(1.0, (m - k) * pvalues[i]))
+        out[i] = running
+    return out
 
 
 def _names(layers) -> str:
@@ -146,17 +205,19 @@ def _names(layers) -> str:
 def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1), *, alpha: float = 0.05,
                     n_permutations: int = 10000, seed: int = 0) -> pl.DataFrame:
     """Per model x onset kind (``first``, ``half``): the spread summary of the module docstring,
-    from an ``f2_layer_onset`` table. Revision indices come from the onset table's own revisions
+    from an ``f2_layer_onset`` table; every row of the call is one Holm family (step 7). Revision indices come from the onset table's own revisions
     plus ``n_revisions`` (the never-reached value); a model's revisions are those of its rows."""
     rows = []
     for (model,), g in onset.group_by("model", maintain_order=True):
+        network_middle = float(g["layer"].min() + g["layer"].max()) / 2
         g = g.filter(~pl.col("layer").is_in(list(floor_layers))).sort("layer")
         for kind in ONSETS:
             revs, toks = g[f"{kind}_revision"].to_list(), g[f"{kind}_tokens"].to_list()
             # onset values: rank of the onset revision among the model's onset revisions, by tokens then name
             idx = _revision_index(revs, toks)
             layers = g["layer"].to_list()
-            res = spread_order(layers, idx, alpha=alpha, n_permutations=n_permutations, seed=seed)
+            res = spread_order(layers, idx, alpha=alpha, n_permutations=n_permutations, seed=seed,
+                               middle=network_middle)
             reached = [(i, l, t) for i, l, t in zip(idx, layers, toks) if i is not None]
             never = [l for l, i in zip(layers, idx) if i is None]
             lead = next_t = ratio = None
@@ -174,13 +235,20 @@ def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1),
                              middle_layer=res["middle"], n_never=len(never), leading_layers=_names(leading),
                              lead_tokens=lead, next_tokens=next_t, lead_ratio=ratio, last_layers=_names(last),
                              never_layers=_names(never), rho_middle=res["rho_middle"], rho_depth=res["rho_depth"],
-                             p_value=res["p_value"], label=res["label"]))
+                             p_value=res["p_value"], label=res["label"], best_order=res["best_order"],
+                             runner_up=res["runner_up"], p_vs_runner_up=res["p_vs_runner_up"],
+                             pairwise=res["pairwise"]))
+    # Holm over every spread test of the run, then the labels from the corrected p
+    for r, ph in zip(rows, holm([r["p_value"] for r in rows])):
+        r["p_holm"] = ph
+        if r["label"] != NO_SINK and r["p_value"] is not None:
+            r["label"] = _label(r["best_order"], ph, r["p_vs_runner_up"], alpha)
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f2_layer_spread"]), "f2_layer_spread")
 
 
 def _revision_index(revs: list, toks: list) -> list[int | None]:
     """Dense rank (0-based) of each onset revision in training order (``training_order_key``);
     None stays None."""
-    keys = sorted({training_order_key(r, t) for r, t in zip(revs, toks) if r is not None})
-    pos = {k[2]: i for i, k in enumerate(keys)}
+    seen = sorted({(training_order_key(r, t), r) for r, t in zip(revs, toks) if r is not None})
+    pos = {name: i for i, (_, name) in enumerate(seen)}
     return [None if r is None else pos[r] for r in revs]

@@ -16,10 +16,40 @@ import polars as pl
 from headtrace.core.tables import SCHEMAS, conform
 from headtrace.findings.trajectory import final_circuit, with_rev_index
 
-__all__ = ["PR_RISE_RULES", "pr_rise_index", "f5_pr_lead", "pr_integral"]
+__all__ = ["PR_RISE_RULES", "pr_rise_index", "pr_rise_detail", "f5_pr_lead", "pr_integral"]
 
 
 PR_RISE_RULES = ("running_min_ratio", "first_ratio", "max_log_step")
+
+
+def pr_rise_detail(pr: list[float | None], rule: str = "running_min_ratio",
+                   factor: float = 2.0) -> tuple[int | None, float | None, float | None]:
+    """``(index, rise_ratio, max_prior_ratio)`` of :func:`pr_rise_index`'s decision.
+
+    ``rise_ratio``: the rule's ratio at the rise revision (PR_t over the running minimum, or over
+    PR_0); ``max_prior_ratio``: the largest such ratio at the revisions before it (all of them when
+    there is no rise), each of which fell short of ``factor``. Together they say how close the
+    decision was: Pythia L4H4 rises at 27.35 (20.7x its running minimum 1.32) because 2.58 at the
+    revision before is 1.96x its running minimum, 2% short of 2x. Both are null for ``max_log_step`` (no factor)."""
+    if rule not in PR_RISE_RULES:
+        raise ValueError(f"unknown PR rise rule {rule!r}; one of {PR_RISE_RULES}")
+    vals = [(i, v) for i, v in enumerate(pr) if v is not None and not math.isnan(v) and v > 0]
+    if len(vals) < 2:
+        return None, None, None
+    if rule == "max_log_step":
+        steps = [(math.log(b) - math.log(a), j) for (_, a), (j, b) in zip(vals[:-1], vals[1:])]
+        best, j = max(steps)
+        return (j if best > 0 else None), None, None
+    ref = vals[0][1]
+    prior = None
+    for i, v in vals[1:]:
+        ratio = v / ref
+        if v >= factor * ref:
+            return i, ratio, prior
+        prior = ratio if prior is None else max(prior, ratio)
+        if rule == "running_min_ratio":
+            ref = min(ref, v)
+    return None, None, prior
 
 
 def pr_rise_index(pr: list[float | None], rule: str = "running_min_ratio", factor: float = 2.0) -> int | None:
@@ -33,25 +63,9 @@ def pr_rise_index(pr: list[float | None], rule: str = "running_min_ratio", facto
     * ``max_log_step``: the revision ending the largest single-step increase of ln PR (largest
       multiplicative jump); None if PR never increases.
     A head already elevated at the first revision has no detectable rise (None).
+    How close the decision was: :func:`pr_rise_detail`.
     """
-    if rule not in PR_RISE_RULES:
-        raise ValueError(f"unknown PR rise rule {rule!r}; one of {PR_RISE_RULES}")
-    vals = [(i, v) for i, v in enumerate(pr) if v is not None and not math.isnan(v) and v > 0]
-    if len(vals) < 2:
-        return None
-    if rule == "first_ratio":
-        base = vals[0][1]
-        return next((i for i, v in vals[1:] if v >= factor * base), None)
-    if rule == "running_min_ratio":
-        lo = vals[0][1]
-        for i, v in vals[1:]:
-            if v >= factor * lo:
-                return i
-            lo = min(lo, v)
-        return None
-    steps = [(math.log(b) - math.log(a), j) for (_, a), (j, b) in zip(vals[:-1], vals[1:])]
-    best, j = max(steps)
-    return j if best > 0 else None
+    return pr_rise_detail(pr, rule, factor)[0]
 
 
 def f5_pr_lead(traj: pl.DataFrame, induction_threshold: float = 50.0, rule: str = "running_min_ratio",
@@ -60,25 +74,48 @@ def f5_pr_lead(traj: pl.DataFrame, induction_threshold: float = 50.0, rule: str 
     first revision with sel_induction >= induction_threshold; lead_ratio = selectivity-cross tokens /
     PR-rise tokens (> 1: PR leads). lead_ratio is null when either revision is missing or either
     tokens value is null or 0 (no ratio on a zero-token revision); ``lead_revisions`` (difference
-    of revision indices) is still given when both revisions exist."""
+    of revision indices) is still given when both revisions exist.
+
+    Censored timing, as in F3: each event lies in (revision before, revision], so the rise and the
+    crossing carry their bracket's lower revision (``*_lo_revision`` / ``*_lo_tokens``; null at the
+    first revision: left-censored) and the lead its interval ``lead_lo`` = cross_lo / rise_hi,
+    ``lead_hi`` = cross_hi / rise_lo (null where a side is censored or 0 tokens). ``rise_ratio`` /
+    ``max_prior_ratio`` / ``rise_margin`` say how close the rule's decision was
+    (:func:`pr_rise_detail`; margin = min(rise_ratio / factor, factor / max_prior_ratio), 1 = on the
+    edge; Pythia L4H4: 1.02)."""
     fin = final_circuit(traj, induction_threshold)
     o = with_rev_index(traj).join(fin, on=["model", "layer", "head"], how="inner").sort(
         "model", "layer", "head", "rev_index")
     rows = []
+
+    def pos(x):
+        return x is not None and x > 0
     for (model, layer, head), g in o.group_by("model", "layer", "head", maintain_order=True):
         revs, toks = g["revision"].to_list(), g["tokens"].to_list()
-        ri = pr_rise_index(g["pr"].to_list(), rule, factor)
+        ri, rise_ratio, prior = pr_rise_detail(g["pr"].to_list(), rule, factor)
         sel = g["sel_induction"].to_list()
         ci = next((i for i, s in enumerate(sel) if s is not None and s >= induction_threshold), None)
         rt = toks[ri] if ri is not None else None
         ct = toks[ci] if ci is not None else None
         lead = ct / rt if (rt and ct) else None
+        rlo = toks[ri - 1] if ri is not None and ri > 0 else None
+        clo = toks[ci - 1] if ci is not None and ci > 0 else None
+        margins = [m for m in ((rise_ratio / factor) if rise_ratio is not None else None,
+                               (factor / prior) if pos(prior) else None) if m is not None]
         rows.append(dict(model=model, layer=layer, head=head,
                          pr_rise_revision=revs[ri] if ri is not None else None, pr_rise_tokens=rt,
                          selectivity_cross_revision=revs[ci] if ci is not None else None,
                          selectivity_cross_tokens=ct, lead_ratio=lead,
                          lead_revisions=(ci - ri) if (ri is not None and ci is not None) else None,
-                         rule=rule))
+                         rule=rule,
+                         pr_rise_lo_revision=revs[ri - 1] if ri is not None and ri > 0 else None,
+                         pr_rise_lo_tokens=rlo,
+                         selectivity_cross_lo_revision=revs[ci - 1] if ci is not None and ci > 0 else None,
+                         selectivity_cross_lo_tokens=clo,
+                         lead_lo=(clo / rt) if (pos(clo) and pos(rt)) else None,
+                         lead_hi=(ct / rlo) if (ct is not None and pos(rlo)) else None,
+                         rise_ratio=rise_ratio, max_prior_ratio=prior,
+                         rise_margin=min(margins) if ri is not None and margins else None))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f5_pr_lead"]), "f5_pr_lead")
 
 

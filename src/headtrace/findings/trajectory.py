@@ -57,6 +57,7 @@ def assemble(screens: list[pl.DataFrame], prs: list[pl.DataFrame]) -> pl.DataFra
     model, tokens (nulls last), layer, head."""
     screen = pl.concat([conform(s, "screen") for s in screens], how="diagonal_relaxed")
     keep = [c for c in SCHEMAS["trajectory"] if c != "pr"]
+    keep += ["screen_baseline"] if "screen_baseline" in screen.columns else []  # which baseline (cell.screen)
     screen = screen.select(keep)
     if prs:
         pr = pl.concat([conform(p, "pr").select(list(SCHEMAS["pr"])) for p in prs])
@@ -66,7 +67,8 @@ def assemble(screens: list[pl.DataFrame], prs: list[pl.DataFrame]) -> pl.DataFra
     else:
         out = screen.with_columns(pr=pl.lit(None, dtype=pl.Float64))
     out = _ordered(out).sort(["model", "rev_index", "layer", "head"]).drop("rev_index")
-    return conform(out, "trajectory").select(list(SCHEMAS["trajectory"]))
+    extra = ["screen_baseline"] if "screen_baseline" in out.columns else []
+    return conform(out, "trajectory").select(list(SCHEMAS["trajectory"]) + extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,40 +197,113 @@ def milestone_specs(induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
 def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
                   induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
                   first_token_fractions: tuple[float, ...] = FIRST_TOKEN_FRACTIONS) -> pl.DataFrame:
-    """Per model x milestone: the first revision reaching it (null revision/tokens if never).
+    """Per model x milestone: the first revision reaching it (null revision/tokens if never), and its
+    checkpoint bracket.
 
     Milestones ``induction_{k}_heads`` (circuit size >= k at ``induction_threshold``) and
-    ``first_token_{p}pct`` (BOS fraction >= p)."""
+    ``first_token_{p}pct`` (BOS fraction >= p).
+
+    Censored timing: the checkpoints only say the milestone was crossed somewhere in
+    (``lo_tokens``, ``tokens``], ``lo_*`` being the last revision before the first one reaching it.
+    ``left_censored``: already met at the model's first revision (``lo_*`` null: the crossing may lie
+    anywhere before it). ``right_censored``: never reached (``revision``/``tokens`` null; ``lo_*`` =
+    the last revision, the crossing, if any, lies after it)."""
     sizes = _ordered(circuit_size(traj, class_threshold, induction_threshold))
     bos = _ordered(f2_bos_fraction(traj, class_threshold))
     specs = [(name, sizes if col == "n_induction_circuit" else bos, pl.col(col) >= thr)
              for name, col, thr in milestone_specs(induction_counts, first_token_fractions)]
+    order = revision_order(traj)
     models = traj["model"].unique(maintain_order=True).to_list()
     rows = []
     for model in models:
+        revs = order.filter(pl.col("model") == model).sort("rev_index")
+        rnames, rtoks = revs["revision"].to_list(), revs["tokens"].to_list()
         for name, table, cond in specs:
             hit = table.filter((pl.col("model") == model) & cond).sort("rev_index").head(1)
+            i = int(hit["rev_index"][0]) if hit.height else None
+            lo = (i - 1) if i is not None else (len(rnames) - 1)
             rows.append(dict(model=model, milestone=name,
                              revision=hit["revision"][0] if hit.height else None,
-                             tokens=hit["tokens"][0] if hit.height else None))
+                             tokens=hit["tokens"][0] if hit.height else None,
+                             lo_revision=rnames[lo] if lo >= 0 else None,
+                             lo_tokens=rtoks[lo] if lo >= 0 else None,
+                             left_censored=i == 0, right_censored=i is None))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f3_milestones"]), "f3_milestones")
+
+
+def _gap_bounds(later_lo, later_hi, earlier_lo, earlier_hi, later_left, later_right, earlier_left,
+                earlier_right) -> tuple[float | None, float | None, str]:
+    """The interval of tokens(later) / tokens(earlier) given both crossings' brackets, each crossing
+    lying in (lo, hi]: (lo_L / hi_E, hi_L / lo_E). A bound is null where its side is censored or a
+    token count is unknown or 0 (no ratio against 0 tokens). Returns (gap_lo, gap_hi, kind); kind
+    is "interval", "lower bound", "upper bound" or "unknown"."""
+    def pos(x):
+        return x is not None and x > 0
+    glo = ghi = None
+    if earlier_right is True or earlier_hi is None:
+        return None, None, "unknown"
+    if not later_left and pos(later_lo) and pos(earlier_hi):
+        glo = later_lo / earlier_hi
+    if not later_right and not earlier_left and later_hi is not None and pos(earlier_lo):
+        ghi = later_hi / earlier_lo
+    kind = ("interval" if glo is not None and ghi is not None else "lower bound" if glo is not None
+            else "upper bound" if ghi is not None else "unknown")
+    return glo, ghi, kind
 
 
 def f3_gaps(milestones: pl.DataFrame, later: str = "first_token_50pct",
             earlier: str = "induction_3_heads") -> pl.DataFrame:
-    """Per model: tokens(later) / tokens(earlier). Null when either milestone is never reached, its
-    tokens are unknown, or tokens(earlier) is 0."""
-    a = milestones.filter(pl.col("milestone") == later).select("model", later_revision="revision",
-                                                                 later_tokens="tokens")
-    b = milestones.filter(pl.col("milestone") == earlier).select("model", earlier_revision="revision",
-                                                                   earlier_tokens="tokens")
+    """Per model: tokens(later) / tokens(earlier) (``gap_ratio``, the point read off the first
+    revisions reaching each; null when either milestone is never reached, its tokens are unknown,
+    or tokens(earlier) is 0), and what the checkpoints actually bound it to.
+
+    ``gap_lo`` / ``gap_hi``: the gap's interval from both milestones' brackets (``f3_milestones``:
+    each crossing lies in (lo_tokens, tokens]), i.e. (later_lo / earlier_hi, later_hi / earlier_lo).
+    A left-censored earlier milestone (met at the first revision) has no lower token bound, so the
+    gap has no upper bound: ``gap_bound`` = "lower bound" (OLMoE's published gap: >= 10.45x, not
+    20.95x); a right-censored later milestone (never reached) gives a lower bound too; ``gap_bound``
+    = "interval" when both ends are known; ``censored``: bounded on one side only. Tables without
+    bracket columns give null bounds."""
+    cols = ["lo_revision", "lo_tokens", "left_censored", "right_censored"]
+    ms = milestones
+    for c, t in (("lo_revision", pl.String), ("lo_tokens", pl.Int64), ("left_censored", pl.Boolean),
+                 ("right_censored", pl.Boolean)):
+        if c not in ms.columns:
+            ms = ms.with_columns(pl.lit(None, dtype=t).alias(c))
+    a = ms.filter(pl.col("milestone") == later).select(
+        "model", later_revision="revision", later_tokens="tokens",
+        **{f"later_{c}": c for c in cols})
+    b = ms.filter(pl.col("milestone") == earlier).select(
+        "model", earlier_revision="revision", earlier_tokens="tokens",
+        **{f"earlier_{c}": c for c in cols})
     out = a.join(b, on="model", how="full", coalesce=True).with_columns(
         later=pl.lit(later), earlier=pl.lit(earlier),
         gap_ratio=pl.when(pl.col("earlier_tokens") > 0)
         .then(pl.col("later_tokens") / pl.col("earlier_tokens")).otherwise(None),
         same_revision=pl.col("later_revision") == pl.col("earlier_revision"),
     ).sort("model")
+    bounds = [_gap_bounds(r["later_lo_tokens"], r["later_tokens"], r["earlier_lo_tokens"], r["earlier_tokens"],
+                          r["later_left_censored"], r["later_right_censored"], r["earlier_left_censored"],
+                          r["earlier_right_censored"]) for r in out.iter_rows(named=True)]
+    out = out.with_columns(gap_lo=pl.Series([x[0] for x in bounds], dtype=pl.Float64),
+                           gap_hi=pl.Series([x[1] for x in bounds], dtype=pl.Float64),
+                           gap_bound=pl.Series([x[2] for x in bounds], dtype=pl.String))
+    out = out.with_columns(censored=pl.col("gap_bound").is_in(["lower bound", "upper bound"]))
     return conform(out, "f3_gaps")
+
+
+def gap_label(gap_lo: float | None, gap_hi: float | None, digits: int = 1) -> str:
+    """The gap as the checkpoints bound it: "5.1–26.4×" (interval), "≥ 10.4×" (lower bound),
+    "≤ 3.0×" (upper bound) or "unknown". The bounds are open (each crossing lies strictly after its
+    bracket's lower revision), so rounding to ``digits`` is for reading, not a claim at the ends."""
+    f = (lambda x: f"{x:.{digits}f}")
+    if gap_lo is not None and gap_hi is not None:
+        return f"{f(gap_lo)}–{f(gap_hi)}×"
+    if gap_lo is not None:
+        return f"≥ {f(gap_lo)}×"
+    if gap_hi is not None:
+        return f"≤ {f(gap_hi)}×"
+    return "unknown"
 
 
 def f3_gap_table(milestones: pl.DataFrame, pairs=GAPS) -> pl.DataFrame:
@@ -309,7 +384,7 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
-    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "f3_gap_table", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "f3_gap_table", "gap_label", "final_circuit", "f4_recall", "f4_recall_milestones",
     "specialized_fraction",
     "with_rev_index",
 ]

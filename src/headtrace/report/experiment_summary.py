@@ -69,10 +69,14 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
             parts.append(f"`{m}`: " + ("never" if on is None else
                          f"from {on} ({fmt_tokens(g['onset_tokens'][0])} tokens)"
                          + ("" if sus == on else f", for good from {sus or 'never'}")))
+        nulls = composition["copy_null_top1"].drop_nulls() if "copy_null_top1" in composition.columns else None
+        null_txt = ("" if nulls is None or not nulls.len() else
+                    f" and its 95% Wilson interval above the copying null ({100 * float(nulls[0]):.2f}%: the top-1 of "
+                    "copying a uniform context token, no A → B use)")
         out.append(
             "**Composition.** Revisions at which ablating the previous-token circuit (best class previous-token "
-            "≥ 100×) destroys induction (causal against its matched-random control, baseline top-1 ≥ "
-            "min_baseline_ratio × chance): "
+            "≥ 100×) destroys induction (causal against its matched-random control; induction present: baseline "
+            "top-1 ≥ min_baseline_ratio × chance" + null_txt + "): "
             + "; ".join(parts) + ". (`results/experiments/composition.parquet`)")
         out.append("")
     # noise floor

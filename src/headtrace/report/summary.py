@@ -108,12 +108,14 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
     on, sp = F["f2_layer_onset"], F["f2_layer_spread"]
     text = ["## Finding 2b: how the first-token sink spreads through the layers\n\n"
             f"Per layer: the first revision with ≥ 1 first-token head (`sel_first_token ≥ {class_threshold:g}×`) and "
-            "the first with ≥ 50% of the layer's heads (`f2_layer_onset`). Spread rule (`headtrace.findings.layer_onset`, "
-            "fixed before it was run on data): layers above the floor are ranked by onset (never reached = later "
-            "than every reached layer, tied); Spearman ρ of onset with distance from the middle layer "
-            "(ρ_middle > 0: middle-out) and with depth (ρ_depth > 0: bottom-up, < 0: top-down); the best of the "
-            f"three orders is the label when its max-T permutation p ≤ α = {alpha:g} ({n_permutations} seeded "
-            "permutations), else *no clear order*.\n"]
+            "the first with ≥ 50% of the layer's heads (`f2_layer_onset`). Spread rule (`headtrace.findings.layer_onset`): "
+            "layers above the floor are ranked by onset (never reached = later than every reached layer, tied); "
+            "Spearman ρ of onset with distance from the network's middle layer (ρ_middle > 0: middle-out) and with "
+            "depth (ρ_depth > 0: bottom-up, < 0: top-down). *p*: max-T permutation test of the best of the three "
+            f"orders ({n_permutations} seeded permutations), which rejects only that onsets are exchangeable across "
+            "layers; *p (Holm)*: corrected over every spread test in this run. An order is named only when p (Holm) "
+            f"≤ α = {alpha:g} **and** it beats each alternative order, paired on the same permutations (*pairwise*); "
+            "when only the first holds: *onsets are not exchangeable across layers*; else *no clear order*.\n"]
     for m in on["model"].unique(maintain_order=True).to_list():
         g = on.filter(pl.col("model") == m).sort("layer")
         rows = [[f"L{r['layer']}", "never" if r["first_revision"] is None else
@@ -127,10 +129,14 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
         rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
                      fmt_tokens(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
                      r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
-                     "—" if r["p_value"] is None else f"{r['p_value']:.3f}", f"**{r['label']}**"])
+                     "—" if r["p_value"] is None else f"{r['p_value']:.3f}",
+                     "—" if r.get("p_holm") is None else f"{r['p_holm']:.3f}",
+                     "—" if not r.get("best_order") else f"{r['best_order']}: {r.get('pairwise') or '—'}",
+                     f"**{r['label']}**"])
         if r["onset"] == "first":
             never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""
-            p = "" if r["p_value"] is None else f" (p = {r['p_value']:.3f})"
+            p = "" if r["p_value"] is None or "p = " in r["label"] else (
+                f" (p = {r['p_value']:.3f}" + ("" if r.get("p_holm") is None else f", Holm {r['p_holm']:.3f}") + ")")
             lines.append(f"- **{r['model']}**: {r['label']}{p}. First sink in {r['leading_layers'] or 'no layer'}"
                          f" at {fmt_tokens(r['lead_tokens'])}"
                          + ("" if r["lead_ratio"] is None else
@@ -138,9 +144,10 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
                          + f"; last: {r['last_layers'] or '—'}{never}.")
     text.append("Spread summary (`f2_layer_spread`; *next* = the earliest onset of the other layers):\n\n"
                 + _md(["model", "onset", "middle", "leading layers", "at", "next / leading", "last",
-                       "ρ_middle", "ρ_depth", "p", "label"], rows) + "\n")
+                       "ρ_middle", "ρ_depth", "p", "p (Holm)", "best order: pairwise", "label"], rows) + "\n")
     text.append("What each model shows (onset = ≥ 1 first-token head):\n\n" + "\n".join(lines) + "\n")
-    text.append("A label says the order is unlikely under exchangeable layers (α as configured); with ~10 "
+    text.append("A named order says that order fits better than each other order by more than exchangeable "
+                "layers would produce; *not exchangeable* says only that the onsets depend on the layer. With ~10 "
                 "checkpoints many layers share an onset revision, so ties are common and a p near α is a "
                 "borderline call, not a strong one.\n")
     return "\n".join(text)
@@ -155,26 +162,52 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
         row = [n]
         for m in models:
             r = ms.filter((pl.col("model") == m) & (pl.col("milestone") == n))
-            row.append("—" if not r.height or r["revision"][0] is None
-                       else f"{fmt_tokens(r['tokens'][0])} ({r['revision'][0]})")
+            row.append(_bracket(r.row(0, named=True)) if r.height else "—")
         rows.append(row)
     text = [f"## Finding 3: induction circuit vs first-token attractor\n\n"
-            f"First revision reaching each milestone (`induction_k_heads`: ≥ k heads with "
-            f"`sel_induction ≥ {induction_threshold:g}×`; `first_token_p pct`: Finding 2's fraction ≥ p).\n",
+            f"When each milestone is crossed (`induction_k_heads`: ≥ k heads with "
+            f"`sel_induction ≥ {induction_threshold:g}×`; `first_token_p pct`: Finding 2's fraction ≥ p), as the "
+            "checkpoints bound it: after the last revision below it and at or before the first revision reaching it, "
+            "\"(lo, hi]\". *≤ hi (left-censored)*: already met at the first revision; *> lo (never reached)*: not met "
+            "by the last revision.\n",
             _md(["milestone"] + models, rows) + "\n"]
     gaps = [F["f3_gaps"]]
     rows = []
     for g in gaps:
         for r in g.iter_rows(named=True):
-            ratio = "—" if r["gap_ratio"] is None else f"{r['gap_ratio']:.1f}×"
+            bound = T.gap_label(r.get("gap_lo"), r.get("gap_hi"))
+            if r.get("gap_bound") == "unknown" or r.get("gap_bound") is None:
+                bound = "—" if r["gap_ratio"] is None else "unbounded"
+            note = []
             if r["same_revision"]:
-                ratio += " (same checkpoint: below resolution)"
+                note.append("same checkpoint: order below resolution")
+            if r.get("earlier_left_censored"):
+                note.append(f"{r['earlier']} met at the first revision: lower bound only")
+            if r.get("later_right_censored"):
+                note.append(f"{r['later']} never reached: lower bound only")
             rows.append([r["model"], f"{r['later']} / {r['earlier']}", fmt_tokens(r["later_tokens"]),
-                         fmt_tokens(r["earlier_tokens"]), ratio])
-    text.append("Token gaps:\n\n" + _md(["model", "milestones", "later", "earlier", "gap"], rows) + "\n")
+                         fmt_tokens(r["earlier_tokens"]), f"**{bound}**", "; ".join(note) or "—"])
+    text.append("Token gaps: what the checkpoints allow, (later's lo / earlier's hi, later's hi / earlier's lo); "
+                "a milestone met at the first revision, or never, leaves one side open (≥: a lower bound). The ratio "
+                "of the first revisions reaching each (`gap_ratio` in `f3_gaps`) is one value inside the range, not "
+                "an estimate of where in it the gap lies.\n\n"
+                + _md(["model", "milestones", "later (hi)", "earlier (hi)", "gap", "note"], rows,
+                      right={2, 3, 4}) + "\n")
     if F.get("f3_onset_bootstrap") is not None:
         text.append(_f3_bootstrap(ms, F["f3_onset_bootstrap"]))
     return "\n".join(text)
+
+
+def _bracket(r: dict) -> str:
+    """One milestone's checkpoint bracket (``f3_milestones``): "(lo, hi]", "≤ hi" or "> lo"."""
+    if r["revision"] is None:
+        return "never" if r.get("lo_revision") is None else f"never (> {fmt_tokens(r['lo_tokens'])})"
+    hi = f"{fmt_tokens(r['tokens'])} ({r['revision']})"
+    if r.get("left_censored"):
+        return f"≤ {hi} (left-censored)"
+    if r.get("lo_revision") is None:
+        return hi
+    return f"({fmt_tokens(r['lo_tokens'])}, {hi}]"
 
 
 def _f3_bootstrap(ms: pl.DataFrame, boot: pl.DataFrame) -> str:
@@ -240,16 +273,35 @@ def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_t
 
 def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: str, factor: float) -> str:
     lead = F["f5_pr_lead"]
+
+    def event(rev, tok, lo_tok):
+        if rev is None:
+            return "—"
+        return (f"≤ {fmt_tokens(tok)} ({rev})" if lo_tok is None
+                else f"({fmt_tokens(lo_tok)}, {fmt_tokens(tok)}] ({rev})")
+
+    def decision(r):
+        if r.get("rise_ratio") is None:
+            return "—" if r.get("max_prior_ratio") is None else f"best {r['max_prior_ratio']:.2f}× < {factor:g}×"
+        prior = "" if r.get("max_prior_ratio") is None else f", before: {r['max_prior_ratio']:.2f}×"
+        return f"{r['rise_ratio']:.2f}×{prior} (margin {r['rise_margin']:.2f})"
     rows = [[r["model"], tables.head_name(r["layer"], r["head"]),
-             "—" if r["pr_rise_revision"] is None else f"{r['pr_rise_revision']} ({fmt_tokens(r['pr_rise_tokens'])})",
-             "—" if r["selectivity_cross_revision"] is None
-             else f"{r['selectivity_cross_revision']} ({fmt_tokens(r['selectivity_cross_tokens'])})",
-             "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
-             "—" if r["lead_revisions"] is None else str(r["lead_revisions"])] for r in lead.iter_rows(named=True)]
+             event(r["pr_rise_revision"], r["pr_rise_tokens"], r.get("pr_rise_lo_tokens")),
+             event(r["selectivity_cross_revision"], r["selectivity_cross_tokens"], r.get("selectivity_cross_lo_tokens")),
+             T.gap_label(r.get("lead_lo"), r.get("lead_hi")) if r["pr_rise_revision"] and r["selectivity_cross_revision"]
+             else "—",
+             "—" if r["lead_revisions"] is None else str(r["lead_revisions"]), decision(r)]
+            for r in lead.iter_rows(named=True)]
     text = ["## Finding 5: PR rise vs induction-selectivity crossing\n\n"
             f"PR rise rule `{rule}` (factor {factor:g}; see `spectral_lead.pr_rise_index`); crossing = first "
-            f"revision with `sel_induction ≥ {induction_threshold:g}×`; lead = crossing tokens / rise tokens.\n",
-            _md(["model", "head", "PR rises", "selectivity crosses", "lead (tokens)", "lead (revisions)"], rows) + "\n"]
+            f"revision with `sel_induction ≥ {induction_threshold:g}×`; each event lies in its bracket "
+            "(lo, hi] of checkpoints (≤ hi: met at the first revision). *lead* = crossing tokens / rise tokens as "
+            "the brackets bound it (a lead below 1 in its range means the order is not resolved; the ratio of the two "
+            "revisions, `lead_ratio` in `f5_pr_lead`, is one value inside it). *Rule ratio*: PR at the rise over the rule's reference, the largest such ratio "
+            f"before it (each short of {factor:g}×), and the margin (min of rise / {factor:g} and {factor:g} / "
+            "before; near 1 = the rise revision hinges on a few percent of PR).\n",
+            _md(["model", "head", "PR rises", "selectivity crosses", "lead", "lead (revisions)",
+                 "rule ratio"], rows) + "\n"]
     # worked example per model: the final induction head with the highest final selectivity
     o = T.with_rev_index(traj)
     for m in _models(traj):
@@ -314,6 +366,20 @@ def _provenance_section(traj: pl.DataFrame) -> list[str]:
             + "\n\nThe findings below treat them as separate checkpoints; see each cell's provenance.parquet.\n"]
 
 
+def _baseline_line(traj: pl.DataFrame) -> str:
+    """Which selectivity baseline the screens used (``cell.screen``; the trajectory's
+    ``screen_baseline``), per model where they differ."""
+    col = traj["screen_baseline"] if "screen_baseline" in traj.columns else None
+    per = {}
+    for m in _models(traj):
+        vals = [] if col is None else sorted(set(traj.filter(pl.col("model") == m)["screen_baseline"].drop_nulls()))
+        per[m] = ", ".join(vals) if vals else "not recorded (imported selectivities: the author's sampled baseline)"
+    kinds = set(per.values())
+    what = (next(iter(kinds)) if len(kinds) == 1 else "; ".join(f"{m}: {v}" for m, v in per.items()))
+    return (f"Selectivity baseline: **{what}** (`screen.baseline`; sampled contains each sequence's ab/ab+1 in a share "
+            "of the sequences and caps induction selectivity, ~235× at T = 256; clean does not: docs/statistics.md).\n")
+
+
 def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshold: float = 30.0,
            induction_threshold: float = 50.0, found_threshold: float | None = None, sharp_share: float = 0.5,
            pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
@@ -327,7 +393,7 @@ def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshol
     head = ["# When do attention circuits form? — findings\n",
             f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
             f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.findings.trajectory`; "
-            "the tables behind this page are the Parquet files next to it.\n"]
+            "the tables behind this page are the Parquet files next to it.\n", _baseline_line(traj)]
     head += _provenance_section(traj)
     return "\n".join(head + [
         _f1_section(F, traj, class_threshold),

@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 CORES ?= all
 CONFIG ?= config/config.yaml
 
-.PHONY: demo unlock test test-slurm lint dag report install-profile clean-results venv
+.PHONY: demo unlock test test-slurm lint dag report install-profile clean-results venv browser report-shot
 
 venv: $(STAMP)
 
@@ -31,8 +31,20 @@ demo: $(STAMP)
 	$(BIN)/headtrace summary results && \
 	echo "make demo: $$(( $$(date +%s) - start )) s; report: results/report.html"
 
-test: $(STAMP)
+# The browser test (tests/test_report_browser.py) renders results/findings/summary.html in headless
+# Chromium: `browser` installs Debian's chromium where apt-get exists (as root, as CI runs), else the
+# test skips and says why (or set HEADTRACE_CHROMIUM to a Chromium binary).
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || [ -n "$${HEADTRACE_CHROMIUM:-}" ] || { command -v apt-get >/dev/null 2>&1 \
+	  && { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+	  || echo "no chromium and no apt-get: install Chromium or set HEADTRACE_CHROMIUM; the browser test will skip"; }
+
+# The first screen of the summary page after a run -> docs/img/report-first-screen.png
+report-shot: $(STAMP)
+	$(BIN)/python -m headtrace.report.browser results/findings/summary.html --screenshot docs/img/report-first-screen.png
 
 test-slurm: $(STAMP)
 	bash slurm/ci.sh

@@ -8,6 +8,7 @@ localrules:
     onset_bootstrap,
     figures,
     ablation_figure,
+    summary_html,
 
 
 rule trajectory:
@@ -41,11 +42,13 @@ rule findings:
         onsets=PATHS["onsets"],  # f3_onsets (refine.smk): the refinement section of summary.md
         positional=positional_tables,  # the screen check section of summary.md
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
+        verdicts=run_model_verdicts,  # the headline section at the top of summary.md
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
     params:
         **findings_params(),
+        families=model_families(),
     conda:
         CONDA_ENV
     resources:
@@ -113,6 +116,7 @@ rule ablation_figure:
     """Circuit ablation against the matched-random distribution, per revision."""
     input:
         ablations=run_model_ablations,
+        verdicts=run_model_verdicts,
     output:
         report(
             f"{PATHS['figures']}/ablation.png",
@@ -128,3 +132,34 @@ rule ablation_figure:
         "logs/figures/ablation.log",
     script:
         f"{SCRIPTS}/ablation_figure.py"
+
+
+rule summary_html:
+    """results/findings/summary.html: the headline (sentences + one row per model), the figures
+    and a section per model, from the findings and verdict tables; and the headline alone, the
+    report's first result category ("Answers")."""
+    input:
+        findings=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
+        onsets=PATHS["onsets"],
+        verdicts=run_model_verdicts,
+        figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
+    output:
+        page=PATHS["summary_html"],
+        headline=report(
+            f"{PATHS['findings']}/headline.html",
+            caption="../report/headline.rst",
+            category="Answers",
+        ),
+        brief=f"{PATHS['findings']}/headline_brief.html",  # the report's front page embeds it (workflow.rst)
+    params:
+        captions=str(Path(workflow.basedir) / "workflow" / "report"),
+        families=model_families(),
+    conda:
+        CONDA_ENV
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/summary_html/summary_html.log",
+    script:
+        f"{SCRIPTS}/summary_html.py"

@@ -1,7 +1,10 @@
-# rule ablation_figure: circuit ablation vs the matched-random distribution per revision.
+# rule ablation_figure: circuit ablation vs the matched-random distribution per revision, each
+# revision labelled with its circuit's verdict.
 from headtrace.core import tables
 from headtrace.report import figures
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
-    figures.plot_ablation(tables.read_many(snakemake.input.ablations), snakemake.output[0])
+    verdicts = snakemake.input.get("verdicts", [])
+    figures.plot_ablation(tables.read_many(snakemake.input.ablations), snakemake.output[0],
+                          verdicts=tables.read_many(verdicts) if verdicts else None)

@@ -5,16 +5,22 @@ from headtrace.cell import positional
 from headtrace.core import tables
 from headtrace.findings import compute
 from headtrace.panel import refine
-from headtrace.report import summary
+from headtrace.report import headline, summary
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
+    params = dict(snakemake.params)
+    families = params.pop("families", None)  # the headline's family column only
     traj = tables.read_many(snakemake.input.trajectories)
-    findings = compute.all_findings(traj, **snakemake.params)  # computed once, here; written and rendered
+    findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
-    text = summary.render(traj, findings, **snakemake.params)
-    text += "\n" + refine.summary_section(tables.read(snakemake.input.onsets))
+    findings["f3_onsets"] = tables.read(snakemake.input.onsets)
+    verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
+    rows = headline.headline_rows(findings, verdicts, families=families)
+    text = summary.render(traj, findings, **params)
+    text = headline.insert(text, headline.markdown(rows, headline.sentences(rows)))  # the answers first
+    text += "\n" + refine.summary_section(findings["f3_onsets"])
     if snakemake.input.positional:
         flags = positional.circuit_flags(tables.read_many(snakemake.input.positional), traj)
         text += "\n" + positional.summary_section(flags)

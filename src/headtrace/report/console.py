@@ -99,12 +99,45 @@ def verdict_line(v: dict) -> str:
                 f"{_fmt(metric, v['class_random_effect_mean'])})")
     verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
     if verdict == "underpowered":
-        why = (f"the smallest p {n_sets} matched set(s) allow is {v.get('min_p'):.3f} > alpha" if n_sets
-               else "nothing to compare with")
-        out += f"; verdict: underpowered ({why}: the test cannot decide here)"
+        out += f"; verdict: underpowered ({underpowered_reason(v)}: the test cannot decide here)"
     else:
         out += f"; verdict: {verdict.replace('_', ' ')}"
     return out
+
+
+def underpowered_reason(v: dict) -> str:
+    """Why an ``underpowered`` verdict cannot decide: the smallest p its matched sets allow, or no
+    control at all."""
+    n_sets = v.get("n_distinct_draws") or 0
+    min_p = v.get("min_p")
+    if n_sets and min_p is not None and min_p == min_p:
+        return f"the smallest p {n_sets} matched set(s) allow is {min_p:.3f} > alpha"
+    return "no matched-random sets, nothing to compare with"
+
+
+def circuit_line(v: dict) -> str:
+    """One circuit's verdict in one line, for ``headtrace cell``: its heads, the effect with its
+    interval, p over how many matched sets, and the verdict with its reason."""
+    metric = v.get("metric") or "top1"
+    heads = v.get("heads")
+    heads = list(heads.to_list() if hasattr(heads, "to_list") else heads or [])
+    name = str(v.get("circuit") or "circuit").replace("_", " ")
+    if not heads:
+        return f"{name}: no heads (nothing to ablate)"
+    lo, hi = v.get("effect_lo"), v.get("effect_hi")
+    ci = f" [{_fmt(metric, lo)}, {_fmt(metric, hi)}]" if lo is not None and lo == lo else ""
+    n_sets, n_space = v.get("n_distinct_draws") or 0, v.get("n_matched_sets")
+    out = f"{name} ({' '.join(map(str, heads))}): {metric} effect {_fmt(metric, v.get('effect'))}{ci}"
+    if n_sets:
+        p = v.get("p_value")
+        out += f", p={p:.3f} over {n_sets}" + (f" of {n_space}" if n_space and n_space != n_sets else "") + \
+            " matched set(s)"
+    else:
+        out += ", no matched control"
+    verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
+    if verdict == "underpowered":
+        return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here)"
+    return out + f" -> {verdict.replace('_', ' ')}"
 
 
 def _verdicts(results: Path) -> dict:

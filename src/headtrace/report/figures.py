@@ -19,7 +19,18 @@ from headtrace.core.tables import head_name
 from headtrace.findings import trajectory as T
 from headtrace.report import onset_figures
 from headtrace.report.format import fmt_tokens
-from headtrace.report.plotting import COLORS, _x, log_token_axis, plt, save, x_at, zero_floor
+from headtrace.report.plotting import (
+    COLORS,
+    _x,
+    empty,
+    grid,
+    log_token_axis,
+    model_colors,
+    plt,
+    save,
+    x_at,
+    zero_floor,
+)
 
 
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:
@@ -35,13 +46,14 @@ def plot_bos_fraction(f2: pl.DataFrame, path, best_class: bool = True) -> None:
     """First-token (BOS) fraction vs tokens, one line per model (dashed: best-class variant)."""
     df = _ordered(f2)
     floor = zero_floor(df["tokens"].to_list())
+    colors = model_colors(df["model"].to_list())
     fig, ax = plt.subplots(figsize=(7, 4.2))
     any_zero = False
     for i, (m,) in enumerate(df["model"].unique(maintain_order=True).to_frame().iter_rows()):
         g = df.filter(pl.col("model") == m)
         x, zero = _x(g["tokens"].to_list(), floor)
         any_zero |= bool(zero.any())
-        c = COLORS[i % len(COLORS)]
+        c = colors[m]
         y = 100 * g["bos_fraction"].to_numpy()
         ax.plot(x, y, "o-", color=c, label=f"{m}")
         if zero.any():
@@ -58,35 +70,51 @@ def plot_bos_fraction(f2: pl.DataFrame, path, best_class: bool = True) -> None:
 
 
 def plot_bos_heatmap(f1: pl.DataFrame, path) -> None:
-    """Layer x revision heat map of first-token heads (fraction of the layer), a panel per model."""
+    """Layer x revision heat map of first-token heads (fraction of the layer), a panel per model in a
+    grid of at most MAX_COLS panels a row; a model with no first-token head at any revision gets one
+    line saying so instead of an all-zero map."""
     df = _ordered(f1)
     models = df["model"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 4.6), squeeze=False)
+    if not models:
+        empty(path, "no first-token table (f1_bos_floor) rows")
+        return
+    none = [m for m in models if not df.filter(pl.col("model") == m)["n_first_token"].fill_null(0).sum()]
+    drawn = [m for m in models if m not in none]
+    note = ("No first-token head at any revision (nothing to map): " + ", ".join(none)) if none else ""
+    if not drawn:
+        empty(path, note)
+        return
+    fig, axes = grid(len(drawn), panel=(3.9, 3.6), layout="constrained")
     im = None
-    for ax, m in zip(axes[0], models):
+    for ax, m in zip(axes, drawn):
         g = df.filter(pl.col("model") == m)
         revs = g.select("revision", "tokens", "rev_index").unique().sort("rev_index")
         layers = sorted(g["layer"].unique().to_list())
         mat = np.full((len(layers), revs.height), np.nan)
         cnt = np.zeros_like(mat, dtype=int)
         li = {l: i for i, l in enumerate(layers)}
+        col = {r: j for j, r in enumerate(revs["revision"].to_list())}
         for r in g.iter_rows(named=True):
-            mat[li[r["layer"]], r["rev_index"]] = r["n_first_token"] / max(r["n_heads"], 1)
-            cnt[li[r["layer"]], r["rev_index"]] = r["n_first_token"]
+            mat[li[r["layer"]], col[r["revision"]]] = r["n_first_token"] / max(r["n_heads"], 1)
+            cnt[li[r["layer"]], col[r["revision"]]] = r["n_first_token"]
         im = ax.imshow(mat, origin="lower", aspect="auto", cmap="magma", vmin=0, vmax=1)
-        for (i, j), v in np.ndenumerate(cnt):
-            if v:
-                ax.text(j, i, str(v), ha="center", va="center", fontsize=6,
-                        color="black" if mat[i, j] > 0.6 else "white")
+        if mat.size <= 200:  # counts only where they stay legible
+            for (i, j), v in np.ndenumerate(cnt):
+                if v:
+                    ax.text(j, i, str(v), ha="center", va="center", fontsize=6,
+                            color="black" if mat[i, j] > 0.6 else "white")
         ax.set_xticks(range(revs.height))
         ax.set_xticklabels([fmt_tokens(t) for t in revs["tokens"]], rotation=60, fontsize=7)
-        ax.set_yticks(range(len(layers)))
-        ax.set_yticklabels([f"L{l}" for l in layers], fontsize=7)
-        ax.set_title(m, fontsize=10)
-        ax.set_xlabel("checkpoint (tokens)")
-    axes[0][0].set_ylabel("layer")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="first-token heads / heads in layer")
-    fig.suptitle("First-token heads per layer over training (numbers: head counts)", fontsize=11)
+        step = max(1, len(layers) // 8)
+        ax.set_yticks(range(0, len(layers), step))
+        ax.set_yticklabels([f"L{l}" for l in layers[::step]], fontsize=7)
+        ax.set_title(m, fontsize=9)
+        ax.set_xlabel("checkpoint (tokens)", fontsize=8)
+        ax.set_ylabel("layer", fontsize=8)
+    fig.colorbar(im, ax=axes, shrink=0.8, label="first-token heads / heads in layer")
+    fig.suptitle("F1 — first-token heads per layer over training (numbers: head counts)", fontsize=11)
+    if note:
+        fig.supxlabel(note, fontsize=9, color="#444")
     save(fig, path)
 
 
@@ -94,10 +122,11 @@ def plot_circuit_recall(sizes: pl.DataFrame, recall: pl.DataFrame, path) -> None
     """Left: induction-circuit size vs tokens. Right: recall of the final circuit vs tokens."""
     s, r = _ordered(sizes), _ordered(recall)
     floor = zero_floor(s["tokens"].to_list() + r["tokens"].to_list())
+    colors = model_colors(s["model"].to_list() + r["model"].to_list())
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     any_zero = False
     for i, m in enumerate(s["model"].unique(maintain_order=True).to_list()):
-        c = COLORS[i % len(COLORS)]
+        c = colors[m]
         g = s.filter(pl.col("model") == m)
         x, z = _x(g["tokens"].to_list(), floor)
         any_zero |= bool(z.any())
@@ -137,7 +166,10 @@ def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float 
         save(fig, path)
         return
     o = _ordered(traj.join(fin, on=["model", "layer", "head"]))
-    fig, axes = plt.subplots(len(models), 2, figsize=(11, 3.2 * len(models)), squeeze=False)
+    # two panels per model (PR, selectivity), two models a row: at most MAX_COLS panels a row
+    flat = grid(2 * len(models), panel=(3.9, 3.0), layout="constrained")[1]
+    fig = flat[0].figure
+    axes = [flat[2 * i:2 * i + 2] for i in range(len(models))]
     for row, m in zip(axes, models):
         g = o.filter(pl.col("model") == m)
         floor = zero_floor(g["tokens"].to_list())
@@ -164,24 +196,35 @@ def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float 
                     row[0].plot([xr], [yr], "^", color=c, ms=9, mec="black")
         row[1].axhline(induction_threshold, color="grey", ls="--", lw=0.8)
         row[1].set_yscale("log")
-        row[0].set_ylabel(f"{m}\nPR")
-        row[1].set_ylabel("induction selectivity (×)")
+        row[0].set_title(f"{m}: PR (▲ = PR rise)", fontsize=9)
+        row[1].set_title(f"{m}: induction selectivity", fontsize=9)
+        row[0].set_ylabel("PR", fontsize=8)
+        row[1].set_ylabel("induction selectivity (×)", fontsize=8)
         for ax in row:
             log_token_axis(ax, floor, any_zero)
             ax.grid(alpha=0.3, which="both")
             ax.legend(fontsize=7)
-    axes[0][0].set_title("participation ratio (▲ = PR rise)", fontsize=10)
-    axes[0][1].set_title(f"induction selectivity (dashed: {induction_threshold:g}×)", fontsize=10)
+    fig.suptitle("F5 — final-circuit heads: participation ratio and induction selectivity over training "
+                 f"(dashed: the {induction_threshold:g}× circuit threshold)", fontsize=11)
     save(fig, path)
 
 
-def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
+VERDICT_COLORS = {"causal": "#2a7f2a", "not_causal": "#b22222", "underpowered": "#a07000"}
+
+
+def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1", verdicts: pl.DataFrame | None = None) -> None:
     """Per revision: baseline, circuit and final-circuit ablation vs the matched-random draws
-    (box + points). One panel per model; x = revision in training order."""
+    (box + points). One panel per model (two a row); x = revision in training order. With
+    ``verdicts`` (the cells' verdict tables) each revision is labelled with its circuit's verdict."""
     df = _ordered(ablation)
     models = df["model"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(len(models), 1, figsize=(max(6, 0.9 * df["revision"].n_unique() + 3),
-                                                       3.4 * len(models)), squeeze=False)
+    if not models:
+        empty(path, "no ablation ran")
+        return
+    width = min(9.0, max(5.0, 0.75 * max(df.filter(pl.col("model") == m)["revision"].n_unique() for m in models) + 2))
+    flat = grid(len(models), panel=(width, 3.6), ncols=2, layout="constrained")[1]
+    fig = flat[0].figure
+    axes = np.array(flat, dtype=object).reshape(-1, 1)
     marks = {"baseline": ("k", "", "baseline (unablated)"), "circuit": ("C3", "o", "circuit ablated"),
              "final_circuit": ("C2", "s", "final circuit ablated"),
              "previous_token_circuit": ("C4", "D", "previous-token circuit ablated")}
@@ -224,15 +267,26 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1") -> None:
                            fontsize=7)
         ax.set_xlim(-0.6, revs.height - 0.4)
         ax.set_ylim(bottom=0)
-        ax.set_ylabel(f"{m}\n{metric} (%)")
+        if verdicts is not None and verdicts.height:  # the circuit's verdict above each revision
+            vm = verdicts.filter((pl.col("model") == m) & (pl.col("circuit") == "circuit"))
+            ymax = ax.get_ylim()[1]
+            ax.set_ylim(top=ymax * 1.12)
+            for j, rev in enumerate(revs["revision"]):
+                v = vm.filter(pl.col("revision") == rev)
+                if v.height:
+                    word = "no circuit" if not v["n_heads"][0] else (v["verdict"][0] or "")
+                    ax.text(j, ymax * 1.05, word.replace("_", " ").replace("underpowered", "underpow."),
+                            ha="center", fontsize=6.5, color=VERDICT_COLORS.get(word, "#666"))
+        ax.set_title(m, fontsize=9)
+        ax.set_ylabel(f"{metric} (%)", fontsize=8)
         ax.grid(alpha=0.3, axis="y")
     handles = [plt.Line2D([], [], color=c, marker=mk or None, ls="" if mk else "--", ms=8, label=lab)
                for c, mk, lab in marks.values()]
     handles.append(plt.Line2D([], [], color="C0", marker=".", ls="", label="matched random (draws, box)"))
     handles.append(plt.Line2D([], [], color="C4", marker="x", ls="", label="previous-token matched random"))
-    axes[0, 0].legend(handles=handles, fontsize=7, loc="best")
-    axes[0, 0].set_title("Induction-task accuracy under ablation vs matched-random heads "
-                         "(bars/band: 95% bootstrap interval over probe sequences)", fontsize=10)
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=3)
+    fig.suptitle("Induction-task accuracy under ablation vs matched-random heads "
+                 "(bars/band: 95% bootstrap interval over probe sequences; label: the circuit's verdict)", fontsize=10)
     save(fig, path)
 
 

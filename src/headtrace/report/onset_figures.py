@@ -24,10 +24,11 @@ def plot_layer_onset(onset: pl.DataFrame, path, spread: pl.DataFrame | None = No
         return
     floor = zero_floor(toks) if any(v == 0 for v in toks) else 10.0 ** math.floor(math.log10(min(pos)))
     top = 10.0 ** (math.ceil(math.log10(max(pos))) + 1) if pos else 10 * floor  # the "never" row
+    colors = FG.model_colors(onset["model"].to_list())
     fig, ax = plt.subplots(figsize=(8, 4.4))
     for i, m in enumerate(onset["model"].unique(maintain_order=True).to_list()):
         g = onset.filter(pl.col("model") == m).sort("layer")
-        c = FG.COLORS[i % len(FG.COLORS)]
+        c = colors[m]
         label = m
         if spread is not None:
             s = spread.filter((pl.col("model") == m) & (pl.col("onset") == "first"))
@@ -73,9 +74,9 @@ def plot_milestones(milestones: pl.DataFrame, onset_bootstrap: pl.DataFrame | No
         FG.empty(path, "no milestones")
         return
     names = milestones["milestone"].unique(maintain_order=True).to_list()
-    fig, axes = plt.subplots(1, len(models), figsize=(4.4 * len(models), 0.45 * len(names) + 1.8),
-                             squeeze=False, sharey=True)
-    for ax, m in zip(axes[0], models):
+    fig, axes = FG.grid(len(models), panel=(3.9, 0.42 * len(names) + 1.7), layout="constrained")
+    ncols = min(FG.MAX_COLS, len(models))
+    for k, (ax, m) in enumerate(zip(axes, models)):
         rv = revisions.filter(pl.col("model") == m)["tokens"].drop_nulls().to_list()
         floor = zero_floor(rv)
         pos = [t for t in rv if t > 0]
@@ -106,9 +107,9 @@ def plot_milestones(milestones: pl.DataFrame, onset_bootstrap: pl.DataFrame | No
         ax.text(right, len(names) - 0.4, "never", ha="center", fontsize=7)
         ax.set_title(m + ("" if has_boot else "\n(no per-sequence masses: no bootstrap)"), fontsize=9)
         ax.grid(alpha=0.3, axis="x", which="major")
-    axes[0][0].set_yticks(range(len(names)))
-    axes[0][0].set_yticklabels(names, fontsize=8)
-    axes[0][0].set_ylim(-0.6, len(names) - 0.2)
-    axes[0][0].invert_yaxis()
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names if k % ncols == 0 else [], fontsize=8)  # milestone names: first column
+        ax.set_ylim(len(names) - 0.2, -0.6)  # first milestone on top
+        ax.xaxis.label.set_size(8)
     fig.suptitle("F3 milestones: first revision reaching each (dot) and its bootstrap spread (bar)", fontsize=10)
     FG.save(fig, path)

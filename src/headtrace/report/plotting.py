@@ -14,9 +14,41 @@ import numpy as np  # noqa: E402
 
 from headtrace.core import durable  # noqa: E402
 
-__all__ = ["plt", "COLORS", "zero_floor", "x_at", "log_token_axis", "token_x", "save", "empty"]
+__all__ = ["plt", "COLORS", "zero_floor", "x_at", "log_token_axis", "token_x", "save", "empty", "grid", "nothing",
+           "model_colors", "MAX_COLS", "MAX_WIDTH_PX", "DPI"]
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+DPI = 130
+MAX_COLS = 4  # panels per row of a grid: a figure a person reads without zooming
+MAX_WIDTH_PX = 2000  # no figure is written wider than this
+
+
+def model_colors(models) -> dict:
+    """One colour per model, the same in every figure: models in name order around the colour cycle."""
+    return {m: COLORS[i % len(COLORS)] for i, m in enumerate(sorted(set(models)))}
+
+
+def grid(n: int, panel: tuple[float, float] = (3.6, 3.0), ncols: int = MAX_COLS, **kw):
+    """A figure of ``n`` panels wrapping at ``ncols`` a row (panel size in inches); returns
+    ``(fig, axes)`` with ``axes`` the first ``n`` axes in reading order (the rest removed)."""
+    ncols = max(1, min(ncols, n))
+    nrows = max(1, math.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel[0] * ncols, panel[1] * nrows), squeeze=False, **kw)
+    flat = list(axes.ravel())
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]
+
+
+def nothing(ax, title: str, text: str) -> None:
+    """A panel with nothing to show: its title and one line saying why, no empty axes."""
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=8.5, color="#555", wrap=True,
+            transform=ax.transAxes)
 
 
 def zero_floor(tokens) -> float:
@@ -55,9 +87,13 @@ def token_x(tokens, floor: float | None = None) -> tuple[np.ndarray, float]:
 
 
 def save(fig, path) -> None:
-    """Write ``fig`` as a PNG (130 dpi, tight), creating the folder, and close it."""
+    """Write ``fig`` as a PNG (130 dpi, tight; a lower dpi where that would exceed MAX_WIDTH_PX),
+    creating the folder, and close it."""
+    fig.draw_without_rendering()  # run the layout engine first: the tight box is the one saved
+    width_in = fig.get_tightbbox(fig.canvas.get_renderer()).width + 0.2  # what bbox_inches="tight" keeps
+    dpi = min(DPI, (MAX_WIDTH_PX - 2) / max(width_in, 1e-9))
     with durable.atomic_path(path) as tmp:  # fsync'd temp file + rename, like every output
-        fig.savefig(tmp, format="png", dpi=130, bbox_inches="tight")
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
     plt.close(fig)
 
 

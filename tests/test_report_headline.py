@@ -1,0 +1,224 @@
+"""The headline (report.headline), the summary page (report.html) and the per-circuit console line,
+with known answers on hand-built tables."""
+from __future__ import annotations
+
+import math
+import re
+
+import polars as pl
+import pytest
+
+from headtrace.report import console, html
+from headtrace.report import headline as HL
+
+I3, F10, F50 = "induction_3_heads", "first_token_10pct", "first_token_50pct"
+
+
+def sizes():
+    rows = [("A", "r0", 0), ("A", "r1", 100), ("A", "r2", 1000), ("A", "r3", 10000),
+            ("B", "s0", 10), ("B", "s1", 20),
+            ("C", "c0", 1000), ("C", "c1", 2000), ("C", "c2", 4000)]
+    return pl.DataFrame({"model": [r[0] for r in rows], "revision": [r[1] for r in rows],
+                         "tokens": [r[2] for r in rows], "n_induction_circuit": [0, 3, 3, 2, 0, 1, 0, 4, 4],
+                         "n_heads": [16] * 9})
+
+
+def milestones():
+    rows = [("A", I3, "r1", 100.0), ("A", F10, "r2", 1000.0), ("A", F50, "r3", 10000.0),
+            ("B", I3, None, None), ("B", F10, None, None), ("B", F50, None, None),
+            ("C", I3, "c1", 2000.0), ("C", F10, "c1", 2000.0), ("C", F50, None, None)]
+    return pl.DataFrame({"model": [r[0] for r in rows], "milestone": [r[1] for r in rows],
+                         "revision": [r[2] for r in rows], "tokens": [r[3] for r in rows]},
+                        schema={"model": pl.String, "milestone": pl.String, "revision": pl.String,
+                                "tokens": pl.Float64})
+
+
+def gaps(extra: dict | None = None):
+    d = {"model": ["A", "B", "C", "A", "C"], "later": [F50, F50, F50, F10, F10], "earlier": [I3] * 5,
+         "later_revision": ["r3", None, None, "r2", "c1"], "later_tokens": [10000.0, None, None, 1000.0, 2000.0],
+         "earlier_revision": ["r1", None, "c1", "r1", "c1"], "earlier_tokens": [100.0, None, 2000.0, 100.0, 2000.0],
+         "gap_ratio": [100.0, None, None, 10.0, 1.0], "same_revision": [False, None, None, False, True]}
+    d.update(extra or {})
+    return pl.DataFrame(d)
+
+
+def onsets():
+    # A's circuit milestone refined: the pool added r1a (50 tokens) before r1
+    return pl.DataFrame({"model": ["A"], "milestone": [I3], "lo_revision": ["r1a"], "lo_tokens": [50.0],
+                         "hi_revision": ["r1"], "hi_tokens": [100.0], "rounds": [1], "n_added": [1]})
+
+
+def spread():
+    return pl.DataFrame({"model": ["A", "A", "B"], "onset": ["first", "half", "first"],
+                         "label": ["bottom-up", "top-down", "no sink"]})
+
+
+def verdicts():
+    base = {"metric": "top1", "baseline_top1": 0.6, "upper_bound": "upper_bound", "upper_bound_top1": 0.0,
+            "control_exact": False, "n_matched_sets": 21}
+    rows = [
+        {**base, "model": "A", "revision": "r2", "tokens": 1000, "circuit": "circuit", "n_heads": 2,
+         "heads": ["L1H0", "L1H1"], "ablated_top1": 0.5, "effect": 0.1, "effect_lo": 0.0, "effect_hi": 0.2,
+         "p_value": 0.4, "n_distinct_draws": 20, "random_top1_mean": 0.52, "random_effect_mean": 0.08,
+         "min_p": 0.048, "verdict": "not_causal", "causal": False},
+        {**base, "model": "A", "revision": "r3", "tokens": 10000, "circuit": "circuit", "n_heads": 1,
+         "heads": ["L9H9"], "ablated_top1": 0.5, "effect": 0.1, "effect_lo": 0.0, "effect_hi": 0.2,
+         "p_value": 0.4, "n_distinct_draws": 20, "random_top1_mean": 0.52, "random_effect_mean": 0.08,
+         "min_p": 0.048, "verdict": "not_causal", "causal": False},
+        {**base, "model": "A", "revision": "r3", "tokens": 10000, "circuit": "final_circuit", "n_heads": 2,
+         "heads": ["L1H0", "L1H2"], "ablated_top1": 0.2, "effect": 0.4, "effect_lo": 0.3, "effect_hi": 0.5,
+         "p_value": 0.01, "n_distinct_draws": 20, "random_top1_mean": 0.55, "random_effect_mean": 0.05,
+         "min_p": 0.048, "verdict": "causal", "causal": True},
+        {**base, "model": "B", "revision": "s1", "tokens": 20, "circuit": "circuit", "n_heads": 1,
+         "heads": ["L0H1"], "ablated_top1": 0.3, "effect": 0.3, "effect_lo": 0.2, "effect_hi": 0.4,
+         "p_value": 0.5, "n_distinct_draws": 1, "n_matched_sets": 1, "random_top1_mean": 0.5,
+         "random_effect_mean": 0.1, "min_p": 0.5, "verdict": "underpowered", "causal": False},
+    ]
+    return pl.DataFrame(rows)
+
+
+def findings(**over):
+    F = {"circuit_size": sizes(), "f3_milestones": milestones(), "f3_gaps": gaps(), "f3_onsets": onsets(),
+         "f2_layer_spread": spread()}
+    F.update(over)
+    return F
+
+
+def by_model(rows):
+    return {r["model"]: r for r in rows}
+
+
+def test_headline_known_answers():
+    rows = by_model(HL.headline_rows(findings(), verdicts(), families={"A": "gpt_neox", "B": "olmo"}))
+    assert list(rows) == ["A", "B", "C"]
+    a, b, c = rows["A"], rows["B"], rows["C"]
+    assert (a["family"], b["family"], c["family"]) == ("gpt_neox", "olmo", "—")
+    assert (a["n_revisions"], b["n_revisions"], c["n_revisions"]) == (4, 2, 3)
+    # the circuit bracket comes from f3_onsets (refined: r1a at 50 tokens before r1 at 100)
+    assert a["circuit"]["revision"] == "r1" and a["circuit"]["lo_tokens"] == 50.0 and a["circuit"]["refined"]
+    assert HL.bracket_tokens(a["circuit"]) == "(50, 100]"
+    # the sink brackets: the screened revision before the milestone's, from circuit_size
+    assert (a["sink10"]["lo_revision"], a["sink50"]["lo_revision"]) == ("r1", "r2")
+    assert a["sink50_text"] == "r3 (1K–10K]"
+    # the gap: later in (1000, 10000], earlier in (50, 100] -> (10, 200], point value from f3_gaps
+    g = a["gap50"]
+    assert g["state"] == "interval" and g["ratio"] == 100.0
+    assert g["lo"] == pytest.approx(10.0) and g["hi"] == pytest.approx(200.0)
+    assert a["gap_text"] == "100×, in (10×, 200×]"
+    # the final circuit: the final_circuit row of the last ablated revision, not the earlier one
+    assert a["heads"] == ["L1H0", "L1H2"] and a["verdict"] == "causal"
+    assert "p=0.010 over 20 matched set(s)" in a["reason"] and "[30.00%, 50.00%]" in a["reason"]
+    assert a["spread"] == "bottom-up"  # the 'first' onset's label
+    # B: never formed a circuit; the test had one matched set
+    assert b["circuit_text"] == "not reached" and b["gap50"]["state"] == "no_circuit"
+    assert b["verdict"] == "underpowered" and "smallest p 1 matched set(s) allow is 0.500" in b["reason"]
+    # C: circuit at c1 (2000), sink never: a lower bound final/circuit = 4000/2000
+    assert c["gap50"]["state"] == "no_sink" and c["gap50"]["lo"] == pytest.approx(2.0)
+    assert c["gap_text"] == "> 2× (no sink by the last revision)"
+    assert c["gap10"]["state"] == "same_revision"
+    assert c["verdict"] == "not ablated" and c["heads_text"] == "—"
+
+
+def test_headline_uses_interval_and_censoring_columns_when_the_table_has_them():
+    F = findings(f3_gaps=gaps({"gap_lo": [7.0, None, None, None, None], "gap_hi": [70.0, None, None, None, None]}))
+    a = by_model(HL.headline_rows(F, verdicts()))["A"]
+    assert (a["gap50"]["lo"], a["gap50"]["hi"]) == (7.0, 70.0)
+    # the circuit already at the first revision (OLMoE's published case): a lower bound, said so
+    F = findings(f3_gaps=gaps({"earlier_left_censored": [True, False, False, False, False],
+                               "gap_lo": [7.0, None, None, None, None], "gap_hi": [None] * 5}))
+    a = by_model(HL.headline_rows(F, verdicts()))["A"]
+    assert a["gap50"]["state"] == "circuit_at_first"
+    assert a["gap_text"] == "≥ 7× (circuit already at the first revision)"
+    # the sink after the last revision: a lower bound of another kind
+    F = findings(f3_gaps=gaps({"later_right_censored": [True, False, False, False, False]}))
+    assert by_model(HL.headline_rows(F, verdicts()))["A"]["gap50"]["state"] == "no_sink"
+
+
+def test_headline_without_onsets_or_verdicts():
+    F = findings()
+    del F["f3_onsets"]
+    a = by_model(HL.headline_rows(F, None))["A"]
+    assert a["circuit"]["lo_revision"] == "r0" and a["circuit"]["lo_tokens"] == 0
+    assert a["gap50"]["hi"] is None  # the circuit bracket starts at 0 tokens: no upper bound
+    assert a["gap_text"] == "100×, in (10×, ∞]"
+    assert a["verdict"] == "not ablated"
+
+
+def test_sentences_say_what_was_found_and_what_was_not_decided():
+    rows = HL.headline_rows(findings(), verdicts())
+    s = HL.sentences(rows)
+    assert 3 <= len(s) <= 4
+    text = " ".join(s)
+    assert "3 models over 9 revisions" in text and "2 of them formed an induction circuit" in text
+    assert "the earliest A by 100 tokens (r1)" in text and "B never did" in text
+    assert "causal in A" in text
+    assert "could not decide" in text and "B: too few matched-random sets" in text
+    assert "the gap in C (no sink by the last revision" in text
+
+
+def test_markdown_section_goes_after_the_title():
+    rows = HL.headline_rows(findings(), verdicts())
+    md = HL.markdown(rows, HL.sentences(rows))
+    doc = HL.insert("# Title\n\nintro\n\n## Finding 1\n\nbody\n", md)
+    assert doc.index("# Title") < doc.index("## Headline") < doc.index("## Finding 1")
+    table = [l for l in md.splitlines() if l.startswith("| A ")]
+    assert len(table) == 1 and "**causal**" in table[0] and "(50, 100]" not in table[0]  # text form: rev (a–b]
+    assert "r1 (50–100]" in table[0]
+
+
+def test_page_has_the_headline_first_and_a_section_per_model(tmp_path):
+    rows = HL.headline_rows(findings(), verdicts())
+    page = html.page(rows, HL.sentences(rows), findings(), verdicts(),
+                     figures=[("../figures/milestones.png", "milestones", "<p>caption</p>")])
+    assert page.index('id="sentences"') < page.index('id="headline"') < page.index('id="figures"')
+    body = page[page.index('id="headline"'):page.index("</table>")]
+    assert len(re.findall(r"<tr data-model=", body)) == 3
+    for needle in ("(50, 100]", "100×, in (10×, 200×]", "L1H0 L1H2", "v-causal", "bottom-up"):
+        assert needle in body
+    assert '<img src="../figures/milestones.png"' in page
+    for m in "ABC":
+        assert f'<section id="model-{m}">' in page
+    a = page[page.index('<section id="model-A">'):page.index('<section id="model-B">')]
+    assert a.count("<tr>") >= 3 + 4  # 3 verdict rows, 4 trajectory rows
+    assert "[30.00%, 50.00%]" in a and "<svg" in a
+
+
+def test_write_makes_both_files(tmp_path):
+    out, head = tmp_path / "summary.html", tmp_path / "headline.html"
+    rows = html.write(findings(), verdicts(), out, headline_html=head)
+    assert len(rows) == 3 and out.exists() and 'id="headline"' in head.read_text()
+    assert "<img" not in head.read_text()
+
+
+def test_rst_caption_to_html():
+    out = html.rst_to_html("**F3 — x.** Per ``model`` a *bar*.\n\nNumbers: {{ snakemake.config['x'] }}.")
+    assert "<b>F3 — x.</b>" in out and "<code>model</code>" in out and "<i>bar</i>" in out
+    assert out.count("<p>") == 2 and "snakemake" not in out
+
+
+def test_circuit_line_says_effect_p_sets_and_verdict():
+    v = verdicts().row(2, named=True)
+    line = console.circuit_line(v)
+    assert line == ("final circuit (L1H0 L1H2): top1 effect 40.00% [30.00%, 50.00%], p=0.010 over 20 of 21 "
+                    "matched set(s) -> causal")
+    u = console.circuit_line(verdicts().row(3, named=True))
+    assert u.endswith("-> underpowered: the smallest p 1 matched set(s) allow is 0.500 > alpha "
+                      "(the test cannot decide here)")
+    none = {**v, "heads": [], "n_heads": 0}
+    assert console.circuit_line(none) == "final circuit: no heads (nothing to ablate)"
+    assert not math.isnan(v["effect"])
+
+
+def test_ablation_progress_is_silent_when_asked(capfd):
+    from tiny import tiny_model
+
+    from headtrace.causal import ablation
+    from headtrace.core import probe
+    from headtrace.models import families
+
+    model = tiny_model("gpt_neox", n_layers=2)
+    batch = probe.make_batch(n_sequences=6, seq_len=40, token_low=2, token_high=128, ab_low=5, ab_high=30)
+    conds = [ablation.Condition("circuit", 0, ((1, 0),))]
+    ablation.run(model, families.get("gpt_neox"), batch, conds, batch_size=2, progress=False)
+    err = capfd.readouterr().err
+    assert "ablation" not in err and "chunk" not in err

@@ -1,0 +1,20 @@
+# rule summary_html: results/findings/summary.html (headline, figures, a section per model) and the
+# headline alone for the report's first result category. Reads the tables; computes nothing new.
+import os
+from pathlib import Path
+
+from headtrace.core import tables
+from headtrace.report import html
+from headtrace.runtime import logs
+
+with logs.to_file(snakemake.log[0]):
+    findings = {Path(p).stem: tables.read(p) for p in snakemake.input.findings}
+    verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
+    out = Path(snakemake.output.page)
+    figures = []
+    for png in snakemake.input.figures:  # relative <img> links: the page opens on its own
+        rst = Path(snakemake.params.captions) / f"{Path(png).stem}.rst"
+        cap = html.rst_to_html(rst.read_text()) if rst.exists() else ""
+        figures.append((Path(os.path.relpath(png, out.parent)).as_posix(), Path(png).stem, cap))
+    html.write(findings, verdicts, out, headline_html=snakemake.output.headline, brief_html=snakemake.output.brief,
+               families=snakemake.params.families, figures=figures)

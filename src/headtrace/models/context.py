@@ -25,7 +25,7 @@ from typing import Mapping
 
 from headtrace.models.toy import recipe as toy
 
-__all__ = ["CONTEXT_KEYS", "limit_of", "read_limit", "toy_limit", "too_long", "vocab_of", "read_vocab", "toy_vocab",
+__all__ = ["CONTEXT_KEYS", "limit_of", "read_config", "read_limit", "toy_arch", "toy_limit", "too_long", "vocab_of", "read_vocab", "toy_vocab",
            "outside_vocab"]
 
 # config.json fields that hold the number of positions, by transformers config class:
@@ -45,21 +45,29 @@ def limit_of(cfg) -> tuple[int, str] | None:
     return None
 
 
-def read_limit(config_json: str | Path) -> tuple[int, str] | None:
-    """:func:`limit_of` of a ``config.json`` file; None when the file is not there (yet)."""
+def read_config(config_json: str | Path) -> dict | None:
+    """A checkpoint's ``config.json`` as a dict; None when the file is not there (yet) or unreadable
+    (an unreadable config fails the cell's job, with its own message)."""
     path = Path(config_json)
     if not path.is_file():
         return None
     try:
-        return limit_of(json.loads(path.read_text()))
+        cfg = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None  # an unreadable config fails the cell's job, with its own message
+        return None
+    return cfg if isinstance(cfg, dict) else None
 
 
-def toy_limit(config: Mapping, model: str) -> tuple[int, str] | None:
-    """The context length a toy model is built with: ``train.arch.max_position_embeddings``, else
-    the family's toy recipe (``headtrace.models.toy.recipe.DEFAULTS``); a data-shift continuation
-    (``train.shift_from``) has its base's architecture."""
+def read_limit(config_json: str | Path) -> tuple[int, str] | None:
+    """:func:`limit_of` of a ``config.json`` file; None when the file is not there (yet)."""
+    cfg = read_config(config_json)
+    return None if cfg is None else limit_of(cfg)
+
+
+def toy_arch(config: Mapping, model: str) -> dict:
+    """The architecture a toy model is built with: its family's toy recipe
+    (``headtrace.models.toy.recipe.DEFAULTS``) updated by ``train.arch``; a data-shift continuation
+    (``train.shift_from``) has its base's."""
     spec = config["models"][model]
     train = spec.get("train") or {}
     seen = {model}
@@ -67,11 +75,12 @@ def toy_limit(config: Mapping, model: str) -> tuple[int, str] | None:
         seen.add(train["shift_from"])
         spec = config["models"][train["shift_from"]]
         train = spec.get("train") or {}
-    arch = dict(train.get("arch") or {})
-    if "max_position_embeddings" not in arch:
-        recipe = toy.DEFAULTS.get(spec.get("family"), {})
-        arch = {**(recipe.get("arch") or {}), **arch}
-    value = arch.get("max_position_embeddings")
+    return {**(toy.DEFAULTS.get(spec.get("family"), {}).get("arch") or {}), **(train.get("arch") or {})}
+
+
+def toy_limit(config: Mapping, model: str) -> tuple[int, str] | None:
+    """The context length a toy model is built with (``max_position_embeddings`` of :func:`toy_arch`)."""
+    value = toy_arch(config, model).get("max_position_embeddings")
     return (int(value), "max_position_embeddings") if value is not None else None
 
 
@@ -95,27 +104,13 @@ def vocab_of(cfg) -> int | None:
 
 def read_vocab(config_json: str | Path) -> int | None:
     """:func:`vocab_of` of a ``config.json`` file; None when the file is not there (yet) or unreadable."""
-    path = Path(config_json)
-    if not path.is_file():
-        return None
-    try:
-        return vocab_of(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
+    cfg = read_config(config_json)
+    return None if cfg is None else vocab_of(cfg)
 
 
 def toy_vocab(config: Mapping, model: str) -> int | None:
-    """The vocabulary a toy model is built with: ``train.arch.vocab_size``, else its family's toy recipe
-    (a data-shift continuation has its base's)."""
-    spec = config["models"][model]
-    train = spec.get("train") or {}
-    seen = {model}
-    while train.get("shift_from") and train["shift_from"] in config["models"] and train["shift_from"] not in seen:
-        seen.add(train["shift_from"])
-        spec = config["models"][train["shift_from"]]
-        train = spec.get("train") or {}
-    arch = {**(toy.DEFAULTS.get(spec.get("family"), {}).get("arch") or {}), **(train.get("arch") or {})}
-    value = arch.get("vocab_size")
+    """The vocabulary a toy model is built with (``vocab_size`` of :func:`toy_arch`)."""
+    value = toy_arch(config, model).get("vocab_size")
     return int(value) if value is not None else None
 
 

@@ -214,8 +214,7 @@ def check(config: dict) -> None:
         if p["prepend_bos"] and p["bos_token_id"] is None:
             raise ConfigError(f"{where}: probe.prepend_bos is true but probe.bos_token_id is not set")
         _check_local_layout(spec, where)
-        _check_context(config, model, p["seq_len"])
-        _check_vocab(config, model, p)
+        _check_fit(config, model, p)
         _check_toy_tokens(spec, where)
 
 
@@ -292,38 +291,27 @@ def _check_local_layout(spec: dict, where: str) -> None:
                           f"{len(spec['revisions'])} revisions are listed; list exactly one")
 
 
-def _check_vocab(config: dict, model: str, p: dict) -> None:
-    """A probe whose token ids lie outside the model's vocabulary fails here where the vocabulary is
-    known before any job (toy architecture, local config.json); hub models at job start
-    (``headtrace.models.hub.load_model``, before the weights are read)."""
+def _check_fit(config: dict, model: str, p: dict) -> None:
+    """The probe must fit the model: ``seq_len`` its context, ``token_range`` (and the BOS) its
+    vocabulary. Known before any job for toy models (their architecture) and local ones (each
+    revision's config.json); hub models are checked at job start (``headtrace.models.hub``, before
+    the weights are read)."""
     spec = model_spec(config, model)
     bos = p["bos_token_id"] if p["prepend_bos"] else None
     if spec["source"] == "toy":
-        msg = context.outside_vocab(model, p["token_range"], bos, context.toy_vocab(config, model),
-                                    f"the toy architecture of family '{spec.get('family')}' (train.arch)")
+        known = [(context.toy_limit(config, model), context.toy_vocab(config, model),
+                  f"the toy architecture of family '{spec.get('family')}' (train.arch over "
+                  "headtrace.models.toy.recipe)")]
+    elif spec["source"] == "local":
+        known = []
+        for revision in spec["revisions"]:
+            where = f"{local_checkpoint_path(spec, revision)}/config.json"
+            cfg = context.read_config(where) or {}
+            known.append((context.limit_of(cfg), context.vocab_of(cfg), where))
+    else:
+        return
+    for limit, vocab, where in known:
+        msg = (context.too_long(model, p["seq_len"], limit, where)
+               or context.outside_vocab(model, p["token_range"], bos, vocab, where))
         if msg:
             raise ConfigError(msg)
-    elif spec["source"] == "local":
-        for revision in spec["revisions"]:
-            cfg = f"{local_checkpoint_path(spec, revision)}/config.json"
-            msg = context.outside_vocab(model, p["token_range"], bos, context.read_vocab(cfg), cfg)
-            if msg:
-                raise ConfigError(msg)
-
-
-def _check_context(config: dict, model: str, seq_len: int) -> None:
-    """A probe longer than the model's context fails here where the limit is known before any job
-    (toy architecture, local config.json); hub models are checked at job start (headtrace.models.hub)."""
-
-    spec = model_spec(config, model)
-    if spec["source"] == "toy":
-        msg = context.too_long(model, seq_len, context.toy_limit(config, model),
-                               f"the toy architecture of family '{spec.get('family')}' (headtrace.models.toy.recipe)")
-        if msg:
-            raise ConfigError(msg)
-    elif spec["source"] == "local":
-        for revision in spec["revisions"]:
-            cfg = f"{local_checkpoint_path(spec, revision)}/config.json"
-            msg = context.too_long(model, seq_len, context.read_limit(cfg), cfg)
-            if msg:
-                raise ConfigError(msg)

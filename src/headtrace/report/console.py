@@ -112,6 +112,9 @@ def underpowered_reason(v: dict) -> str:
     min_p = v.get("min_p")
     if n_sets and min_p is not None and min_p == min_p:
         return f"the smallest p {n_sets} matched set(s) allow is {min_p:.3f} > alpha"
+    own = v.get("underpowered_reason")
+    if own and own.startswith("no matched set"):  # the verdict's own: which layer is too small
+        return own
     return "no matched-random sets, nothing to compare with"
 
 

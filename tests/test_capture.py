@@ -40,11 +40,15 @@ def case(request, batch):
     seen: dict[int, list[torch.Tensor]] = {}
 
     def make_hook(layer):
-        def hook(_module, _args, output):
-            seen.setdefault(layer, []).append(output[0][:, -1].detach().float().clone())
+        def hook(_module, args, kwargs, output):
+            out = output[0]
+            residual = family.attention_residual(args, kwargs)  # BLOOM's attention adds it itself
+            out = out if residual is None else out - residual
+            seen.setdefault(layer, []).append(out[:, -1].detach().float().clone())
         return hook
 
-    handles = [m.register_forward_hook(make_hook(i)) for i, m in enumerate(family.attention_modules(model))]
+    handles = [m.register_forward_hook(make_hook(i), with_kwargs=True)
+               for i, m in enumerate(family.attention_modules(model))]
     try:
         result = capture.run(model, family, batch, batch_size=16, progress=False)
     finally:
@@ -142,6 +146,8 @@ def test_restores_implementation_and_logits(batch):
         model.eval()
         assert not capture._ACTIVE
         assert all(not m._forward_pre_hooks for m in family.out_projs(model))
+        if family.probs_module is not None:
+            assert all(not family.probs_module(m)._forward_hooks for m in family.attention_modules(model))
         with torch.no_grad():
             after = model(ids).logits
         torch.testing.assert_close(after, before, rtol=0, atol=0)
@@ -338,8 +344,39 @@ def test_gpt2_layer_scaling_is_honoured(batch):
     assert not np.allclose(off.previous_token[1], on.previous_token[1], atol=1e-4)
 
 
-def test_bloom_is_refused_by_name_with_the_reason():
-    with pytest.raises(ValueError, match="model_type 'bloom' is not supported: .*AttentionInterface"):
-        families.from_model_type("bloom")
-    with pytest.raises(ValueError, match="family 'bloom' is not supported"):
-        families.get("bloom")
+def test_bloom_is_captured_by_a_hook_on_its_own_probabilities(batch):
+    """BLOOM's attention bypasses the registry: capture keeps its implementation (eager), reads the
+    probabilities at attention_dropout's input, and its per-head outputs are dense's input slices,
+    head-major (as _merge_heads lays them out)."""
+    model = _sharpen(tiny_model("bloom"))
+    family = families.get("bloom")
+    assert family.capture == families.PROBS_HOOK
+    impl = model.config._attn_implementation
+    result = capture.run(model, family, batch, batch_size=16, progress=False)
+    assert model.config._attn_implementation == impl
+    seen = {}
+    hooks = [a.dense.register_forward_pre_hook(lambda m, args, _l=l: seen.__setitem__(_l, args[0][:, -1].clone()))
+             for l, a in enumerate(family.attention_modules(model))]
+    try:
+        with torch.no_grad():
+            model(torch.from_numpy(batch.tokens))
+    finally:
+        for h in hooks:
+            h.remove()
+    n, n_layers, n_heads, d_head = result.head_outputs.shape
+    for layer in range(n_layers):
+        z = seen[layer].numpy()
+        for head in range(n_heads):
+            np.testing.assert_allclose(result.head_outputs[:, layer, head], z[:, head * d_head:(head + 1) * d_head],
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_bloom_with_sliced_dense_is_refused_by_name(batch):
+    """pretraining_tp > 1 with slow_but_exact applies dense in slices, which no hook on dense sees."""
+    model = tiny_model("bloom")
+    model.config.pretraining_tp, model.config.slow_but_exact = 2, True
+    for attn in families.get("bloom").attention_modules(model):
+        attn.pretraining_tp, attn.slow_but_exact = 2, True
+    with pytest.raises(ValueError, match=r"model family 'bloom' is not supported in this configuration: "
+                                         r"pretraining_tp = 2 with slow_but_exact"):
+        capture.run(model, families.get("bloom"), batch, batch_size=16, progress=False)

@@ -28,6 +28,11 @@ masses by gathering the few key positions the screen reads and accumulating sums
 (T x T) map is ever materialized, the output path is exactly SDPA, and the model's original
 attention implementation is restored afterwards. The pass runs the base model only (embeddings
 and decoder layers, ``family.backbone``): capture needs no logits, so the unembedding is skipped.
+
+A family whose attention does not call the registry (BLOOM: ``Family.capture == PROBS_HOOK``) keeps
+its own attention implementation: a forward hook on the module that receives its probabilities
+(BLOOM's ``attention_dropout``, identity in eval) reads their query row and reduces it the same way.
+Such a model materializes its (T x T) maps itself.
 """
 from __future__ import annotations
 
@@ -126,7 +131,12 @@ class _Collector:
                 scores = scores.masked_fill(~m, float("-inf"))
             else:
                 scores = scores + m.float()
-        probs = torch.softmax(scores, dim=-1)  # (B, H, T) fp32
+        self.observe_probs(layer, torch.softmax(scores, dim=-1))  # (B, H, T) fp32
+
+    def observe_probs(self, layer: int, probs: torch.Tensor) -> None:
+        """Reduce the query row's probabilities (B, H, T) to the class sums of ``layer``."""
+        b, n_heads, _ = probs.shape
+        probs = probs.float()
         idx = self.index[:, None, :].expand(b, n_heads, -1)
         picked = probs.gather(-1, idx).to(self.acc_dtype)  # (B, H, K)
         self.sums[layer] += torch.einsum("bhk,bkc->ch", picked, self.weight)
@@ -149,6 +159,14 @@ def _capture_attention_forward(module, query, key, value, attention_mask, dropou
         collector, layer = entry
         collector.observe(layer, query, key, attention_mask, scaling)
     return out
+
+
+def _probs_hook(collector: _Collector, layer: int):
+    """Forward hook on a PROBS_HOOK family's probabilities module (BLOOM's attention_dropout): its
+    input is the model's own attention probabilities (B, H, T_q, T_k); the query row is reduced."""
+    def hook(_module, args, _output):
+        collector.observe_probs(layer, args[0][:, :, -1, :])
+    return hook
 
 
 def _register() -> None:
@@ -270,6 +288,7 @@ def _check_inputs(model, batch, batch_size, device, baseline_positions) -> tuple
 
 def _model_parts(model, family) -> _Parts:
     """Dimensions, attention modules (one per layer, checked) and the base model the pass runs."""
+    family.check(model)
     n_layers, n_heads, d_head = families.dims(model)
     attn_modules = family.attention_modules(model)
     if len(attn_modules) != n_layers:
@@ -311,14 +330,18 @@ def _capturing(model, family, parts: _Parts, collector: _Collector, heads: _Head
     handles = []
     try:
         model.eval()
-        model.set_attn_implementation(ATTN_IMPLEMENTATION)
-        if model.config._attn_implementation != ATTN_IMPLEMENTATION:
-            raise RuntimeError(f"{type(model).__name__} does not accept a custom attention implementation")
-        for layer, module in enumerate(parts.attn_modules):
-            _ACTIVE[id(module)] = (collector, layer)
+        if family.capture == families.PROBS_HOOK:  # the model's own probabilities, its implementation kept
+            handles = [family.probs_module(module).register_forward_hook(_probs_hook(collector, layer))
+                       for layer, module in enumerate(parts.attn_modules)]
+        else:
+            model.set_attn_implementation(ATTN_IMPLEMENTATION)
+            if model.config._attn_implementation != ATTN_IMPLEMENTATION:
+                raise RuntimeError(f"{type(model).__name__} does not accept a custom attention implementation")
+            for layer, module in enumerate(parts.attn_modules):
+                _ACTIVE[id(module)] = (collector, layer)
         if heads is not None:
-            handles = [proj.register_forward_pre_hook(heads.hook(layer))
-                       for layer, proj in enumerate(family.out_projs(model))]
+            handles += [proj.register_forward_pre_hook(heads.hook(layer))
+                        for layer, proj in enumerate(family.out_projs(model))]
         yield
     finally:
         for h in handles:

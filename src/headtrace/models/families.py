@@ -167,6 +167,24 @@ def from_model_type(model_type: str) -> Family:
     return FAMILIES[MODEL_TYPES[model_type]]
 
 
+def layer_windows(config) -> list[int | None]:
+    """Per decoder layer, its sliding attention window (a key at distance ``>= window`` from the query
+    is masked: transformers' ``sliding_window_overlay``), or None for full attention. From the
+    config's ``layer_types`` (Olmo 3, Qwen2/3, SmolLM3, ... in transformers 5: ``"sliding_attention"``
+    layers get ``sliding_window``); a config with ``sliding_window`` and no ``layer_types`` (Mistral)
+    windows every layer unless ``use_sliding_window`` is false."""
+    n_layers = config.num_hidden_layers
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return [None] * n_layers
+    types = getattr(config, "layer_types", None)
+    if types is not None:
+        return [window if t == "sliding_attention" else None for t in types]
+    if getattr(config, "use_sliding_window", True) is False:
+        return [None] * n_layers
+    return [window] * n_layers
+
+
 def dims(model: nn.Module) -> tuple[int, int, int]:
     """(n_layers, n_heads, d_head) of a loaded model."""
     cfg = model.config

@@ -40,11 +40,15 @@ def case(request, batch):
     seen: dict[int, list[torch.Tensor]] = {}
 
     def make_hook(layer):
-        def hook(_module, _args, output):
-            seen.setdefault(layer, []).append(output[0][:, -1].detach().float().clone())
+        def hook(_module, args, kwargs, output):
+            out = output[0]
+            residual = family.attention_residual(args, kwargs)  # BLOOM's attention adds it itself
+            out = out if residual is None else out - residual
+            seen.setdefault(layer, []).append(out[:, -1].detach().float().clone())
         return hook
 
-    handles = [m.register_forward_hook(make_hook(i)) for i, m in enumerate(family.attention_modules(model))]
+    handles = [m.register_forward_hook(make_hook(i), with_kwargs=True)
+               for i, m in enumerate(family.attention_modules(model))]
     try:
         result = capture.run(model, family, batch, batch_size=16, progress=False)
     finally:
@@ -142,6 +146,8 @@ def test_restores_implementation_and_logits(batch):
         model.eval()
         assert not capture._ACTIVE
         assert all(not m._forward_pre_hooks for m in family.out_projs(model))
+        if family.probs_module is not None:
+            assert all(not family.probs_module(m)._forward_hooks for m in family.attention_modules(model))
         with torch.no_grad():
             after = model(ids).logits
         torch.testing.assert_close(after, before, rtol=0, atol=0)
@@ -221,7 +227,10 @@ def test_attention_table_schema(case):
     n_layers, n_heads, _ = families.dims(model)
     assert df.height == n_layers * n_heads
     assert list(df.columns[: len(tables.SCHEMAS["attention"])]) == list(tables.SCHEMAS["attention"])
-    assert dict(zip(df.columns, df.dtypes)) == tables.SCHEMAS["attention"]
+    n_schema = len(tables.SCHEMAS["attention"])
+    assert dict(list(zip(df.columns, df.dtypes))[:n_schema]) == tables.SCHEMAS["attention"]
+    # beyond the schema: the sliding window and the classes it hides (docs/families.md)
+    assert df.columns[n_schema:] == ["attn_window", "classes_out_of_window", "classes_partly_out_of_window"]
     tables.conform(df, "attention")
     row = df.filter((pl.col("layer") == 1) & (pl.col("head") == 2)).row(0, named=True)
     assert row["attn_induction"] == pytest.approx(result.induction[1, 2])
@@ -338,8 +347,95 @@ def test_gpt2_layer_scaling_is_honoured(batch):
     assert not np.allclose(off.previous_token[1], on.previous_token[1], atol=1e-4)
 
 
-def test_bloom_is_refused_by_name_with_the_reason():
-    with pytest.raises(ValueError, match="model_type 'bloom' is not supported: .*AttentionInterface"):
-        families.from_model_type("bloom")
-    with pytest.raises(ValueError, match="family 'bloom' is not supported"):
-        families.get("bloom")
+def test_bloom_is_captured_by_a_hook_on_its_own_probabilities(batch):
+    """BLOOM's attention bypasses the registry: capture keeps its implementation (eager), reads the
+    probabilities at attention_dropout's input, and its per-head outputs are dense's input slices,
+    head-major (as _merge_heads lays them out)."""
+    model = _sharpen(tiny_model("bloom"))
+    family = families.get("bloom")
+    assert family.capture == families.PROBS_HOOK
+    impl = model.config._attn_implementation
+    result = capture.run(model, family, batch, batch_size=16, progress=False)
+    assert model.config._attn_implementation == impl
+    seen = {}
+    hooks = [a.dense.register_forward_pre_hook(lambda m, args, _l=l: seen.__setitem__(_l, args[0][:, -1].clone()))
+             for l, a in enumerate(family.attention_modules(model))]
+    try:
+        with torch.no_grad():
+            model(torch.from_numpy(batch.tokens))
+    finally:
+        for h in hooks:
+            h.remove()
+    n, n_layers, n_heads, d_head = result.head_outputs.shape
+    for layer in range(n_layers):
+        z = seen[layer].numpy()
+        for head in range(n_heads):
+            np.testing.assert_allclose(result.head_outputs[:, layer, head], z[:, head * d_head:(head + 1) * d_head],
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_bloom_with_sliced_dense_is_refused_by_name(batch):
+    """pretraining_tp > 1 with slow_but_exact applies dense in slices, which no hook on dense sees."""
+    model = tiny_model("bloom")
+    model.config.pretraining_tp, model.config.slow_but_exact = 2, True
+    for attn in families.get("bloom").attention_modules(model):
+        attn.pretraining_tp, attn.slow_but_exact = 2, True
+    with pytest.raises(ValueError, match=r"model family 'bloom' is not supported in this configuration: "
+                                         r"pretraining_tp = 2 with slow_but_exact"):
+        capture.run(model, families.get("bloom"), batch, batch_size=16, progress=False)
+
+
+def test_screen_says_which_classes_a_windowed_layer_cannot_see():
+    """Olmo 3 with a window of 16 on layer 0 (layer 1 full): the window is read from the config per
+    layer, carried in the attention table, and the screen lists per head the classes whose keys lie
+    outside it (wholly: mass 0 by construction; partly: lowered), matching eager's zeros."""
+    from tiny import SLIDING_WINDOW
+
+    from headtrace.cell import screen as screen_mod
+
+    model = _sharpen(tiny_model("olmo3"))
+    family = families.get("olmo3")
+    assert families.layer_windows(model.config) == [SLIDING_WINDOW, None]
+    t = 64
+    # ab in [10, 32): induction (ab+1) and duplicate (ab) keys are at least 31 from the query -> all out
+    far = probe.make_batch(n_sequences=16, seq_len=t, token_low=2, token_high=128, ab_low=10, ab_high=32)
+    # ab in [40, 57): some induction / duplicate keys within 16 of the query, some not -> partly out
+    near = probe.make_batch(n_sequences=16, seq_len=t, token_low=2, token_high=128, ab_low=40, ab_high=57)
+    d_ind = t - 1 - (near.ab[near.valid] + 1)
+    assert (d_ind >= SLIDING_WINDOW).any() and (d_ind < SLIDING_WINDOW).any()
+    for batch, wholly, partly in (
+        (far, ["induction", "duplicate-token", "first-token"], []),
+        (near, ["first-token"], ["induction", "duplicate-token"]),
+    ):
+        result = capture.run(model, family, batch, batch_size=16, progress=False)
+        assert result.windows == [SLIDING_WINDOW, None]
+        assert result.classes_out_of_window(0) == wholly and result.classes_out_of_window(0, partly=True) == partly
+        assert result.classes_out_of_window(1) == [] and result.classes_out_of_window(1, partly=True) == []
+        for cls in wholly:  # mass 0 by construction, as in eager
+            assert np.all(result.mass(cls)[0] == 0)
+        row = _eager_last_row(model, family, batch)[:, 0]  # (N, H, T) of the windowed layer
+        assert np.all(row[:, :, : t - SLIDING_WINDOW] == 0) and np.all(row[:, :, t - SLIDING_WINDOW:].sum(-1) > 0.99)
+        att = capture.attention_table(result, "tiny-olmo3", "step0", 0)
+        scr = screen_mod.screen(att, baseline="clean")
+        tables.conform(scr, "screen")
+        for r in scr.iter_rows(named=True):
+            windowed = r["layer"] == 0
+            assert r["attn_window"] == (SLIDING_WINDOW if windowed else None)
+            assert r["classes_out_of_window"] == (wholly if windowed else [])
+            assert r["classes_partly_out_of_window"] == (partly if windowed else [])
+
+
+def test_screen_of_a_table_without_window_columns_says_unknown(case):
+    """Full-attention families get empty lists; an attention table from before the window columns
+    gets nulls (unknown), not empty lists."""
+    from headtrace.cell import screen as screen_mod
+
+    name, model, family, result, _ = case
+    att = capture.attention_table(result, f"tiny-{name}", "step0", 0)
+    scr = screen_mod.screen(att)
+    if name != "olmo3":
+        assert scr["attn_window"].is_null().all()
+        assert all(v == [] for v in scr["classes_out_of_window"].to_list())
+    old = screen_mod.screen(att.drop(list(screen_mod.WINDOW_COLUMNS)))
+    for col, dtype in screen_mod.WINDOW_COLUMNS.items():
+        assert old[col].dtype == dtype and old[col].is_null().all()

@@ -1,5 +1,6 @@
 """Every family adapter end to end (issue 27): ``headtrace.analyze`` on a tiny random model of each
-family, ``family=`` for a relative's ``model_type``, the schema's enum, and BLOOM refused by name.
+family, ``family=`` for a relative's ``model_type``, the schema's enum, and BLOOM's sliced-dense configuration
+refused by name.
 Correctness per family (eager attention, out_proj slices, ablation vs a plain forward) is in
 tests/test_capture.py and tests/test_ablation.py, parametrized over ``tiny.FAMILY_NAMES``."""
 from __future__ import annotations
@@ -74,11 +75,8 @@ def test_family_argument_for_a_relative_model_type():
     assert cell.screen.height == cfg.num_hidden_layers * cfg.num_attention_heads
 
 
-def test_bloom_is_refused_not_captured():
-    torch.manual_seed(0)
-    model = transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=128, hidden_size=32, n_layer=2,
-                                                                   n_head=4)).eval()
-    with pytest.raises(ValueError, match=r"model_type 'bloom' is not supported: .*AttentionInterface"):
+def test_bloom_with_sliced_dense_is_refused_by_name():
+    model = tiny_model("bloom")
+    model.config.pretraining_tp, model.config.slow_but_exact = 4, True
+    with pytest.raises(ValueError, match=r"'bloom' is not supported in this configuration: pretraining_tp = 4"):
         headtrace.analyze(model, probe=PROBE, ablate=False, progress=False)
-    with pytest.raises(ValueError, match="family 'bloom' is not supported"):
-        headtrace.analyze(model, probe=PROBE, ablate=False, family="bloom", progress=False)

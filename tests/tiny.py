@@ -5,7 +5,7 @@ import torch
 import transformers
 
 FAMILY_NAMES = ("gpt_neox", "olmo", "olmoe", "llama", "olmo2", "olmo3", "qwen2", "qwen3", "smollm3", "apertus",
-                "gpt2")
+                "gpt2", "bloom")
 SLIDING_WINDOW = 16  # olmo3's tiny window: shorter than the test probes, so keys fall outside it
 
 # family -> (config class, causal-LM class)
@@ -21,6 +21,7 @@ CLASSES = {
     "smollm3": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
     "apertus": (transformers.ApertusConfig, transformers.ApertusForCausalLM),
     "gpt2": (transformers.GPT2Config, transformers.GPT2LMHeadModel),
+    "bloom": (transformers.BloomConfig, transformers.BloomForCausalLM),
 }
 
 
@@ -56,6 +57,9 @@ def tiny_config(family: str, vocab_size: int = 128, n_layers: int = 2, n_heads: 
                                        n_inner=2 * d_model, n_positions=256, bos_token_id=0, eos_token_id=1,
                                        pad_token_id=1, scale_attn_by_inverse_layer_idx=True,
                                        reorder_and_upcast_attn=True)
+    if family == "bloom":  # ALiBi, fused QKV; its attention bypasses the registry (captured by a hook)
+        return transformers.BloomConfig(vocab_size=vocab_size, hidden_size=d_model, n_layer=n_layers, n_head=n_heads,
+                                        bos_token_id=0, eos_token_id=1, pad_token_id=1)
     raise ValueError(family)
 
 

@@ -58,7 +58,8 @@ from headtrace.models.families import Family
 METRICS = ("top1", "top5", "ce", "logit_b")
 
 # Keyword arguments of a decoder layer's forward, by name: "batch" = dim 0 is the batch (or 1,
-# broadcast), tiled when conditions are stacked; "shared" = not batch-shaped, passed as is.
+# broadcast), tiled when conditions are stacked; "batch_heads" = dim 0 is batch x heads, batch-major
+# (BLOOM's alibi), tiled the same way; "shared" = not batch-shaped, passed as is.
 LAYER_KWARGS = {
     "attention_mask": "batch",  # None with SDPA's causal path; (B|1, 1, T, T) otherwise
     "position_ids": "batch",  # (B|1, T)
@@ -73,6 +74,7 @@ LAYER_KWARGS = {
     "output_router_logits": "shared",
     "encoder_hidden_states": "batch",  # GPT-2 (positional; None without cross-attention)
     "encoder_attention_mask": "batch",  # GPT-2 (None)
+    "alibi": "batch_heads",  # BLOOM: (B * H, 1, T), batch-major
 }
 # What transformers (5.x) passes to each family's decoder layers with use_cache=False; the test
 # compares against this, so a change in transformers shows up as a failing test.
@@ -85,6 +87,7 @@ EXPECTED_LAYER_KWARGS = {
     "olmo3": {"attention_mask", "position_embeddings", "position_ids", "cache"},  # per layer type
     # GPT-2's blocks take cache, attention_mask and encoder_hidden_states positionally (_layer_kwargs names them)
     "gpt2": {"cache", "attention_mask", "encoder_hidden_states", "encoder_attention_mask", "use_cache", "position_ids"},
+    "bloom": {"alibi", "attention_mask", "layer_past", "use_cache", "output_attentions"},
 }
 
 
@@ -131,14 +134,17 @@ def _head_mask(sets: Sequence[tuple[Head, ...]], layer: int, n_heads: int, d_hea
     return m[:, None, :].to(device)
 
 
-def _tile(obj, s: int, reps: int, name: str):
-    """Tile a batch-shaped argument (dim 0 == s, or 1 = broadcast) ``reps`` times, into tuples."""
+def _tile(obj, s: int, reps: int, name: str, per_row: bool = False):
+    """Tile a batch-shaped argument (dim 0 == s, or 1 = broadcast) ``reps`` times, into tuples.
+    ``per_row``: dim 0 is s x k, batch-major (k rows per sequence, BLOOM's alibi: one per head)."""
     if isinstance(obj, (tuple, list)):
-        return type(obj)(_tile(o, s, reps, name) for o in obj)
+        return type(obj)(_tile(o, s, reps, name, per_row) for o in obj)
     if obj is None or not isinstance(obj, torch.Tensor):
         return obj
     if obj.dim() == 0 or obj.shape[0] == 1:
         return obj  # broadcasts over the stacked rows
+    if per_row and obj.shape[0] % s == 0:
+        return obj.repeat(reps, *([1] * (obj.dim() - 1)))
     if obj.shape[0] != s:
         raise RuntimeError(f"layer argument '{name}' has dim 0 = {obj.shape[0]}, expected the batch ({s}) or 1")
     return obj.repeat(reps, *([1] * (obj.dim() - 1)))
@@ -153,7 +159,8 @@ def _repeat_kwargs(kwargs: dict, s: int, reps: int) -> dict:
                            "not know; add them to headtrace.causal.ablation.LAYER_KWARGS (batch-shaped or shared)")
     if reps == 1:
         return dict(kwargs)
-    return {k: (_tile(v, s, reps, k) if LAYER_KWARGS[k] == "batch" else v) for k, v in kwargs.items()}
+    return {k: (v if LAYER_KWARGS[k] == "shared" else _tile(v, s, reps, k, LAYER_KWARGS[k] == "batch_heads"))
+            for k, v in kwargs.items()}
 
 
 class _Override:
@@ -195,10 +202,16 @@ def _out_proj_input(layer: nn.Module, out_proj: nn.Module, h: torch.Tensor, kw: 
 
 
 def _finish_layer(layer: nn.Module, attn: nn.Module, out_proj: nn.Module, h: torch.Tensor, z: torch.Tensor,
-                  kw: dict) -> torch.Tensor:
+                  kw: dict, residual=_families._no_residual) -> torch.Tensor:
     """Run ``layer`` on residual ``h`` with its attention replaced by ``out_proj(z)``: everything
-    left is position-wise, so ``h`` and ``z`` may hold any subset of positions (e.g. the query)."""
-    with _Override(attn, lambda *a, **k: (out_proj(z), None)):
+    left is position-wise, so ``h`` and ``z`` may hold any subset of positions (e.g. the query).
+    ``residual`` (``Family.attention_residual``): what the attention module adds to its own output
+    (BLOOM adds the residual it is passed), from its call's arguments."""
+    def attention(*a, **k):
+        r = residual(a, k)
+        y = out_proj(z)
+        return (y if r is None else y + r), None
+    with _Override(attn, attention):
         out = layer(h, **kw)
     return out[0] if isinstance(out, tuple) else out
 
@@ -300,7 +313,8 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
             tiled[key] = _repeat_kwargs(own, s, nc)
         return tiled[key]
     z = reps(z0) * _head_mask(sets, l0, n_heads, d_head, s, z0.dtype, z0.device)  # every set cuts l0
-    h = _finish_layer(layers[l0], attns[l0], out_projs[l0], reps(h0), z, kw)
+    res = model_parts["attention_residual"]
+    h = _finish_layer(layers[l0], attns[l0], out_projs[l0], reps(h0), z, kw, res)
     for l in range(l0 + 1, n_layers):
         m = _head_mask(sets, l, n_heads, d_head, s, h.dtype, h.device)
         if l == n_layers - 1:
@@ -308,7 +322,7 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
             # position (keys/values), the rest runs on the query alone.
             z = _out_proj_input(layers[l], out_projs[l], h, kw_of(l))[:, -1:]
             z = z if m is None else z * m
-            h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw_of(l))
+            h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw_of(l), res)
             continue
         hd = None
         if m is not None:
@@ -355,13 +369,14 @@ def run(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     max_rows = max_rows or batch_size
+    family.check(model)
     dims = _families.dims(model)
     _check_conditions(conditions, dims[0], dims[1])
     layers = family.layers(model)
     attns = [family.attention(layer) for layer in layers]
     parts = {"backbone": family.backbone(model), "layers": layers, "attns": attns,
              "out_projs": [family.out_proj(a) for a in attns], "final_norm": family.final_norm(model),
-             "lm_head": family.lm_head(model)}
+             "lm_head": family.lm_head(model), "attention_residual": family.attention_residual}
     sets, set_of = _distinct_sets(conditions)
     groups = _group_by_first_layer(sets)
     tokens = torch.as_tensor(batch.tokens, dtype=torch.long)

@@ -28,6 +28,11 @@ masses by gathering the few key positions the screen reads and accumulating sums
 (T x T) map is ever materialized, the output path is exactly SDPA, and the model's original
 attention implementation is restored afterwards. The pass runs the base model only (embeddings
 and decoder layers, ``family.backbone``): capture needs no logits, so the unembedding is skipped.
+
+A family whose attention does not call the registry (BLOOM: ``Family.capture == PROBS_HOOK``) keeps
+its own attention implementation: a forward hook on the module that receives its probabilities
+(BLOOM's ``attention_dropout``, identity in eval) reads their query row and reduces it the same way.
+Such a model materializes its (T x T) maps itself.
 """
 from __future__ import annotations
 
@@ -76,12 +81,28 @@ class CaptureResult:
     valid: np.ndarray | None = None  # (n_sequences,) bool, the probe's validity mask
     seq_len: int | None = None
     baseline_clean: np.ndarray | None = None  # per sequence: mean over the keys of no class
+    # Sliding-window layers (families.layer_windows): per layer its window or None, and per layer
+    # the share of each class's weight (keys x the sequences it averages over) on keys outside the
+    # window, i.e. masked by construction: {class: (n_layers,) float64}; None without a windowed layer.
+    windows: list[int | None] | None = None
+    out_of_window: dict[str, np.ndarray] | None = None
 
     def mass(self, cls: str) -> np.ndarray:
         """Attention mass of one class by its ``probe.CLASSES`` name (``"duplicate-token"``, ...),
         or ``"baseline_sampled"`` / ``"baseline_uniform"``."""
         attr = {"self": "self_"}.get(cls, cls.replace("-", "_"))
         return getattr(self, attr)
+
+    def classes_out_of_window(self, layer: int, *, partly: bool = False) -> list[str]:
+        """The classes (``probe.CLASSES`` order) whose keys ``layer``'s window cannot see in this
+        probe: every key in every sequence the class averages over (its mass is 0 by construction),
+        or with ``partly``, some but not all of them (its mass is lowered by construction)."""
+        if self.out_of_window is None:
+            return []
+        share = {c: float(self.out_of_window[c][layer]) for c in probe.CLASSES}
+        if partly:
+            return [c for c in probe.CLASSES if 0.0 < share[c] < 1.0]
+        return [c for c in probe.CLASSES if share[c] >= 1.0]
 
     @property
     def masses(self) -> dict[str, np.ndarray]:
@@ -126,7 +147,12 @@ class _Collector:
                 scores = scores.masked_fill(~m, float("-inf"))
             else:
                 scores = scores + m.float()
-        probs = torch.softmax(scores, dim=-1)  # (B, H, T) fp32
+        self.observe_probs(layer, torch.softmax(scores, dim=-1))  # (B, H, T) fp32
+
+    def observe_probs(self, layer: int, probs: torch.Tensor) -> None:
+        """Reduce the query row's probabilities (B, H, T) to the class sums of ``layer``."""
+        b, n_heads, _ = probs.shape
+        probs = probs.float()
         idx = self.index[:, None, :].expand(b, n_heads, -1)
         picked = probs.gather(-1, idx).to(self.acc_dtype)  # (B, H, K)
         self.sums[layer] += torch.einsum("bhk,bkc->ch", picked, self.weight)
@@ -149,6 +175,14 @@ def _capture_attention_forward(module, query, key, value, attention_mask, dropou
         collector, layer = entry
         collector.observe(layer, query, key, attention_mask, scaling)
     return out
+
+
+def _probs_hook(collector: _Collector, layer: int):
+    """Forward hook on a PROBS_HOOK family's probabilities module (BLOOM's attention_dropout): its
+    input is the model's own attention probabilities (B, H, T_q, T_k); the query row is reduced."""
+    def hook(_module, args, _output):
+        collector.observe_probs(layer, args[0][:, :, -1, :])
+    return hook
 
 
 def _register() -> None:
@@ -241,7 +275,7 @@ def run(
     with _capturing(model, family, parts, collector, heads):
         n_chunks = _forward_chunks(parts.backbone, batch, baseline, collector, heads, batch_size, device, progress)
         _check_calls(collector, n_chunks)
-    return _result(collector, batch, parts, heads)
+    return _result(collector, batch, parts, heads, families.layer_windows(model.config), baseline)
 
 
 @dataclass
@@ -270,6 +304,7 @@ def _check_inputs(model, batch, batch_size, device, baseline_positions) -> tuple
 
 def _model_parts(model, family) -> _Parts:
     """Dimensions, attention modules (one per layer, checked) and the base model the pass runs."""
+    family.check(model)
     n_layers, n_heads, d_head = families.dims(model)
     attn_modules = family.attention_modules(model)
     if len(attn_modules) != n_layers:
@@ -311,14 +346,18 @@ def _capturing(model, family, parts: _Parts, collector: _Collector, heads: _Head
     handles = []
     try:
         model.eval()
-        model.set_attn_implementation(ATTN_IMPLEMENTATION)
-        if model.config._attn_implementation != ATTN_IMPLEMENTATION:
-            raise RuntimeError(f"{type(model).__name__} does not accept a custom attention implementation")
-        for layer, module in enumerate(parts.attn_modules):
-            _ACTIVE[id(module)] = (collector, layer)
+        if family.capture == families.PROBS_HOOK:  # the model's own probabilities, its implementation kept
+            handles = [family.probs_module(module).register_forward_hook(_probs_hook(collector, layer))
+                       for layer, module in enumerate(parts.attn_modules)]
+        else:
+            model.set_attn_implementation(ATTN_IMPLEMENTATION)
+            if model.config._attn_implementation != ATTN_IMPLEMENTATION:
+                raise RuntimeError(f"{type(model).__name__} does not accept a custom attention implementation")
+            for layer, module in enumerate(parts.attn_modules):
+                _ACTIVE[id(module)] = (collector, layer)
         if heads is not None:
-            handles = [proj.register_forward_pre_hook(heads.hook(layer))
-                       for layer, proj in enumerate(family.out_projs(model))]
+            handles += [proj.register_forward_pre_hook(heads.hook(layer))
+                        for layer, proj in enumerate(family.out_projs(model))]
         yield
     finally:
         for h in handles:
@@ -359,7 +398,27 @@ def _check_calls(collector: _Collector, n_chunks: int) -> None:
         raise RuntimeError(f"attention capture saw {collector.calls.tolist()} calls per layer, expected {n_chunks}")
 
 
-def _result(collector: _Collector, batch, parts: _Parts, heads: _HeadOutputs | None) -> CaptureResult:
+def _out_of_window(batch, baseline: np.ndarray, windows: list[int | None]) -> dict[str, np.ndarray] | None:
+    """Per class, per layer: the share of the class's weight on keys that the layer's sliding window
+    masks (distance from the query T-1 at least the window). None when no layer is windowed."""
+    if all(w is None for w in windows):
+        return None
+    t = batch.seq_len
+    index, weight = _chunk_weights(batch, slice(0, batch.tokens.shape[0]), baseline)  # (N, K), (N, K, C)
+    distance = (t - 1) - index
+    out: dict[str, np.ndarray] = {}
+    for c, name in enumerate(_MASS_NAMES):
+        if name not in probe.CLASSES:
+            continue
+        w = weight[:, :, c]
+        total = w.sum()
+        out[name] = np.array([0.0 if win is None or total == 0 else float(w[distance >= win].sum() / total)
+                              for win in windows])
+    return out
+
+
+def _result(collector: _Collector, batch, parts: _Parts, heads: _HeadOutputs | None,
+            windows: list[int | None] | None = None, baseline: np.ndarray | None = None) -> CaptureResult:
     """Class sums -> means (induction/duplicate-token over the valid sequences, the rest over all)."""
     n, t = batch.tokens.shape
     sums = collector.sums.to("cpu", torch.float64).numpy()  # (L, C, H)
@@ -385,6 +444,8 @@ def _result(collector: _Collector, batch, parts: _Parts, heads: _HeadOutputs | N
         sequence_masses=per_seq,
         valid=np.asarray(batch.valid, bool).copy(),
         seq_len=int(t),
+        windows=windows,
+        out_of_window=None if windows is None or baseline is None else _out_of_window(batch, baseline, windows),
     )
 
 
@@ -405,6 +466,14 @@ def attention_table(result: CaptureResult, model_name: str, revision: str, token
                                    else result.baseline_clean.ravel().astype(np.float64))
     data["n_sequences"] = np.full(n_rows, result.n_sequences, np.int32)
     data["n_valid"] = np.full(n_rows, result.n_valid, np.int32)
+    # Beyond the schema (docs/families.md): the layer's sliding window (null: full attention) and the
+    # classes it cannot see in this probe, wholly (mass 0 by construction) or partly.
+    windows = result.windows or [None] * n_layers
+    data["attn_window"] = pl.Series([windows[l] for l in range(n_layers) for _ in range(n_heads)], dtype=pl.Int32)
+    for col, partly in (("classes_out_of_window", False), ("classes_partly_out_of_window", True)):
+        per_layer = [result.classes_out_of_window(l, partly=partly) for l in range(n_layers)]
+        data[col] = pl.Series([per_layer[l] for l in range(n_layers) for _ in range(n_heads)],
+                              dtype=pl.List(pl.String))
     return tables.conform(pl.DataFrame(data), "attention")
 
 

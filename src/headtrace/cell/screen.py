@@ -23,6 +23,15 @@ A head's best class is the arg-max of its six selectivities (ties go to the firs
 ``probe.CLASSES`` order); it is *classified* as that class when the best selectivity is at least
 ``class_threshold`` (30x), else ``unclassified``. The induction circuit is every head whose
 induction selectivity is at least ``induction_threshold`` (50x), whatever its best class.
+
+Sliding-window layers (Olmo 3): a class whose keys are farther from the query than the layer's
+window carries no mass there by construction, so its selectivity of 0 is not evidence that the head
+does not do it. The screen says so per head, from the capture pass (``WINDOW_COLUMNS``, beyond the
+schema): ``attn_window`` (the layer's window, null for full attention),
+``classes_out_of_window`` (classes none of whose keys the window reaches in any sequence they
+average over: mass 0 by construction) and ``classes_partly_out_of_window`` (some keys out: mass
+lowered by construction). An attention table captured before these columns existed gives nulls
+(unknown), not empty lists. The selectivities and the classification are not changed.
 """
 from __future__ import annotations
 
@@ -32,6 +41,10 @@ from headtrace.core.probe import CLASSES, UNCLASSIFIED, baseline_positions
 from headtrace.core.tables import CLASS_COLUMNS
 
 BASELINES = ("sampled", "uniform", "clean")
+# Carried from the attention table to the screen (headtrace.cell.capture.attention_table); null when
+# the attention table predates them.
+WINDOW_COLUMNS = {"attn_window": pl.Int32, "classes_out_of_window": pl.List(pl.String),
+                  "classes_partly_out_of_window": pl.List(pl.String)}
 BASELINE_FLOOR = 1e-8
 
 
@@ -59,6 +72,8 @@ def selectivity_table(attention: pl.DataFrame, *, baseline: str = "sampled") -> 
         raise ValueError(f"screen.baseline '{baseline}' needs the attention table's {col} column "
                          "(attention tables captured before the clean baseline lack it: capture again)")
     base = pl.col(col).clip(lower_bound=BASELINE_FLOOR)
+    attention = attention.with_columns([pl.lit(None, dtype).alias(c) for c, dtype in WINDOW_COLUMNS.items()
+                                        if c not in attention.columns])
     # screen_baseline (beyond the schema): which baseline the selectivities use, carried into the
     # trajectory so every report can say it
     return attention.with_columns(attn_baseline=base, screen_baseline=pl.lit(baseline)).with_columns(

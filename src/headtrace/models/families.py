@@ -12,7 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
 from torch import nn
+
+# How capture reads a family's attention row at the query:
+REGISTRY = "registry"  # its attention calls transformers' AttentionInterface: capture registers its own function
+PROBS_HOOK = "probs_hook"  # it computes its probabilities itself: a forward hook reads them (Family.probs_module)
+
+
+def _no_residual(args: tuple, kwargs: dict) -> None:
+    return None
+
+
+def _supported(config) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -25,6 +38,24 @@ class Family:
     out_proj: Callable[[nn.Module], nn.Linear]  # attention module -> output projection
     final_norm: Callable[[nn.Module], nn.Module]  # causal LM -> norm after the last layer
     lm_head: Callable[[nn.Module], nn.Linear]  # causal LM -> unembedding
+    # How capture reads the query row (REGISTRY or PROBS_HOOK). PROBS_HOOK: ``probs_module(attn)``
+    # is a module whose *input* is the attention probabilities (B, H, T_q, T_k) after the mask and
+    # the softmax; a forward hook reads its query row. The model's attention implementation is
+    # left as it is.
+    capture: str = REGISTRY
+    probs_module: Callable[[nn.Module], nn.Module] | None = None
+    # The residual an attention module adds to its own output, from its call's (args, kwargs), or
+    # None (most families add it in the decoder layer). Ablation replaces the module's output by
+    # out_proj(z) (+ this residual).
+    attention_residual: Callable[[tuple, dict], torch.Tensor | None] = _no_residual
+    # config -> reason this configuration of the family cannot be captured correctly, or None.
+    unsupported: Callable[[object], str | None] = _supported
+
+    def check(self, model: nn.Module) -> None:
+        """Raise ValueError, naming the family and the reason, for a configuration it refuses."""
+        reason = self.unsupported(model.config)
+        if reason:
+            raise ValueError(f"model family '{self.name}' is not supported in this configuration: {reason}")
 
     def attention_modules(self, model: nn.Module) -> list[nn.Module]:
         return [self.attention(layer) for layer in self.layers(model)]
@@ -82,18 +113,37 @@ FAMILIES: dict[str, Family] = {
         final_norm=lambda m: m.transformer.ln_f,
         lm_head=lambda m: m.lm_head,
     ),
+    # BLOOM: ALiBi; its attention computes its scores itself (baddbmm, fp32 softmax) and does not go
+    # through the attention-function registry. Capture reads the probabilities at the input of
+    # attention_dropout (identity in eval); the per-head outputs are dense's input, head-major
+    # (_merge_heads: (B*H, T, d) -> (B, T, H*d)). BloomAttention adds the residual itself
+    # (dropout_add(dense(z), residual), its second positional argument).
+    "bloom": Family(
+        name="bloom",
+        model_class="BloomForCausalLM",
+        backbone=lambda m: m.transformer,
+        layers=lambda m: m.transformer.h,
+        attention=lambda layer: layer.self_attention,
+        out_proj=lambda attn: attn.dense,
+        final_norm=lambda m: m.transformer.ln_f,
+        lm_head=lambda m: m.lm_head,
+        capture=PROBS_HOOK,
+        probs_module=lambda attn: attn.attention_dropout,
+        attention_residual=lambda args, kwargs: kwargs["residual"] if "residual" in kwargs else args[1],
+        unsupported=lambda cfg: (
+            f"pretraining_tp = {cfg.pretraining_tp} with slow_but_exact: BloomAttention applies dense in "
+            "slices (F.linear on its weight), so a hook on dense would see neither the per-head outputs "
+            "nor an ablation; load it with slow_but_exact=False"
+            if getattr(cfg, "pretraining_tp", 1) > 1 and getattr(cfg, "slow_but_exact", False) else None),
+    ),
 }
 
 # checkpoint config.json "model_type" -> family name, for family: auto
 MODEL_TYPES = {name: name for name in FAMILIES}
 
-# Families headtrace knows and refuses, with the reason: never captured wrongly.
-REFUSED = {
-    "bloom": ("BLOOM's attention (ALiBi, fused QKV) computes its scores inside BloomAttention.forward and "
-              "does not pass through transformers' attention-function registry (AttentionInterface), "
-              "which capture hooks: the attention masses cannot be read at the query without a "
-              "BLOOM-specific capture, which headtrace does not have"),
-}
+# Families headtrace knows and refuses, with the reason: never captured wrongly. (BLOOM was here until
+# it got its own capture path; a configuration a family refuses is ``Family.unsupported``.)
+REFUSED: dict[str, str] = {}
 
 
 def get(name: str) -> Family:
@@ -115,6 +165,24 @@ def from_model_type(model_type: str) -> Family:
             "Add a Family entry in headtrace/models/families.py (docs/families.md)."
         )
     return FAMILIES[MODEL_TYPES[model_type]]
+
+
+def layer_windows(config) -> list[int | None]:
+    """Per decoder layer, its sliding attention window (a key at distance ``>= window`` from the query
+    is masked: transformers' ``sliding_window_overlay``), or None for full attention. From the
+    config's ``layer_types`` (Olmo 3, Qwen2/3, SmolLM3, ... in transformers 5: ``"sliding_attention"``
+    layers get ``sliding_window``); a config with ``sliding_window`` and no ``layer_types`` (Mistral)
+    windows every layer unless ``use_sliding_window`` is false."""
+    n_layers = config.num_hidden_layers
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return [None] * n_layers
+    types = getattr(config, "layer_types", None)
+    if types is not None:
+        return [window if t == "sliding_attention" else None for t in types]
+    if getattr(config, "use_sliding_window", True) is False:
+        return [None] * n_layers
+    return [window] * n_layers
 
 
 def dims(model: nn.Module) -> tuple[int, int, int]:

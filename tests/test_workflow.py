@@ -186,4 +186,5 @@ def test_summary_page_shows_the_tables_answers(ran, workdir):
             assert "no sink by the last revision" in text  # a lower bound, never a point
         v = pl.read_parquet(res / "cells" / model / last / "verdict.parquet")
         final = v.filter(pl.col("circuit") == "final_circuit") if (v["circuit"] == "final_circuit").any() else v
-        assert final["verdict"][0] in text
+        # an empty final circuit has nothing to ablate: the page says so instead of a verdict word
+        assert final["verdict"][0] in text if final["n_heads"][0] else "no circuit" in text

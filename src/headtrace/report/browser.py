@@ -114,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = [i["src"] for i in res["images"] if not i["ok"]]
     vh = res["viewport"][1]
     on_screen = [r["model"] for r in res["rows"] if r["bottom"] <= vh]
-    print(f"headline table top {res['table']['top']:.0f}px of {vh}px; rows on the first screen: "
-          f"{len(on_screen)}/{len(res['rows'])}; images loaded {len(res['images']) - len(bad)}/{len(res['images'])}"
+    where = (f"headline table top {res['table']['top']:.0f}px of {vh}px" if res["table"]
+             else "no headline table on this page")
+    print(f"{where}; rows on the first screen: {len(on_screen)}/{len(res['rows'])}; "
+          f"images loaded {len(res['images']) - len(bad)}/{len(res['images'])}"
           + (f" (broken: {', '.join(bad)})" if bad else ""))
     if a.screenshot:
         print(f"screenshot: {screenshot(a.page, a.screenshot, size=size)}")

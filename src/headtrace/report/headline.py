@@ -245,7 +245,7 @@ def short_reason(v: Mapping | None) -> str:
     if verdict_word(v) == "underpowered":
         min_p = v.get("min_p")
         if not n_sets:
-            return "no matched-random control"
+            return console.underpowered_reason(v)
         return (f"{_plural(n_sets, 'matched set')}: p ≥ {min_p:.3f} > α" if not _nan(min_p)
                 else f"{_plural(n_sets, 'matched set')}: too few")
     lo, hi = v.get("effect_lo"), v.get("effect_hi")
@@ -389,10 +389,10 @@ def sentences(rows: list[dict]) -> list[str]:
     ordered = [r for r in sinks if r["gap50"]["state"] == "interval" and (r["gap50"]["lo"] or 0) >= 1]
     s = f"A first-token sink on half the heads came in {len(sinks)} of {n} models"
     if ordered:
-        ratios = [r["gap50"]["ratio"] for r in ordered if r["gap50"]["ratio"] is not None]
-        s += (f"; in {_names([r['model'] for r in ordered])} it followed the induction circuit"
-              + (f" by {_ratio(min(ratios))}–{_ratio(max(ratios))} more tokens" if ratios else "")
-              + " even at the ends of the checkpoint brackets")
+        los = [r["gap50"]["lo"] for r in ordered]
+        s += (f"; in {_names([r['model'] for r in ordered])} it came after the induction circuit whatever"
+              f" the checkpoint spacing hides (at least {_ratio(min(los))} more tokens at the ends of the"
+              " brackets; each model's interval is in the table)")
     out.append(s + ".")
     by = {}
     for r in rows:
@@ -405,11 +405,15 @@ def sentences(rows: list[dict]) -> list[str]:
     out.append(s + ".")
     undecided = []
     if by.get("underpowered"):
-        no_ctl = [r["model"] for r in rows if r["verdict"] == "underpowered"
+        no_ctl = [r for r in rows if r["verdict"] == "underpowered"
                   and not _get(r["verdict_row"], "n_distinct_draws", 0)]
-        few = [m for m in by["underpowered"] if m not in no_ctl]
+        full = [r["model"] for r in no_ctl
+                if str(_get(r["verdict_row"], "underpowered_reason", "") or "").startswith("no matched set")]
+        none = [r["model"] for r in no_ctl if r["model"] not in full]
+        few = [m for m in by["underpowered"] if m not in full and m not in none]
         why = ([f"{_names(few)}: too few matched-random sets for p to reach alpha"] if few else []) + (
-            [f"{_names(no_ctl)}: no matched-random control"] if no_ctl else [])
+            [f"{_names(full)}: the circuit fills its layer, leaving no matched set of its size"] if full else []) + (
+            [f"{_names(none)}: no matched-random control"] if none else [])
         undecided.append(f"whether the final circuit is causal in {_plural(len(by['underpowered']), 'model')} "
                          f"(underpowered — {'; '.join(why)})")
     unsettled = [r["model"] for r in rows if r["gap50"]["state"] == "same_revision"

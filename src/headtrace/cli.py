@@ -34,6 +34,7 @@ import polars as pl
 from headtrace.cell import positional
 from headtrace.core import revisions as rv
 from headtrace.core import schema
+from headtrace.core.errors import ConfigError
 from headtrace.report import console
 from headtrace.runtime import locks
 
@@ -69,15 +70,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
-    from headtrace.models import context, hub
+    from headtrace.models import hub
 
-    local = Path(args.checkpoint).is_dir()
-    try:
-        model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,
-                                  device=hub.resolve_device(args.device), offline=args.offline or local)
-    except hub.CheckpointError as e:
-        print(f"headtrace cell: {e}", file=sys.stderr)
-        return 2
     probe_kwargs = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
                                       ("seed", args.probe_seed)) if v is not None}
     if args.token_range:
@@ -86,10 +80,13 @@ def _cmd_cell(args: argparse.Namespace) -> int:
         probe_kwargs["ab_range"] = list(args.ab_range)
     name = args.name or Path(args.checkpoint.rstrip("/")).name
     token_range = probe_kwargs.get("token_range") or schema.defaults("$defs", "probe")["token_range"]
-    msg = context.outside_vocab(name, token_range, None, context.vocab_of(model.config), "its config.json",
-                                flag="--token-range LOW HIGH")
-    if msg:  # before any pass: a token id beyond the embedding is a bare IndexError otherwise
-        print(f"headtrace cell: {msg}", file=sys.stderr)
+    local = Path(args.checkpoint).is_dir()
+    try:  # the probe's tokens are checked against config.json before the weights are read
+        model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,
+                                  device=hub.resolve_device(args.device), offline=args.offline or local,
+                                  name=name, token_range=token_range, token_flag="--token-range LOW HIGH")
+    except (hub.CheckpointError, ConfigError) as e:
+        print(f"headtrace cell: {e}", file=sys.stderr)
         return 2
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out)

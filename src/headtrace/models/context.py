@@ -15,7 +15,8 @@ tokens and prepends the BOS), so it is compared with the limit as it is.
 
 The probe's token ids are checked against the checkpoint's vocabulary the same way and at the same
 places (:func:`outside_vocab`): a token id at or beyond ``vocab_size`` would otherwise stop the
-capture with a bare ``IndexError`` from the embedding.
+capture with a bare ``IndexError`` from the embedding. :func:`misfit` is the one check all three
+places (config check, job start, ``headtrace cell`` before the weights are read) call.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from typing import Mapping
 
 from headtrace.models.toy import recipe as toy
 
-__all__ = ["CONTEXT_KEYS", "limit_of", "read_config", "read_limit", "toy_arch", "toy_limit", "too_long", "vocab_of", "read_vocab", "toy_vocab",
-           "outside_vocab"]
+__all__ = ["CONTEXT_KEYS", "limit_of", "read_config", "toy_arch", "toy_limit", "too_long", "vocab_of",
+           "outside_vocab", "misfit"]
 
 # config.json fields that hold the number of positions, by transformers config class:
 # GPTNeoXConfig, OlmoConfig, OlmoeConfig, Olmo2Config, LlamaConfig: max_position_embeddings;
@@ -56,12 +57,6 @@ def read_config(config_json: str | Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return cfg if isinstance(cfg, dict) else None
-
-
-def read_limit(config_json: str | Path) -> tuple[int, str] | None:
-    """:func:`limit_of` of a ``config.json`` file; None when the file is not there (yet)."""
-    cfg = read_config(config_json)
-    return None if cfg is None else limit_of(cfg)
 
 
 def toy_arch(config: Mapping, model: str) -> dict:
@@ -102,16 +97,19 @@ def vocab_of(cfg) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def read_vocab(config_json: str | Path) -> int | None:
-    """:func:`vocab_of` of a ``config.json`` file; None when the file is not there (yet) or unreadable."""
-    cfg = read_config(config_json)
-    return None if cfg is None else vocab_of(cfg)
-
-
-def toy_vocab(config: Mapping, model: str) -> int | None:
-    """The vocabulary a toy model is built with (``vocab_size`` of :func:`toy_arch`)."""
-    value = toy_arch(config, model).get("vocab_size")
-    return int(value) if value is not None else None
+def misfit(model: str, cfg, where: str, *, seq_len: int | None = None, token_range=None,
+           bos_token_id: int | None = None, token_flag: str = "probe.token_range") -> str | None:
+    """The error message when the probe does not fit the model that ``cfg`` describes (a config.json
+    dict, a toy architecture or a ``PretrainedConfig``): longer than its context (:func:`too_long`),
+    or token ids outside its vocabulary (:func:`outside_vocab`); None when it fits or nothing is
+    known. The one check behind the config check, the job start and ``headtrace cell``."""
+    if seq_len is not None:
+        msg = too_long(model, int(seq_len), limit_of(cfg), where)
+        if msg:
+            return msg
+    if token_range is not None:
+        return outside_vocab(model, token_range, bos_token_id, vocab_of(cfg), where, flag=token_flag)
+    return None
 
 
 def outside_vocab(model: str, token_range, bos_token_id: int | None, vocab: int | None, where: str,

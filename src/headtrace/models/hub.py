@@ -140,6 +140,7 @@ def load_model(
     seq_len: int | None = None,
     name: str | None = None,
     token_range: tuple[int, int] | None = None,
+    token_flag: str = "probe.token_range",
 ):
     """Load one checkpoint; returns ``(model, family_name)`` with the model in eval mode on ``device``.
 
@@ -155,7 +156,8 @@ def load_model(
     the checkpoint's context length (``config.json``) raises :class:`headtrace.core.errors.ConfigError`
     naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read; with
     ``token_range`` (the probe's token ids, [low, high), BOS included), ids outside the checkpoint's
-    ``vocab_size`` raise a ConfigError naming ``probe.token_range``, also before the weights are read.
+    ``vocab_size`` raise a ConfigError naming ``token_flag`` (the config key, or the CLI's flag), also
+    before the weights are read.
     """
 
     if dtype not in DTYPES:
@@ -176,16 +178,10 @@ def load_model(
         config = transformers.AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{what}: cannot read config.json: {e}") from e
-    if seq_len is not None:
-        msg = context.too_long(name or path_or_id, int(seq_len), context.limit_of(config),
-                               f"{Path(path) / 'config.json'}")
-        if msg:
-            raise ConfigError(msg)
-    if token_range is not None:
-        msg = context.outside_vocab(name or path_or_id, token_range, None, context.vocab_of(config),
-                                    f"{Path(path) / 'config.json'}")
-        if msg:
-            raise ConfigError(msg)
+    msg = context.misfit(name or path_or_id, config, f"{Path(path) / 'config.json'}", seq_len=seq_len,
+                         token_range=token_range, token_flag=token_flag)
+    if msg:
+        raise ConfigError(msg)
     fam = _family_for(family, config)
     cls = getattr(transformers, fam.model_class)
     try:

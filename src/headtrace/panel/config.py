@@ -299,19 +299,15 @@ def _check_fit(config: dict, model: str, p: dict) -> None:
     spec = model_spec(config, model)
     bos = p["bos_token_id"] if p["prepend_bos"] else None
     if spec["source"] == "toy":
-        known = [(context.toy_limit(config, model), context.toy_vocab(config, model),
-                  f"the toy architecture of family '{spec.get('family')}' (train.arch over "
-                  "headtrace.models.toy.recipe)")]
+        known = [(context.toy_arch(config, model), f"the toy architecture of family '{spec.get('family')}' "
+                  "(train.arch over headtrace.models.toy.recipe)")]
     elif spec["source"] == "local":
-        known = []
-        for revision in spec["revisions"]:
-            where = f"{local_checkpoint_path(spec, revision)}/config.json"
-            cfg = context.read_config(where) or {}
-            known.append((context.limit_of(cfg), context.vocab_of(cfg), where))
+        known = [(context.read_config(where) or {}, where) for where in
+                 (f"{local_checkpoint_path(spec, revision)}/config.json" for revision in spec["revisions"])]
     else:
         return
-    for limit, vocab, where in known:
-        msg = (context.too_long(model, p["seq_len"], limit, where)
-               or context.outside_vocab(model, p["token_range"], bos, vocab, where))
+    for cfg, where in known:
+        msg = context.misfit(model, cfg, where, seq_len=p["seq_len"], token_range=p["token_range"],
+                             bos_token_id=bos)
         if msg:
             raise ConfigError(msg)

@@ -24,6 +24,7 @@ def run_naive(model: nn.Module, family: Family, batch: probe.ProbeBatch, conditi
     out_projs = family.out_projs(model)
     tokens = torch.as_tensor(batch.tokens, dtype=torch.long)
     target = torch.as_tensor(batch.target, dtype=torch.long)
+    control = torch.as_tensor(probe.control_targets(batch), dtype=torch.long)
     n = tokens.shape[0]
     out = []
     with torch.inference_mode():
@@ -41,7 +42,8 @@ def run_naive(model: nn.Module, family: Family, batch: probe.ProbeBatch, conditi
                 for start in range(0, n, batch_size):
                     ids = tokens[start:start + batch_size].to(device)
                     logits = model(input_ids=ids, use_cache=False).logits[:, -1]
-                    met = _metrics(logits, target[start:start + batch_size].to(device))
+                    sl = slice(start, start + batch_size)
+                    met = _metrics(logits, target[sl].to(device), control[sl].to(device), ids)
                     sums += [float(met[m].sum()) for m in METRICS]
             finally:
                 for hd in handles:

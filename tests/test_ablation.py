@@ -142,6 +142,40 @@ def test_single_head_carrying_the_task_loses_it():
     assert_same(list(res.values()), run_naive(model, fam, batch, conds, batch_size=8))
 
 
+def test_copy_metrics_known_answers():
+    """top1_control: the top-1 is the row's control token; top1_context: the top-1 is a token of
+    the row's sequence other than B."""
+    logits = torch.full((4, 10), -5.0)
+    for row, top in enumerate((3, 7, 4, 9)):
+        logits[row, top] = 5.0
+    target = torch.tensor([3, 3, 3, 3])  # B
+    control = torch.tensor([7, 7, -1, 2])
+    context = torch.tensor([[1, 3, 7, 0], [1, 3, 7, 0], [4, 3, 8, 8], [3, 3, 3, 3]])
+    m = ablation._metrics(logits, target, control, context)
+    assert m["top1"].tolist() == [1, 0, 0, 0]
+    assert m["top1_control"].tolist() == [0, 1, 0, 0]  # -1 (no control) never matches
+    assert m["top1_context"].tolist() == [0, 1, 1, 0]  # row 0's top-1 is B itself; row 3's 9 is not in context
+
+
+def test_copier_scores_on_the_copy_metrics_not_on_b():
+    """The copy model predicts the one marker token of each sequence. With B set to another token,
+    its top-1 is never B, always a context token other than B, and the control exactly where the
+    control is the marker; the engine agrees with the naive oracle on every metric."""
+    model, markers = copy_task_model()
+    fam, batch = families.get("gpt_neox"), copy_task_batch()
+    b = np.array([int(t[p + 1]) if p + 1 < t.size - 1 else int(t[0]) for t, p in zip(batch.tokens, batch.ab)])
+    marker = batch.target
+    batch = probe.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=b, valid=batch.valid)
+    conds = [Condition("baseline"), Condition("carrier", 0, ((1, 1),))]
+    res = ablation.run(model, fam, batch, conds, batch_size=8, progress=False)
+    base = res[0]
+    assert base["top1"] == 0.0 and base["top1_context"] == 1.0
+    assert 0.0 < base["top1_control"] < 1.0  # the batch has sequences of both kinds
+    assert base["per_sequence"]["top1_control"].tolist() == (probe.control_targets(batch) == marker).astype(float).tolist()
+    assert res[1]["top1_context"] < 1.0  # without its carrier head the model stops copying
+    assert_same(res, run_naive(model, fam, batch, conds, batch_size=8))
+
+
 # ------------------------------------------------------------------------------ conditions
 
 
@@ -276,7 +310,7 @@ def test_ablation_table_schema():
 def table_of(rows):
     ci = {c: None for c in tables.SCHEMAS["ablation"] if c.endswith(("_lo", "_hi"))}
     full = [{"model": "m", "revision": "r", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0, "logit_b": 0.0,
-             "n_sequences": 100, "n_matched_sets": None, **ci,
+             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 100, "n_matched_sets": None, **ci,
              **r, "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
     return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci}
                                        | {"n_matched_sets": pl.Int64}), "ablation")

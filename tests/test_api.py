@@ -97,6 +97,7 @@ def test_cli_cell_writes_tables(panel, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "induction circuit" in proc.stdout
+    assert "unablated top-1: B " in proc.stdout and "a shuffled-B control token" in proc.stdout
     for what in api.TABLES:
         df = pl.read_parquet(tmp_path / "out" / f"{what}.parquet")
         tables.conform(df, what)

@@ -199,30 +199,45 @@ def test_composition_onset():
     assert r["sustained_onset_revision"] == "step30" and r["sustained_onset_tokens"] == 30
     never = E.composition_table(_verdict("n", [("step0", 0, 0.3, 0.3, 0.3, False)]), 1 / 95)
     assert never["onset_revision"][0] is None and never["sustained_onset_revision"][0] is None
-    assert df["copy_null_top1"].is_null().all() and df["above_copy_null"].is_null().all()  # not given: not applied
+    assert df["copy_null_top1"].is_null().all() and df["above_copy_null"].is_null().all()  # not recorded: not applied
 
 
-def test_composition_against_a_copying_null():
-    """Issue 28: copying any context token scores ~1/255 on the paper probe; OLMo's published 1.00%
-    baseline is 99x chance but 2.6x that null. Induction is present only where the baseline's
-    Wilson interval lies above the null (and the old 10x-chance rule still holds)."""
-    paper = E.copy_null_top1(256, (100, 10000))
-    assert paper == pytest.approx(1 / 253, rel=0.01) and 0.0038 < paper < 0.0041
-    toy = E.copy_null_top1(128, (32, 127))
-    assert 0.013 < toy < 0.015 and toy > 1 / 95  # the toy's null is above its chance
+def test_sign_test_known_answers():
+    assert E.sign_test_p(0, 0) == 1.0
+    assert E.sign_test_p(5, 0) == pytest.approx(1 / 32)
+    assert E.sign_test_p(4, 0) == pytest.approx(1 / 16)  # 4 hits alone cannot reach 0.05
+    assert E.sign_test_p(3, 3) == pytest.approx(42 / 64)
+    assert E.sign_test_p(0, 7) == 1.0
+    assert E.sign_test_p(20, 8) == pytest.approx(0.01785, abs=1e-4)  # sum C(28,k), k >= 20, / 2^28
+
+
+def test_composition_against_the_measured_copying_null():
+    """Issue 28: a model that copies context tokens blindly hits B about as often as any matched
+    context token, ~1/253 on the paper probe, so 10x chance (0.1%) is no evidence of A -> B use.
+    Induction is present only where B beats the measured shuffled-B control by the exact sign test
+    (and the old 10x-chance rule still holds)."""
     lo, hi = E.wilson_interval(0.01, 2000)
     assert lo == pytest.approx(0.0065, abs=2e-4) and hi == pytest.approx(0.0154, abs=2e-4)
-    v = _verdict("olmo", [("a", 1, 0.0100, 0.0005, 0.022, True),   # published: 1.00% -> 0.05%, 2.6x the null
-                          ("b", 2, 0.0050, 0.0, 0.005, True),     # 50x chance, 1.3x the null: not above it
-                          ("c", 3, 0.0030, 0.0, 0.003, True)])    # below the null
-    df = E.composition_table(v, 1 / 9900, copy_null=paper, n_sequences=2000)
+    v = _verdict("olmo", [("a", 1, 0.0100, 0.0005, 0.022, True),   # B 20 of 2000, control 8: p = 0.018
+                          ("b", 2, 0.0050, 0.0, 0.005, True),     # B 10, control 8: a blind copier
+                          ("c", 3, 0.0030, 0.0, 0.003, True),     # B 6, control 0: p = 1/64
+                          ("d", 4, 0.0050, 0.0, 0.005, True)])    # not recorded: old rule only
+    twice = lambda xs: pl.Series([x for x in xs for _ in range(2)], dtype=pl.Float64)  # noqa: E731 (both circuits)
+    v = v.with_columns(n_sequences=pl.lit(2000, pl.Int32),
+                       baseline_top1_control=twice([0.004, 0.004, 0.0, None]),
+                       baseline_top1_context=twice([0.30, 0.31, 0.02, None]))
+    df = E.composition_table(v, 1 / 9900, alpha=0.05)
     tables.conform(df, "composition")
-    assert df["above_copy_null"].to_list() == [True, False, False]
-    assert df["induction_present"].to_list() == [True, False, False]
-    assert df["destroys_induction"].to_list() == [True, False, False]
-    assert df["baseline_top1"][0] / paper == pytest.approx(2.6, abs=0.1)
-    old = E.composition_table(v, 1 / 9900)  # without the null: all three "present" (>= 10x chance)
-    assert old["induction_present"].to_list() == [True, True, True]
+    assert df["copy_null_p"][:3].to_list() == pytest.approx([E.sign_test_p(20, 8), E.sign_test_p(10, 8),
+                                                            1 / 64])
+    assert df["above_copy_null"].to_list() == [True, False, True, None]
+    assert df["induction_present"].to_list() == [True, False, True, True]
+    assert df["destroys_induction"].to_list() == [True, False, True, True]
+    assert df["copy_other_top1"][:3].to_list() == [0.30, 0.31, 0.02]
+    r = df.row(0, named=True)
+    assert r["copy_null_lo"] < 0.004 < r["copy_null_hi"] and r["baseline_top1_lo"] < 0.01 < r["baseline_top1_hi"]
+    strict = E.composition_table(v, 1 / 9900, alpha=0.01)  # the level is the run's alpha
+    assert strict["above_copy_null"].to_list() == [False, False, False, None]
 
 
 def test_shuffle_batch_keeps_query_and_labels():
@@ -289,8 +304,10 @@ def test_figures_and_summary(tmp_path):
     shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0)}, {(1, 0)}])
     ds, dh = E.data_shift_table(base, shifted), E.data_shift_heads(base, shifted)
     EF.plot_data_shift(dh, ds, tmp_path / "ds.png")
-    comp = E.composition_table(_verdict("m", [("step0", 0, 0.01, 0.0, 0.01, False), ("step10", 10, 0.3, 0.0, 0.3, True)]),
-                               {"m": 1 / 95})
+    measured = _verdict("m", [("step0", 0, 0.01, 0.0, 0.01, False), ("step10", 10, 0.3, 0.0, 0.3, True)])
+    measured = measured.with_columns(n_sequences=pl.lit(200, pl.Int32), baseline_top1_control=pl.lit(0.02),
+                                     baseline_top1_context=pl.lit(0.5))
+    comp = E.composition_table(measured, {"m": 1 / 95})
     EF.plot_composition(comp, tmp_path / "comp.png")
     init = _screen("m", "step0", 0, [{"induction": 1.0}, {"induction": 2.0}])
     fl = E.floors(E.null_samples(init, None))
@@ -303,6 +320,8 @@ def test_figures_and_summary(tmp_path):
     for word in ("Seed specificity", "Data shift", "Composition", "noise floor"):
         assert word in text
     assert "seed 0: L1H0" in text and "from step10" in text
+    assert ("at step10: top-1 B 30.00% vs its shuffled-B control 2.00%, sign test p = 3.7e-14; another context "
+            "token 50.00%") in text
     assert ES.summary_markdown().startswith("## Method experiments")
 
 
@@ -372,5 +391,8 @@ def test_experiment_rules_end_to_end(tmp_path):
     assert sorted(zip(cs["circuit_seed"], cs["model_seed"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     ds = pl.read_parquet(exp / "data_shift.parquet")
     assert ds["phase"].to_list() == ["before"] * 3 + ["after"] * 3
+    comp = pl.read_parquet(exp / "composition.parquet")  # the copying null, measured by the ablation jobs
+    assert comp["copy_null_p"].is_not_null().all() and comp["copy_other_top1"].is_not_null().all()
+    assert (comp["n_sequences"] == 16).all()
     assert (tmp_path / "resources" / "checkpoints" / "tiny-shift" / "step4").is_dir()
     assert "Method experiments" in (exp / "summary.md").read_text()

@@ -78,3 +78,45 @@ def test_key_positions_and_table_roundtrip():
     b2 = probe.batch_from_table(probe.batch_table(b))
     for f in ("tokens", "ab", "target", "valid"):
         assert np.array_equal(getattr(b, f), getattr(b2, f))
+
+
+def test_control_targets_are_matched_context_tokens():
+    """The shuffled-B control: a context token near B, neither A nor B, as frequent before the
+    query as B; seeded per sequence, so a head of the batch keeps its controls."""
+    batch = probe.make_batch(n_sequences=300, seq_len=64, token_low=2, token_high=40, ab_low=5, ab_high=40)
+    ctl = probe.control_targets(batch)
+    assert ctl.shape == (300,) and (ctl >= 0).all()
+    matched = 0
+    for i in range(300):
+        ctx, a, b, pb = batch.tokens[i, :-1], batch.tokens[i, -1], batch.target[i], batch.ab[i] + 1
+        assert ctl[i] not in (a, b) and (ctx[1:] == ctl[i]).any()
+        near = [t for p, t in enumerate(ctx) if 1 <= p and abs(p - pb) <= 16 and p != pb]
+        if ctl[i] in near and (ctx == ctl[i]).sum() == (ctx == b).sum():
+            matched += 1
+    assert matched > 250  # 38 tokens over 63 positions: most sequences have a matched token near B
+    assert np.array_equal(probe.control_targets(batch), ctl)  # deterministic
+    assert np.array_equal(probe.control_targets(batch.head(50)), ctl[:50])  # by sequence, not by batch
+    assert not np.array_equal(probe.control_targets(batch, seed=1), ctl)
+    # on the paper probe nearly every context token is unique: the control is matched everywhere
+    paper = probe.make_batch(n_sequences=40)
+    pc = probe.control_targets(paper)
+    for i in range(40):
+        ctx = paper.tokens[i, :-1]
+        pos = np.flatnonzero(ctx == pc[i])
+        assert pos.size == 1 and 0 < abs(pos[0] - (paper.ab[i] + 1)) <= 16
+
+
+def test_control_targets_known_answers():
+    # A = 5, B = 6 (once); near B: 9 (three times) and 7 (once, like B) -> 7
+    tokens = np.array([[1, 9, 9, 5, 6, 7, 9, 5]])
+    one = probe.ProbeBatch(tokens=tokens, ab=np.array([3]), target=np.array([6]), valid=np.array([True]))
+    assert probe.control_targets(one).tolist() == [7]
+    assert probe.control_targets(one, window=0).tolist() == [7]  # nothing near: widen, least frequent = 7
+    # near B only tokens that occur twice: widen to the least frequent of positions 1..T-2 (never 0)
+    tokens = np.array([[3, 5, 6, 8, 8, 9, 5]])
+    two = probe.ProbeBatch(tokens=tokens, ab=np.array([1]), target=np.array([6]), valid=np.array([True]))
+    assert probe.control_targets(two, window=2).tolist() == [9]
+    # nothing but A and B: no control
+    bare = probe.ProbeBatch(tokens=np.array([[5, 5, 6, 5]]), ab=np.array([1]), target=np.array([6]),
+                            valid=np.array([True]))
+    assert probe.control_targets(bare).tolist() == [-1]

@@ -209,6 +209,13 @@ def test_circuit_line_says_effect_p_sets_and_verdict():
     assert not math.isnan(v["effect"])
 
 
+def test_baseline_line_says_what_the_unablated_model_predicts():
+    v = {"baseline_top1": 0.123, "baseline_top1_control": 0.004, "baseline_top1_context": 0.2, "n_sequences": 2000}
+    assert console.baseline_line(v) == ("unablated top-1: B 12.30% of 2000 sequences; a shuffled-B control token "
+                                        "of the context 0.40%; any other context token 20.00%")
+    assert console.baseline_line({**v, "baseline_top1_control": None}) is None  # not recorded: no line
+
+
 def test_ablation_progress_is_silent_when_asked(capfd):
     from tiny import tiny_model
 

@@ -100,6 +100,9 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     if args.out:
         print(f"tables written to {args.out}/ (verdict.parquet: every column of the verdicts below)")
     if cell.verdict is not None:  # last: one line per circuit, in the words of `headtrace summary`
+        base = console.baseline_line(cell.verdict.row(0, named=True)) if cell.verdict.height else None
+        if base:
+            print("  " + base)
         for v in cell.verdict.iter_rows(named=True):
             print("  " + console.circuit_line(v))
     return 0

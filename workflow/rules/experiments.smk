@@ -139,12 +139,7 @@ rule composition:
     params:
         min_baseline_ratio=EXP["composition"]["min_baseline_ratio"],
         chance={m: verdict_stats.chance_top1(panel.probe_settings(config, m)["token_range"]) for m in EXP_RUN_MODELS},
-        copy_null={m: experiments.copy_null_top1(panel.probe_settings(config, m)["seq_len"],
-                                                 panel.probe_settings(config, m)["token_range"],
-                                                 panel.probe_settings(config, m)["prepend_bos"])
-                   for m in EXP_RUN_MODELS},
-        n_sequences={m: (config.get("ablation") or {}).get("n_sequences") or panel.probe_settings(config, m)["n_sequences"]
-                     for m in EXP_RUN_MODELS},
+        alpha=config["ablation"]["alpha"],  # the sign test of the copying null, at the verdicts' level
     conda:
         CONDA_ENV
     log:

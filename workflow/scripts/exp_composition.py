@@ -7,7 +7,6 @@ from headtrace.runtime import logs
 with logs.to_file(snakemake.log[0]):
     table = experiments.composition_table(tables.read_many(snakemake.input.verdicts), dict(snakemake.params.chance),
                                           min_baseline_ratio=snakemake.params.min_baseline_ratio,
-                                          copy_null=dict(snakemake.params.copy_null),
-                                          n_sequences=dict(snakemake.params.n_sequences))
+                                          alpha=snakemake.params.alpha)
     tables.write(table, snakemake.output.table, schema="composition")
     experiment_figures.plot_composition(table, snakemake.output.figure)

@@ -7,6 +7,9 @@ The output projection's bias (if any) stays. The measurement is the induction ta
 among the 5 largest logits), ``ce`` (cross-entropy of B, nats) and ``logit_b`` (logit of B), logits
 in fp32; a condition's value is the mean over *all* sequences of the batch (valid or not), and the
 per-sequence values are kept (``per_sequence``) for the bootstrap intervals of ``headtrace.causal.verdict``.
+Two more say what the top-1 is when it is not B, for the copying null of the composition experiment:
+``top1_control`` (the top-1 is the sequence's shuffled-B control token, ``core.probe.control_targets``)
+and ``top1_context`` (the top-1 is some token of the sequence other than B).
 
 The conditions (which heads, which controls) are ``headtrace.causal.conditions``; the verdict statistics
 ``headtrace.causal.verdict``. ``Condition``, ``build_conditions`` and ``verdict`` are
@@ -55,7 +58,7 @@ from headtrace.core.heads import Head
 from headtrace.models import families as _families
 from headtrace.models.families import Family
 
-METRICS = ("top1", "top5", "ce", "logit_b")
+METRICS = ("top1", "top5", "ce", "logit_b", "top1_control", "top1_context")
 
 # Keyword arguments of a decoder layer's forward, by name: "batch" = dim 0 is the batch (or 1,
 # broadcast), tiled when conditions are stacked; "batch_heads" = dim 0 is batch x heads, batch-major
@@ -104,17 +107,22 @@ def _layer_kwargs(layer: nn.Module, args: tuple, kwargs: dict) -> dict:
 # Measurement and masks
 
 
-def _metrics(logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-row top1/top5/ce/logit_b of (rows, vocab) logits for (rows,) targets, fp32."""
+def _metrics(logits: torch.Tensor, target: torch.Tensor, control: torch.Tensor,
+             context: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-row ``METRICS`` of (rows, vocab) logits, fp32, for (rows,) targets B, (rows,) control
+    tokens (-1: none) and the (rows, T) token ids of each row's sequence."""
     logits = logits.float()
     lb = logits.gather(1, target[:, None])[:, 0]
     k = min(5, logits.shape[1])
     top5 = (logits.topk(k, dim=1).indices == target[:, None]).any(dim=1)
+    top = logits.argmax(dim=1)
     return {
-        "top1": (logits.argmax(dim=1) == target).double(),
+        "top1": (top == target).double(),
         "top5": top5.double(),
         "ce": (torch.logsumexp(logits, dim=1) - lb).double(),
         "logit_b": lb.double(),
+        "top1_control": (top == control).double(),
+        "top1_context": ((context == top[:, None]).any(dim=1) & (top != target)).double(),
     }
 
 
@@ -359,7 +367,7 @@ def run(
     max_rows: int | None = None,
 ) -> list[dict]:
     """Evaluate every condition on the whole batch; one dict per condition, in order, with
-    ``name, draw, heads, n_heads, top1, top5, ce, logit_b, n_sequences, n_sets, per_sequence``
+    ``name, draw, heads, n_heads``, the ``METRICS``, ``n_sequences, n_sets, per_sequence``
     (``per_sequence``: metric -> float64 array over the batch's sequences).
 
     ``batch_size`` sequences per plain pass; branch passes stack sets x sequences up to
@@ -381,6 +389,7 @@ def run(
     groups = _group_by_first_layer(sets)
     tokens = torch.as_tensor(batch.tokens, dtype=torch.long)
     target_all = torch.as_tensor(batch.target, dtype=torch.long)
+    control_all = torch.as_tensor(probe.control_targets(batch), dtype=torch.long)
     n = tokens.shape[0]
     base = {m: np.zeros(n) for m in METRICS}
     per_set = [{m: np.zeros(n) for m in METRICS} for _ in sets]
@@ -392,15 +401,18 @@ def run(
         for start in range(0, n, batch_size):
             ids = tokens[start:start + batch_size].to(device)
             tgt = target_all[start:start + batch_size].to(device)
+            ctl = control_all[start:start + batch_size].to(device)
             s = ids.shape[0]
             logits, cap = _plain_pass(parts, groups, ids)
-            for m, v in _metrics(logits, tgt).items():
+            for m, v in _metrics(logits, tgt, ctl, ids).items():
                 base[m][start:start + s] = v.cpu().numpy()
             per_call = max(1, max_rows // s)
             for l0, idx in groups.items():
                 for g in range(0, len(idx), per_call):
                     sub = idx[g:g + per_call]
-                    met = _metrics(_branch(parts, dims, cap[l0], l0, [sets[i] for i in sub], s), tgt.repeat(len(sub)))
+                    r = len(sub)
+                    met = _metrics(_branch(parts, dims, cap[l0], l0, [sets[i] for i in sub], s), tgt.repeat(r),
+                                   ctl.repeat(r), ids.repeat(r, 1))
                     for m, v in met.items():
                         v = v.view(len(sub), s).cpu().numpy()
                         for j, si in enumerate(sub):
@@ -436,12 +448,13 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
             "draw": [int(r["draw"]) for r in results],
             "n_heads": [int(r["n_heads"]) for r in results],
             "heads": [[tables.head_name(l, h) for l, h in r["heads"]] for r in results],
-            **{m: [float(r[m]) for r in results] for m in METRICS},
+            # results without the copy metrics (the published ablation files) leave them null
+            **{m: [None if r.get(m) is None else float(r[m]) for r in results] for m in METRICS},
             "n_sequences": [int(r.get("n_sequences", 0)) for r in results],
             "n_matched_sets": [r.get("n_sets") for r in results],
             **{c: [row.get(c) for row in ci] for c in ci_cols},
         },
         schema_overrides={"heads": pl.List(pl.String), "n_sequences": pl.Int32, "n_matched_sets": pl.Int64,
-                          "tokens": pl.Int64, **{c: pl.Float64 for c in ci_cols}},
+                          "tokens": pl.Int64, **{c: pl.Float64 for c in (*ci_cols, *METRICS)}},
     )
     return tables.conform(df, "ablation")

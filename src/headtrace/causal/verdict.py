@@ -21,13 +21,13 @@ smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space
   than circuit heads (no matched set exists: ``headtrace.causal.conditions``), or whose control sets
   do not have the circuit's per-layer sizes (a control of another circuit). The effect and its
   interval are still reported; the test cannot decide; ``underpowered_reason`` says why.
-
-**Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
-evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets".
 - ``causal``: non-empty circuit AND ``effect > 0`` AND (top-1/top-5 only) ``ablated <=
   max_ablated_fraction x baseline`` (0.5) AND ``p_value <= alpha`` (0.05) AND ``effect >=
   min_effect_ratio x max(random_effect_mean, 0)`` (2).
 - ``not_causal``: otherwise (including an empty circuit: nothing was ablated).
+
+**Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
+evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets".
 
 ``random_effect_mean`` = mean effect over the control's sets; ``effect_vs_random = effect /
 random_effect_mean`` (IEEE: ``inf`` when the mean is 0 and the effect positive, ``NaN`` when both
@@ -45,7 +45,8 @@ contain the point estimate in the rare case it does not. Deterministic by seed.
 **Composition** (``induction_present`` / ``destroys_induction``): induction is present when the
 baseline top-1 is at least ``min_baseline_ratio x chance``, chance = 1 / (number of distinct probe
 tokens), i.e. the model predicts B far above guessing; the previous-token circuit destroys it when
-induction is present and that circuit's verdict is ``causal``.
+induction is present and that circuit's verdict is ``causal``. The composition experiment
+(``headtrace.experiments.composition``) adds a measured copying null on top of this rule.
 """
 from __future__ import annotations
 
@@ -212,6 +213,9 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
         if base.height != 1:
             raise ValueError(f"cell {key}: expected one baseline row, found {base.height}")
         b_top1, b = float(base["top1"][0]), float(base[metric][0])
+        b_copy = {c: None if c not in base.columns or base[c][0] is None else float(base[c][0])
+                  for c in ("top1_control", "top1_context")}
+        n_seq = int(base["n_sequences"][0]) if "n_sequences" in base.columns and base["n_sequences"][0] else None
         for circuit_name, spec in CIRCUITS.items():
             if spec.condition not in conds:
                 continue
@@ -253,6 +257,8 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
                 "n_class_matched_sets": c_space,
                 "underpowered_reason": reason,
                 "control_sizes_match": None if not n_heads or not n_distinct else not bool(problem),
+                "n_sequences": n_seq, "baseline_top1_control": b_copy["top1_control"],
+                "baseline_top1_context": b_copy["top1_context"],
             })
     schema = tables.SCHEMAS["verdict"]
     if not rows:

@@ -24,6 +24,8 @@ CLASSES = ("induction", "duplicate-token", "previous-token", "first-token", "sel
 UNCLASSIFIED = "unclassified"
 N_BASELINE_POSITIONS = 50
 BASELINE_SEED = 0
+CONTROL_SEED = 0
+CONTROL_WINDOW = 16  # the shuffled-B control stands within this many positions of B
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,36 @@ def key_positions(batch: ProbeBatch) -> dict[str, np.ndarray]:
     out["induction"] = (batch.ab + 1)[:, None]
     out["duplicate-token"] = batch.ab[:, None].copy()
     return {name: out[name] for name in CLASSES}
+
+
+def control_targets(batch: ProbeBatch, seed: int = CONTROL_SEED, window: int = CONTROL_WINDOW) -> np.ndarray:
+    """Per sequence a *shuffled-B* control token: a token of the context that the sequence treats
+    like B but that no A -> B rule points to, or -1 where there is none.
+
+    B sits at ``ab + 1`` and occurs there only (in a valid sequence). The control is drawn
+    uniformly, seeded per sequence (``default_rng([seed, i])``: a sequence keeps its control
+    whatever batch it is in), from the tokens that (1) stand within ``window`` positions of B
+    (not at B's own position, not at position 0, not at the query); (2) are neither A (the query
+    token) nor B; (3) occur before the query exactly as often as B does. Where no token meets all
+    three (a short toy vocabulary), (1) widens to positions 1..T-2 and (3) to the least frequent
+    tokens. A model that copies context tokens without using A -> B predicts the control as often
+    as B (``headtrace.experiments.composition``)."""
+    tokens, n, q = batch.tokens, batch.tokens.shape[0], batch.query_pos
+    out = np.full(n, -1, dtype=np.int64)
+    for i in range(n):
+        ctx = tokens[i, :q]
+        a, b, pb = int(tokens[i, q]), int(batch.target[i]), int(batch.ab[i]) + 1
+        values, counts = np.unique(ctx, return_counts=True)
+        count = dict(zip(values.tolist(), counts.tolist()))
+        near = {int(ctx[p]) for p in range(max(1, pb - window), min(q, pb + window + 1)) if p != pb}
+        cands = sorted(t for t in near if t not in (a, b) and count[t] == count.get(b, 0))
+        if not cands:
+            rest = {int(t) for t in ctx[1:].tolist()} - {a, b}
+            least = min((count[t] for t in rest), default=None)
+            cands = sorted(t for t in rest if count[t] == least)
+        if cands:
+            out[i] = cands[int(np.random.default_rng([seed, i]).integers(len(cands)))]
+    return out
 
 
 def batch_table(batch: ProbeBatch):

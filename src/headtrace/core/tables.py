@@ -111,6 +111,10 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "top5": pl.Float64,
         "ce": pl.Float64,
         "logit_b": pl.Float64,
+        # the top-1 is the sequence's shuffled-B control token / another token of its context
+        # (headtrace.causal.ablation; null in the published ablation files, which do not record them)
+        "top1_control": pl.Float64,
+        "top1_context": pl.Float64,
         "n_sequences": pl.Int32,
         # control rows: size of the matched set space they come from (headtrace.causal.conditions); else null
         "n_matched_sets": pl.Int64,
@@ -153,6 +157,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_class_matched_sets": pl.Int64,
         "underpowered_reason": pl.String,  # why the test cannot decide (null unless underpowered)
         "control_sizes_match": pl.Boolean,  # the control's sets have the circuit's per-layer sizes
+        "n_sequences": pl.Int32,  # probe sequences the ablation ran on
+        # unablated model: share of sequences whose top-1 is the shuffled-B control token / another
+        # context token (the ablation table's baseline row; null where not recorded)
+        "baseline_top1_control": pl.Float64,
+        "baseline_top1_context": pl.Float64,
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {
@@ -400,12 +409,18 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "p_value": pl.Float64,
         "verdict": pl.String,  # the previous-token circuit's three-way verdict
         "chance_top1": pl.Float64,  # 1 / number of distinct probe tokens
-        # copying null: top-1 on B of copying a uniform context token (experiments.composition)
-        "copy_null_top1": pl.Float64,
+        "n_sequences": pl.Int32,  # probe sequences behind the rates below
         "baseline_top1_lo": pl.Float64,  # Wilson 95% interval of baseline top-1
         "baseline_top1_hi": pl.Float64,
-        "above_copy_null": pl.Boolean,  # the interval lies above the copying null
-        # baseline top-1 >= min_baseline_ratio x chance, and above the copying null when given
+        # measured copying null (experiments.composition): the unablated model's top-1 is the
+        # sequence's shuffled-B control token, with its Wilson 95% interval
+        "copy_null_top1": pl.Float64,
+        "copy_null_lo": pl.Float64,
+        "copy_null_hi": pl.Float64,
+        "copy_other_top1": pl.Float64,  # top-1 is some context token other than B
+        "copy_null_p": pl.Float64,  # exact one-sided sign test, B against the control
+        "above_copy_null": pl.Boolean,  # copy_null_p <= alpha (null: no copy metrics recorded)
+        # baseline top-1 >= min_baseline_ratio x chance, and above the copying null where measured
         "induction_present": pl.Boolean,
         "destroys_induction": pl.Boolean,
         "onset_revision": pl.String,

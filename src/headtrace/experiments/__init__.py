@@ -12,7 +12,7 @@ Their figures are in ``headtrace.report.experiment_figures``, their prose in
 ``from headtrace import experiments`` gives the whole public surface.
 """
 from headtrace.core.heads import jaccard
-from headtrace.experiments.composition import composition_table, copy_null_top1, wilson_interval
+from headtrace.experiments.composition import composition_table, sign_test_p, wilson_interval
 from headtrace.experiments.config import (
                                           DEFAULTS,
                                           EXPERIMENTS,
@@ -38,7 +38,7 @@ from headtrace.experiments.seeds import circuit_of, cross_seed_conditions, cross
 
 __all__ = [
     "DEFAULTS", "EXPERIMENTS", "SHUFFLE_CLASSES", "circuit_of", "composition_on", "composition_table",
-    "copy_null_top1", "wilson_interval",
+    "sign_test_p", "wilson_interval",
     "cross_seed_conditions", "cross_seed_matrix", "cross_seed_table", "data_shift_heads", "data_shift_table",
     "expand_models", "floors", "jaccard", "model_seed", "noise_floor_models", "noise_floor_table", "null_samples",
     "resolve_revisions", "seed_model_name", "seed_models", "settings", "shift_model_name",

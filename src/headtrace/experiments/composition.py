@@ -8,23 +8,29 @@ previous-token circuit, against ``previous_token_matched_random``). Induction is
 (``headtrace.causal.verdict.destroys_induction``). ``onset`` = the first such revision;
 ``sustained_onset`` = the first revision from which it holds at every later revision.
 
-**Copying null** (issue 28): 10 x chance is a low bar (on the paper probe 10 / 9900 = 0.1%, 2 of
-2000 sequences), and a model that merely copies *some* token of its context, with no A -> B use at
-all, scores about 1 / (distinct tokens in the context) on B: ~0.40% on the paper probe (T = 256),
-~1.4% on the toy's (T = 128 over 95 tokens). ``copy_null_top1`` gives that rate for a probe's
-length and token range (a uniform copier over the context's distinct tokens; the expected number of
-distinct tokens is exact, E[1/n] is approximated by 1/E[n], within a few percent of itself here).
-With ``copy_null`` given, induction is present only when the baseline top-1's Wilson interval
-(``baseline_top1_lo`` / ``_hi``, 95%, over ``n_sequences`` probe sequences) lies above it
-(``above_copy_null``) **and** the old rule holds (>= ``min_baseline_ratio`` x chance; no threshold
-changed). OLMo-1B's published 1.00% is 99x chance but only 2.5x the copying null (0.40%): present,
-with its interval [0.65%, 1.54%] (n = 2000) above the null. What it cannot decide: a model that copies the
-*right* kind of token (e.g. the token after any earlier occurrence) is induction, and this null does
-not separate partial induction from strong. The null assumes a copier that always copies; a model
-whose top-1 is a context token in a share p_copy of the sequences would, copying blindly, hit B in
-p_copy x null <= null, so this analytic null is the stricter bar. The measured p_copy (how often the
-model's own top-1 is some context token other than B) needs a per-sequence engine metric and is not
-computed.
+**Copying null.** 10 x chance is a low bar (on the paper probe 10 / 9900 = 0.1%, 2 of 2000
+sequences): a model that copies *some* token of its context, with no A -> B use at all, hits B
+about once per distinct context token (a uniform copier over the ~253 distinct tokens of a
+256-token paper sequence scores ~0.40%). So the null is measured on the model itself, at the same
+query of the same sequences: each sequence gets a *shuffled-B control* token
+(``core.probe.control_targets``: a token of its context within 16 positions of B, neither A nor
+B, as frequent in the context as B), and the ablation engine records, for the unablated model,
+how often the top-1 is that control (``copy_null_top1``, with its 95% Wilson interval
+``copy_null_lo`` / ``_hi``) and how often it is any context token other than B
+(``copy_other_top1``: the model's copying propensity). A copier blind to A -> B predicts B and
+the control equally often. B and the control are distinct tokens, so every sequence hits at most
+one of them; ``copy_null_p`` is the exact one-sided sign test over the sequences that hit either
+(B no more likely than the control: Binomial(n_B + n_control, 1/2) >= n_B). Induction is present
+only when ``copy_null_p <= alpha`` (``above_copy_null``) **and** the old rule holds (>=
+``min_baseline_ratio`` x chance; no threshold changed). ``baseline_top1_lo`` / ``_hi`` is B's own
+Wilson interval.
+
+What it cannot decide: with few hits on either token the test has no power (with n_B +
+n_control <= 4 no split reaches p <= 0.05); it says B is preferred over a context token matched
+in frequency and standing near B, not how strong induction is, nor that the preference
+comes from the previous-token circuit (the ablation asks that). Where the ablation table has no
+copy metrics (the published files record none), these columns are null and only the old rule
+applies.
 """
 from __future__ import annotations
 
@@ -36,16 +42,13 @@ import polars as pl
 from headtrace.causal.verdict import induction_present
 
 
-def copy_null_top1(seq_len: int, token_range, prepend_bos: bool = False) -> float:
-    """Top-1 on B of a copier that picks uniformly among the context's distinct tokens, for the
-    induction probe (``core.probe``: A at ab and at T-1, B at ab+1, the other T-3 positions uniform
-    over the range without A and B; ``prepend_bos`` adds one more distinct token)."""
-    k = int(token_range[1]) - int(token_range[0]) - 2  # values the random positions take
-    m = int(seq_len) - 3
-    if k <= 0 or m < 0:
-        raise ValueError(f"no random positions for seq_len={seq_len}, token_range={token_range}")
-    distinct = 2 + k * (1 - (1 - 1 / k) ** m) + (1 if prepend_bos else 0)
-    return 1.0 / distinct
+def sign_test_p(n_hits: int, n_control: int) -> float:
+    """One-sided exact sign test: P(X >= n_hits) for X ~ Binomial(n_hits + n_control, 1/2), the
+    chance that B wins at least this often if B and the control were equally likely top-1s."""
+    m = int(n_hits) + int(n_control)
+    if m == 0:
+        return 1.0
+    return sum(math.comb(m, k) for k in range(int(n_hits), m + 1)) / 2 ** m
 
 
 def wilson_interval(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -59,50 +62,52 @@ def wilson_interval(p: float, n: int, z: float = 1.959963984540054) -> tuple[flo
 
 
 def composition_table(verdicts: pl.DataFrame, chance: float | Mapping[str, float],
-                      min_baseline_ratio: float = 10.0, copy_null: float | Mapping[str, float] | None = None,
-                      n_sequences: int | Mapping[str, int] | None = None) -> pl.DataFrame:
+                      min_baseline_ratio: float = 10.0, alpha: float = 0.05) -> pl.DataFrame:
     """Per model x revision: the previous-token-circuit ablation against its matched-random control,
-    ``induction_present``, ``destroys_induction``, and per model ``onset`` / ``sustained_onset``
-    (revision and tokens). ``chance``: chance top-1 (``verdict.chance_top1`` of the probe's token
-    range), one number or per model. ``copy_null`` (``copy_null_top1``) and ``n_sequences`` (the
-    ablation's probe sequences), one number or per model: the copying null of the module docstring
-    (None: not applied, its columns null)."""
+    the copying null (module docstring; from the verdict rows' ``baseline_top1_control``,
+    ``baseline_top1_context`` and ``n_sequences``), ``induction_present``, ``destroys_induction``,
+    and per model ``onset`` / ``sustained_onset`` (revision and tokens). ``chance``: chance top-1
+    (``verdict.chance_top1`` of the probe's token range), one number or per model; ``alpha``: the
+    sign test's level (the ablation's ``alpha``)."""
     v = verdicts.filter(pl.col("circuit") == "previous_token_circuit")
     v = v.with_columns(random_top1_mean=(pl.col("random_top1_mean") if "random_top1_mean" in v.columns
                                          else pl.col("baseline_top1") - pl.col("random_effect_mean")))
     if "verdict" not in v.columns:  # tables from before the three-way verdict
         v = v.with_columns(verdict=pl.when(pl.col("causal")).then(pl.lit("causal")).otherwise(pl.lit("not_causal")))
+    for c, t in (("n_sequences", pl.Int32), ("baseline_top1_control", pl.Float64), ("baseline_top1_context", pl.Float64)):
+        if c not in v.columns:  # verdict tables from before the copy metrics
+            v = v.with_columns(pl.lit(None, t).alias(c))
     v = v.sort("model", "tokens", nulls_last=True)
     models = v["model"].to_list()
     missing = sorted({m for m in models if isinstance(chance, Mapping) and m not in chance})
     if missing:
         raise ValueError(f"composition: no chance top-1 for model(s) {missing}")
     ch = [float(chance[m]) if isinstance(chance, Mapping) else float(chance) for m in models]
-    def per_model(x, m):
-        if x is None:
-            return None
-        if isinstance(x, Mapping):
-            if m not in x:
-                raise ValueError(f"composition: no value for model {m!r} in {sorted(x)}")
-            return x[m]
-        return x
-    base = v["baseline_top1"].to_numpy()
-    nulls = [None if per_model(copy_null, m) is None else float(per_model(copy_null, m)) for m in models]
-    ns = [per_model(n_sequences, m) for m in models]
-    lo, hi, above = [], [], []
-    for b, n, c0 in zip(base, ns, nulls):
-        a, z = wilson_interval(float(b), int(n)) if n else (None, None)
-        lo.append(a)
-        hi.append(z)
-        above.append(None if c0 is None else bool((a if a is not None else float(b)) > c0))
+    cols = {k: [] for k in ("baseline_top1_lo", "baseline_top1_hi", "copy_null_lo", "copy_null_hi",
+                            "copy_null_p", "above_copy_null")}
+    for b, c0, n in zip(v["baseline_top1"].to_list(), v["baseline_top1_control"].to_list(),
+                        v["n_sequences"].to_list()):
+        lo, hi = wilson_interval(float(b), int(n)) if n else (None, None)
+        cols["baseline_top1_lo"].append(lo)
+        cols["baseline_top1_hi"].append(hi)
+        if c0 is None or not n:
+            for k in ("copy_null_lo", "copy_null_hi", "copy_null_p", "above_copy_null"):
+                cols[k].append(None)
+            continue
+        nlo, nhi = wilson_interval(float(c0), int(n))
+        p = sign_test_p(round(float(b) * n), round(float(c0) * n))
+        cols["copy_null_lo"].append(nlo)
+        cols["copy_null_hi"].append(nhi)
+        cols["copy_null_p"].append(p)
+        cols["above_copy_null"].append(p <= alpha)
     present = [bool(induction_present(b, c, min_baseline_ratio)) and (ab is None or ab)
-               for b, c, ab in zip(base, ch, above)]
+               for b, c, ab in zip(v["baseline_top1"].to_list(), ch, cols["above_copy_null"])]
     destroys = [p and d == "causal" for p, d in zip(present, v["verdict"].to_list())]
     v = v.with_columns(chance_top1=pl.Series(ch, dtype=pl.Float64),
-                       copy_null_top1=pl.Series(nulls, dtype=pl.Float64),
-                       baseline_top1_lo=pl.Series(lo, dtype=pl.Float64),
-                       baseline_top1_hi=pl.Series(hi, dtype=pl.Float64),
-                       above_copy_null=pl.Series(above, dtype=pl.Boolean),
+                       copy_null_top1=pl.col("baseline_top1_control"),
+                       copy_other_top1=pl.col("baseline_top1_context"),
+                       **{k: pl.Series(x, dtype=pl.Boolean if k == "above_copy_null" else pl.Float64)
+                          for k, x in cols.items()},
                        induction_present=pl.Series(present, dtype=pl.Boolean),
                        destroys_induction=pl.Series(destroys, dtype=pl.Boolean))
     parts = []
@@ -124,7 +129,8 @@ def composition_table(verdicts: pl.DataFrame, chance: float | Mapping[str, float
         ))
     cols = ["model", "revision", "tokens", "n_heads", "heads", "baseline_top1", "ablated_top1", "random_top1_mean",
             "effect", "random_effect_mean", "effect_vs_random", "p_value", "causal", "verdict", "chance_top1",
-            "copy_null_top1", "baseline_top1_lo", "baseline_top1_hi", "above_copy_null",
+            "n_sequences", "baseline_top1_lo", "baseline_top1_hi", "copy_null_top1", "copy_null_lo", "copy_null_hi",
+            "copy_other_top1", "copy_null_p", "above_copy_null",
             "induction_present", "destroys_induction",
             "onset_revision", "onset_tokens", "sustained_onset_revision", "sustained_onset_tokens"]
     if not parts:

@@ -118,6 +118,18 @@ def underpowered_reason(v: dict) -> str:
     return "no matched-random sets, nothing to compare with"
 
 
+def baseline_line(v: dict) -> str | None:
+    """What the unablated model predicts at the query, for ``headtrace cell``: B, the shuffled-B
+    control token and any other context token (the copying null of the composition experiment);
+    None without the copy metrics."""
+    control, other = v.get("baseline_top1_control"), v.get("baseline_top1_context")
+    if control is None or other is None:
+        return None
+    n = v.get("n_sequences")
+    return (f"unablated top-1: B {v['baseline_top1']:.2%}" + (f" of {n} sequences" if n else "")
+            + f"; a shuffled-B control token of the context {control:.2%}; any other context token {other:.2%}")
+
+
 def circuit_line(v: dict) -> str:
     """One circuit's verdict in one line, for ``headtrace cell``: its heads, the effect with its
     interval, p over how many matched sets, and the verdict with its reason."""

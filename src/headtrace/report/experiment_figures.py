@@ -83,7 +83,8 @@ def plot_data_shift(heads: pl.DataFrame, table: pl.DataFrame, path) -> None:
 
 
 def plot_composition(comp: pl.DataFrame, path) -> None:
-    """Per model: baseline top-1, previous-token-circuit ablated top-1, matched-random mean."""
+    """Per model: baseline top-1, previous-token-circuit ablated top-1, matched-random mean, and the
+    measured copying null (the baseline's top-1 on the shuffled-B control) where recorded."""
     if comp.height == 0:
         return empty(path, "no ablation tables")
     models = comp["model"].unique(maintain_order=True).to_list()
@@ -95,6 +96,9 @@ def plot_composition(comp: pl.DataFrame, path) -> None:
         ax.plot(x, g["baseline_top1"].to_numpy(), "k-o", ms=3, label="baseline")
         ax.plot(x, g["ablated_top1"].to_numpy(), "r-o", ms=3, label="prev-token circuit ablated")
         ax.plot(x, g["random_top1_mean"].to_numpy(), "b--o", ms=3, label="matched random (mean)")
+        if "copy_null_top1" in g.columns and g["copy_null_top1"].drop_nulls().len():
+            ax.plot(x, g["copy_null_top1"].cast(pl.Float64).to_numpy(), ":", color="0.5", marker="x", ms=3,
+                    label="copying null (shuffled-B control, baseline)")
         d = g["destroys_induction"].to_numpy()
         ax.scatter(x[d], g["ablated_top1"].to_numpy()[d], s=70, facecolors="none", edgecolors="r")
         on = g["onset_tokens"][0]

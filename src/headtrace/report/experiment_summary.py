@@ -66,13 +66,17 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         for (m,), g in composition.group_by("model", maintain_order=True):
             on = g["onset_revision"][0]
             sus = g["sustained_onset_revision"][0]
+            last = g.sort("tokens").row(-1, named=True)
+            null = ("" if last.get("copy_null_top1") is None else
+                    f" (at {last['revision']}: top-1 B {100 * last['baseline_top1']:.2f}% vs its shuffled-B control "
+                    f"{100 * last['copy_null_top1']:.2f}%, sign test p = {last['copy_null_p']:.2g}; another context "
+                    f"token {100 * last['copy_other_top1']:.2f}%)")
             parts.append(f"`{m}`: " + ("never" if on is None else
                          f"from {on} ({fmt_tokens(g['onset_tokens'][0])} tokens)"
-                         + ("" if sus == on else f", for good from {sus or 'never'}")))
-        nulls = composition["copy_null_top1"].drop_nulls() if "copy_null_top1" in composition.columns else None
-        null_txt = ("" if nulls is None or not nulls.len() else
-                    f" and its 95% Wilson interval above the copying null ({100 * float(nulls[0]):.2f}%: the top-1 of "
-                    "copying a uniform context token, no A → B use)")
+                         + ("" if sus == on else f", for good from {sus or 'never'}")) + null)
+        measured = "copy_null_p" in composition.columns and composition["copy_null_p"].drop_nulls().len() > 0
+        null_txt = (" and B the top-1 more often than a shuffled-B control token of the same context, by an exact "
+                    "sign test at the verdicts' alpha: the measured copying null" if measured else "")
         out.append(
             "**Composition.** Revisions at which ablating the previous-token circuit (best class previous-token "
             "≥ 100×) destroys induction (causal against its matched-random control; induction present: baseline "

@@ -68,8 +68,17 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
     return "\n".join(lines)
 
 
-def _fmt(metric: str, x) -> str:
+def fmt_metric(metric: str, x) -> str:
+    """A metric's value as printed: top-1 as a percentage, logit and cross-entropy to 2 decimals."""
     return "nan" if x is None or x != x else (f"{x:.2%}" if metric == "top1" else f"{x:.2f}")
+
+
+def effect_text(v: dict) -> str:
+    """A verdict row's effect on its decision metric with its bootstrap interval: '40.00% [30.00%, 50.00%]'."""
+    metric = v.get("metric") or "top1"
+    lo, hi = v.get("effect_lo"), v.get("effect_hi")
+    ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if lo is not None and lo == lo else ""
+    return fmt_metric(metric, v.get("effect")) + ci
 
 
 def verdict_line(v: dict) -> str:
@@ -89,14 +98,12 @@ def verdict_line(v: dict) -> str:
         out += "no matched control"
     if v.get("upper_bound", "-") is not None:
         out += f", upper bound {v['upper_bound_top1']:.2%}"
-    lo, hi = v.get("effect_lo"), v.get("effect_hi")
-    ci = f" [{_fmt(metric, lo)}, {_fmt(metric, hi)}]" if lo is not None and lo == lo else ""
-    out += f"; {metric} effect {_fmt(metric, v['effect'])}{ci}"
+    out += f"; {metric} effect {effect_text(v)}"
     if n_sets:
         out += f", p={v['p_value']:.3f}"
     if v.get("class_control") and v.get("n_class_matched_sets"):
         out += (f" (class-matched, sinks excluded: p={v['class_p_value']:.3f}, mean effect "
-                f"{_fmt(metric, v['class_random_effect_mean'])})")
+                f"{fmt_metric(metric, v['class_random_effect_mean'])})")
     verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
     if verdict == "underpowered":
         out += f"; verdict: underpowered ({underpowered_reason(v)}: the test cannot decide here)"
@@ -139,10 +146,8 @@ def circuit_line(v: dict) -> str:
     name = str(v.get("circuit") or "circuit").replace("_", " ")
     if not heads:
         return f"{name}: no heads (nothing to ablate)"
-    lo, hi = v.get("effect_lo"), v.get("effect_hi")
-    ci = f" [{_fmt(metric, lo)}, {_fmt(metric, hi)}]" if lo is not None and lo == lo else ""
     n_sets, n_space = v.get("n_distinct_draws") or 0, v.get("n_matched_sets")
-    out = f"{name} ({' '.join(map(str, heads))}): {metric} effect {_fmt(metric, v.get('effect'))}{ci}"
+    out = f"{name} ({' '.join(map(str, heads))}): {metric} effect {effect_text(v)}"
     if n_sets:
         p = v.get("p_value")
         out += f", p={p:.3f} over {n_sets}" + (f" of {n_space}" if n_space and n_space != n_sets else "") + \

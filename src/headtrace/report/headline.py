@@ -14,8 +14,8 @@ recomputed here:
 
 A milestone reached at revision r is only known to lie in the bracket (previous screened revision,
 r]; the gap ratio is therefore an interval: later in (lo_l, hi_l], earlier in (lo_e, hi_e] gives a
-ratio in (lo_l / hi_e, hi_l / lo_e). When ``f3_gaps`` carries its own interval or censoring
-columns (``gap_lo``/``gap_hi``, ``ratio_lo``/``ratio_hi``, ``censored``) those are used as written.
+ratio in (lo_l / hi_e, hi_l / lo_e). Where ``f3_gaps`` gives its interval (``gap_lo``/``gap_hi``)
+it is used as written; the brackets fill in only a table without one.
 """
 from __future__ import annotations
 
@@ -154,12 +154,8 @@ def _gap(F: Mapping[str, pl.DataFrame], model: str, later: dict, earlier: dict, 
         if r.height:
             row = r.row(0, named=True)
             out["ratio"] = _get(row, "gap_ratio")
-    # columns a newer findings job may write: use them as they are
-    for lo_key, hi_key in (("gap_lo", "gap_hi"), ("ratio_lo", "ratio_hi"), ("gap_ratio_lo", "gap_ratio_hi")):
-        if row is not None and lo_key in row and hi_key in row and (
-                _get(row, lo_key) is not None or _get(row, hi_key) is not None):
-            out["lo"], out["hi"] = _get(row, lo_key), _get(row, hi_key)
-            break
+    if row is not None:  # the findings job's interval, used as written (null on an unbounded side)
+        out["lo"], out["hi"] = _get(row, "gap_lo"), _get(row, "gap_hi")
     if not earlier["reached"]:
         out["state"] = "no_circuit"
         return out
@@ -224,13 +220,10 @@ def verdict_reason(v: Mapping | None) -> str:
     if not v.get("n_heads"):
         return "no induction circuit at the final revision (nothing to ablate)"
     word = verdict_word(v)
-    metric = v.get("metric") or "top1"
-    eff = console._fmt(metric, v.get("effect"))
-    lo, hi = v.get("effect_lo"), v.get("effect_hi")
-    ci = f" [{console._fmt(metric, lo)}, {console._fmt(metric, hi)}]" if not _nan(lo) else ""
     n_sets = v.get("n_distinct_draws") or 0
     p = v.get("p_value")
-    stats = f"effect {eff}{ci}" + (f", p={p:.3f} over {n_sets} matched set(s)" if n_sets and not _nan(p) else "")
+    stats = f"effect {console.effect_text(v)}" + (f", p={p:.3f} over {n_sets} matched set(s)"
+                                                  if n_sets and not _nan(p) else "")
     if word == "underpowered":
         return f"{console.underpowered_reason(v)}; {stats}"
     return stats
@@ -240,7 +233,6 @@ def short_reason(v: Mapping | None) -> str:
     """The reason in a few words, for the headline cell (the full one: :func:`verdict_reason`)."""
     if v is None or not v.get("n_heads"):
         return ""
-    metric = v.get("metric") or "top1"
     n_sets = v.get("n_distinct_draws") or 0
     if verdict_word(v) == "underpowered":
         min_p = v.get("min_p")
@@ -248,10 +240,8 @@ def short_reason(v: Mapping | None) -> str:
             return console.underpowered_reason(v)
         return (f"{_plural(n_sets, 'matched set')}: p ≥ {min_p:.3f} > α" if not _nan(min_p)
                 else f"{_plural(n_sets, 'matched set')}: too few")
-    lo, hi = v.get("effect_lo"), v.get("effect_hi")
-    ci = f" [{console._fmt(metric, lo)}, {console._fmt(metric, hi)}]" if not _nan(lo) else ""
     p = v.get("p_value")
-    return (f"effect {console._fmt(metric, v.get('effect'))}{ci}"
+    return (f"effect {console.effect_text(v)}"
             + (f", p={p:.3f} ({n_sets} sets)" if n_sets and not _nan(p) else ""))
 
 

@@ -200,11 +200,8 @@ def _verdict_table(v: pl.DataFrame) -> str:
            "matched-random mean", "p (matched sets)", "upper bound", "verdict"]
     body = []
     for r in v.iter_rows(named=True):
-        metric = r.get("metric") or "top1"
         heads = r.get("heads")
         heads = list(heads.to_list() if hasattr(heads, "to_list") else heads or [])
-        lo, hi = r.get("effect_lo"), r.get("effect_hi")
-        ci = f" [{console._fmt(metric, lo)}, {console._fmt(metric, hi)}]" if lo is not None and lo == lo else ""
         rnd = r.get("random_top1_mean")
         n_sets = r.get("n_distinct_draws") or 0
         p = r.get("p_value")
@@ -212,11 +209,11 @@ def _verdict_table(v: pl.DataFrame) -> str:
         cls = f"v-{word}" if word in ("causal", "not_causal", "underpowered") else "v-none"
         why = console.underpowered_reason(r) if word == "underpowered" else ""
         cells = [r["revision"], fmt_tokens(r.get("tokens")), str(r.get("circuit", "")).replace("_", " "),
-                 " ".join(map(str, heads)) or "—", console._fmt("top1", r.get("baseline_top1")),
-                 console._fmt("top1", r.get("ablated_top1")), console._fmt(metric, r.get("effect")) + ci,
-                 console._fmt("top1", rnd) if n_sets else "—",
+                 " ".join(map(str, heads)) or "—", console.fmt_metric("top1", r.get("baseline_top1")),
+                 console.fmt_metric("top1", r.get("ablated_top1")), console.effect_text(r),
+                 console.fmt_metric("top1", rnd) if n_sets else "—",
                  (f"{p:.3f} ({n_sets})" if n_sets and p is not None and p == p else "—"),
-                 console._fmt("top1", r.get("upper_bound_top1")) if r.get("upper_bound") else "—"]
+                 console.fmt_metric("top1", r.get("upper_bound_top1")) if r.get("upper_bound") else "—"]
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="{cls}">{_e(word)}' + (f'<span class="why">{_e(why)}</span>' if why else "")
                     + "</td></tr>")

@@ -184,6 +184,10 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
         class_threshold=sc["class_threshold"], induction_threshold=sc["induction_threshold"],
         previous_token_threshold=sc["previous_token_threshold"])
     ablated, record = ablation_probe(batch, probe_settings, a)
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    if vocab is not None and int(ablated.tokens.max()) >= int(vocab):  # a held-out token the screen's never reached
+        raise ValueError(f"the ablation's probe tokens reach {int(ablated.tokens.max())} but the model's vocabulary "
+                         f"has {vocab} tokens: probe.token_range must end at most at {vocab}")
     results = engine.run(model, family, ablated, conditions, batch_size=batch_size, device=device, progress=progress)
     table = engine.ablation_table(results, name, revision, tokens, n_boot=a["n_bootstrap"], seed=a["seed"],
                                   level=a["ci_level"], probe_record=record)

@@ -302,6 +302,11 @@ def test_ablation_table_schema():
     assert list(t.columns[:len(tables.SCHEMAS["ablation"])]) == list(tables.SCHEMAS["ablation"])
     assert t["heads"].to_list() == [[], ["L4H4", "L7H0"]]
     assert dict(t.schema) == tables.SCHEMAS["ablation"]
+    assert all(t[c].is_null().all() for c in ablation.PROBE_RECORD)  # no record given: null, not guessed
+    rec = {"ablation_probe": "held_out", "ablation_probe_seed": 43, "ablation_probe_sha256": "ab" * 32,
+           "ablation_probe_redrawn": 0}
+    t = ablation.ablation_table(res, "pythia", "step1000", 2097152000, probe_record=rec)
+    assert t.select(list(rec)).unique().rows(named=True) == [rec]
 
 
 # ------------------------------------------------------------------------------ verdict
@@ -311,6 +316,7 @@ def table_of(rows):
     ci = {c: None for c in tables.SCHEMAS["ablation"] if c.endswith(("_lo", "_hi"))}
     full = [{"model": "m", "revision": "r", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0, "logit_b": 0.0,
              "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 100, "n_matched_sets": None, **ci,
+             **{c: None for c in ablation.PROBE_RECORD},
              **r, "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
     return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci}
                                        | {"n_matched_sets": pl.Int64}), "ablation")

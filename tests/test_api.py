@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
+import torch
 import yaml
 from polars.testing import assert_frame_equal
 
@@ -77,7 +79,9 @@ def test_analyze_equals_the_workflow(panel, family):
     name = f"tiny-{family}"
     model, _ = hub.load_model("local", cfg["models"][name]["path"] + "/final", "final")
     batch = probe.batch_from_table(tables.read(work / f"results/probes/{name}/induction_batch.parquet"))
-    cell = headtrace.analyze(model, probe=batch, n_random=N_RANDOM, batch_size=8, device="cpu", name=name,
+    assert_frame_equal(probe.batch_table(batch), probe.batch_table(api.probe_batch(PROBE)))
+    # the probe's keys, not the batch: the held-out ablation (ablation.probe) is drawn from them
+    cell = headtrace.analyze(model, probe=PROBE, n_random=N_RANDOM, batch_size=8, device="cpu", name=name,
                              revision="final", tokens=1000, progress=False)
     cells = work / "results" / "cells" / name / "final"
     for what in ("screen", "positional", "verdict"):
@@ -107,12 +111,107 @@ def test_cli_cell_writes_tables(panel, tmp_path):
 
 
 def test_ablation_n_sequences_uses_the_first_sequences():
-    """ablation.n_sequences: every condition sees the first n probe sequences; the screen all of them."""
+    """ablation.n_sequences: every condition sees the first n sequences of the ablated batch (held-out
+    draw or the screen's own); the screen reads all of the probe."""
     model = tiny.tiny_model("gpt_neox", n_layers=2, n_heads=4)
-    kw = dict(probe={"n_sequences": 12, "seq_len": 64, "token_range": [2, 128], "ab_range": [20, 40]},
-              n_random=2, batch_size=8, device="cpu", progress=False)
+    settings = {"n_sequences": 12, "seq_len": 64, "token_range": [2, 128], "ab_range": [20, 40]}
+    kw = dict(probe=settings, n_random=2, batch_size=8, device="cpu", progress=False)
     cell = headtrace.analyze(model, settings={"ablation": {"n_sequences": 5}}, **kw)
     assert set(cell.ablation["n_sequences"].to_list()) == {5}
     full = headtrace.analyze(model, **kw)
     assert set(full.ablation["n_sequences"].to_list()) == {12}
     assert_frame_equal(cell.screen, full.screen)
+    held, _ = api.ablation_probe(api.probe_batch(settings), settings)
+    assert full.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(held.tokens)
+    assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(held.tokens[:5])
+    same = headtrace.analyze(model, settings={"ablation": {"n_sequences": 5, "probe": "same"}}, **kw)
+    assert same.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(api.probe_batch(settings).tokens[:5])
+
+
+# ---- ablation.probe: which sequences the ablation runs on (issue 33) ----
+
+SMALL = {"n_sequences": 12, "seq_len": 64, "token_range": [2, 128], "ab_range": [20, 40], "seed": 5}
+
+
+def _rows(tokens) -> set:
+    return {r.tobytes() for r in tokens}
+
+
+def test_ablation_probe_held_out_by_default_and_same_on_request():
+    screen_batch = api.probe_batch(SMALL)
+    held, rec = api.ablation_probe(screen_batch, SMALL)
+    assert rec == {"ablation_probe": "held_out", "ablation_probe_seed": 6,
+                   "ablation_probe_sha256": probe.tokens_sha256(held.tokens), "ablation_probe_redrawn": 0}
+    assert held.tokens.shape == screen_batch.tokens.shape and not _rows(held.tokens) & _rows(screen_batch.tokens)
+    assert np.array_equal(held.tokens, api.probe_batch({**SMALL, "seed": 6}).tokens)  # the same probe, seed + 1
+    fixed, rec = api.ablation_probe(screen_batch, SMALL, {"probe_seed": 1000, "n_sequences": 4})
+    assert rec["ablation_probe_seed"] == 1000 and np.array_equal(fixed.tokens,
+                                                                api.probe_batch({**SMALL, "seed": 1000}).tokens[:4])
+    same, rec = api.ablation_probe(screen_batch, SMALL, {"probe": "same", "n_sequences": 4})
+    assert np.array_equal(same.tokens, screen_batch.tokens[:4])
+    assert rec == {"ablation_probe": "same", "ablation_probe_seed": 5,
+                   "ablation_probe_sha256": probe.tokens_sha256(screen_batch.tokens[:4]), "ablation_probe_redrawn": None}
+    with pytest.raises(ValueError, match="ProbeBatch.*settings=\\{'ablation': \\{'probe': 'same'\\}\\}"):
+        api.ablation_probe(screen_batch, None)
+    with pytest.raises(ValueError, match="ablation.probe_seed 5 is probe.seed"):
+        api.ablation_probe(screen_batch, SMALL, {"probe_seed": 5})
+    assert api.ablation_probe(screen_batch, None, {"probe": "same"})[1]["ablation_probe_seed"] is None
+
+
+def test_analyze_ablates_by_default_on_sequences_the_screen_did_not_read():
+    """The default run: the ablation's baseline row is the unablated model on the held-out draw (a plain
+    forward pass over those tokens gives its top-1), and no held-out sequence is one the screen read."""
+    model = tiny.tiny_model("olmo", n_layers=2, n_heads=4)
+    cell = headtrace.analyze(model, probe=SMALL, n_random=2, batch_size=8, device="cpu", progress=False)
+    screen_batch = api.probe_batch(SMALL)
+    held, _ = api.ablation_probe(screen_batch, SMALL)
+    assert not _rows(held.tokens) & _rows(screen_batch.tokens)
+    for t in (cell.ablation, cell.verdict):
+        assert t["ablation_probe"].unique().to_list() == ["held_out"]
+        assert t["ablation_probe_seed"].unique().to_list() == [SMALL["seed"] + 1]
+        assert t["ablation_probe_sha256"].unique().to_list() == [probe.tokens_sha256(held.tokens)]
+    with torch.no_grad():
+        logits = model(torch.as_tensor(held.tokens)).logits[:, -1]
+    top1 = (logits.argmax(-1).numpy() == held.target).mean()
+    base = cell.ablation.filter(pl.col("condition") == "baseline")["top1"][0]
+    assert base == pytest.approx(top1, abs=1e-12)
+    assert cell.verdict["baseline_top1"][0] == pytest.approx(base)
+
+
+def test_same_keeps_the_screens_batch_and_its_numbers():
+    """ablation.probe: same is the earlier protocol: the first n sequences of the screen's batch, the
+    same ablation and verdict numbers as conditions -> engine.run -> ablation_table -> verdict on them."""
+    from headtrace.causal import ablation as engine
+    from headtrace.cell import screen
+
+    model = tiny.tiny_model("gpt_neox", n_layers=2, n_heads=4)
+    opts = {"probe": "same", "n_sequences": 10}
+    cell = headtrace.analyze(model, probe=SMALL, n_random=3, batch_size=8, device="cpu", progress=False,
+                             settings={"ablation": opts})
+    a, sc = {**api.DEFAULTS["ablation"], **opts}, api.DEFAULTS["screen"]
+    conditions = engine.build_conditions(
+        cell.screen, final_circuit=screen.circuit_heads(cell.screen), n_random=3, seed=a["seed"],
+        final_controls=a["final_controls"], exact_max=a["exact_max"], class_matched=a["class_matched"],
+        class_threshold=sc["class_threshold"], induction_threshold=sc["induction_threshold"],
+        previous_token_threshold=sc["previous_token_threshold"])
+    batch = api.probe_batch(SMALL).head(10)
+    results = engine.run(model, api.family_of(model), batch, conditions, batch_size=8, device="cpu", progress=False)
+    table = engine.ablation_table(results, "model", "", None, n_boot=a["n_bootstrap"], seed=a["seed"], level=a["ci_level"])
+    verdict = engine.verdict(table, metric=a["metric"], alpha=a["alpha"])
+    record = list(engine.PROBE_RECORD)
+    assert_frame_equal(cell.ablation.drop(record), table.drop(record))
+    assert_frame_equal(cell.verdict.drop(record), verdict.drop(record))
+    assert cell.verdict["ablation_probe"].unique().to_list() == ["same"]
+    assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(batch.tokens)
+    assert table["ablation_probe"].is_null().all()  # without a record (the published ablations): null
+
+
+def test_analyze_with_a_probe_batch_needs_same_or_the_keys():
+    model = tiny.tiny_model("olmo", n_layers=2, n_heads=4)
+    batch = api.probe_batch(SMALL)
+    with pytest.raises(ValueError, match="ProbeBatch"):
+        headtrace.analyze(model, probe=batch, n_random=2, batch_size=8, device="cpu", progress=False)
+    cell = headtrace.analyze(model, probe=batch, n_random=2, batch_size=8, device="cpu", progress=False,
+                             settings={"ablation": {"probe": "same"}})
+    assert cell.verdict["ablation_probe_seed"].is_null().all()  # a bare batch: its seed is not known
+    assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(batch.tokens)

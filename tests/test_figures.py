@@ -38,6 +38,8 @@ def toy_ablation(zero_tokens=True):
                                  n_heads=0 if cond == "baseline" else 3, heads=[] if cond == "baseline" else ["L4H4"],
                                  top1=top1, top5=2 * top1, ce=8.0, logit_b=3.0, top1_control=0.004,
                                  top1_context=0.3, n_sequences=100, n_matched_sets=20 if cond == "matched_random" else None,
+                                 ablation_probe="held_out", ablation_probe_seed=43, ablation_probe_sha256="0" * 64,
+                                 ablation_probe_redrawn=0,
                                  **{f"{m}{s}": v + (-0.01 if s.endswith("lo") else 0.01)
                                     for m, v in (("top1", top1), ("logit_b", 3.0), ("ce", 8.0))
                                     for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")}))

@@ -87,6 +87,7 @@ def test_probe_settings_merge_model_over_global():
         (lambda c: c["models"]["toy-neox"]["train"]["optim"].update(schedule="cosin"), "models.toy-neox.train: optim.schedule 'cosin'"),
         (lambda c: c["models"]["pythia-1b-published"].update(tokens_schedule=[{"tokens_per_step": 1}]), "models.pythia-1b-published: set tokens_per_step or tokens_schedule, not both"),
         (lambda c: c["models"]["pythia-1b-published"].update(tokens_per_step=None, tokens_schedule=[{"tokens_per_step": 1}, {"until": 5, "tokens_per_step": 2}]), "only the last phase may omit"),
+        (lambda c: c["ablation"].update(probe_seed=42), "ablation.probe_seed 42 is the probe.seed of models."),
     ],
 )
 def test_bad_config_names_the_culprit(mutate, message):
@@ -95,3 +96,12 @@ def test_bad_config_names_the_culprit(mutate, message):
     mutate(cfg)
     with pytest.raises(panel.ConfigError, match=message.replace(".", r"\.").replace("'", ".")):
         panel.check(cfg)
+
+
+def test_held_out_seed_may_equal_the_probe_seed_only_with_same():
+    cfg = copy.deepcopy(load("config.yaml"))
+    cfg["probe"].setdefault("bos_token_id", None)
+    cfg["ablation"].update(probe_seed=cfg["probe"]["seed"], probe="same")
+    panel.check(cfg)
+    cfg["ablation"].update(probe_seed=cfg["probe"]["seed"] + 7, probe="held_out")
+    panel.check(cfg)

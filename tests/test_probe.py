@@ -120,3 +120,69 @@ def test_control_targets_known_answers():
     bare = probe.ProbeBatch(tokens=np.array([[5, 5, 6, 5]]), ab=np.array([1]), target=np.array([6]),
                             valid=np.array([True]))
     assert probe.control_targets(bare).tolist() == [-1]
+
+
+# ---- the held-out draw of the ablation (ablation.probe: held_out) ----
+
+HELD_KW = dict(seq_len=64, token_low=10, token_high=60, ab_low=5, ab_high=30, prepend_bos=False, bos_token_id=None)
+
+
+def _rows(tokens) -> set:
+    return {r.tobytes() for r in np.ascontiguousarray(tokens, dtype=np.int64)}
+
+
+def test_held_out_seed_is_the_probe_seed_plus_one_unless_given():
+    assert probe.held_out_seed(42) == 43
+    assert probe.held_out_seed(42, 7) == 7
+    assert probe.held_out_seed(2**32 - 1) == 0  # RandomState takes [0, 2**32)
+
+
+def test_held_out_batch_is_another_draw_of_the_same_probe():
+    screen = probe.make_batch(n_sequences=40, seed=42, **HELD_KW)
+    held, redrawn = probe.held_out_batch(screen, 25, seed=43, **HELD_KW)
+    # known answer: no duplicate to skip, so it is the probe's batch drawn with seed 43, token for token
+    expected = probe.make_batch(n_sequences=25, seed=43, **HELD_KW)
+    assert redrawn == 0
+    for field in ("tokens", "ab", "target", "valid"):
+        assert np.array_equal(getattr(held, field), getattr(expected, field)), field
+    assert not _rows(held.tokens) & _rows(screen.tokens)
+    # deterministic, and the held-out batch of k is the first k of a larger one (ablation.n_sequences)
+    again, _ = probe.held_out_batch(screen, 25, seed=43, **HELD_KW)
+    assert np.array_equal(again.tokens, held.tokens)
+    first, _ = probe.held_out_batch(screen, 10, seed=43, **HELD_KW)
+    assert np.array_equal(first.tokens, held.tokens[:10])
+
+
+def test_held_out_batch_skips_the_screens_sequences():
+    """A screen that holds the seed's first 3 draws (and one later one): those are skipped, the rest kept in order."""
+    draws = probe.make_batch(n_sequences=12, seed=7, **HELD_KW)
+    screen = probe.ProbeBatch(draws.tokens[[0, 1, 2, 5]], draws.ab[[0, 1, 2, 5]], draws.target[[0, 1, 2, 5]],
+                              draws.valid[[0, 1, 2, 5]])
+    held, redrawn = probe.held_out_batch(screen, 6, seed=7, **HELD_KW)
+    assert redrawn == 4
+    assert np.array_equal(held.tokens, draws.tokens[[3, 4, 6, 7, 8, 9]])
+    assert np.array_equal(held.ab, draws.ab[[3, 4, 6, 7, 8, 9]])
+    # the seed's whole batch as the screen: nothing left within the draw limit -> a clear error
+    big = probe.make_batch(n_sequences=1500, seed=7, **HELD_KW)
+    with pytest.raises(ValueError, match=r"found only 0 of 10 sequences the screen did not read.*ablation.probe: same"):
+        probe.held_out_batch(big, 10, seed=7, **HELD_KW)
+    # ... which draws past it when the limit allows (16 x 100 + 1024 > 1500 + 100)
+    held, redrawn = probe.held_out_batch(big, 100, seed=7, **HELD_KW)
+    assert redrawn == 1500 and not _rows(held.tokens) & _rows(big.tokens)
+
+
+def test_held_out_batch_keeps_the_bos():
+    kw = {**HELD_KW, "prepend_bos": True, "bos_token_id": 1}
+    screen = probe.make_batch(n_sequences=5, seed=42, **kw)
+    held, _ = probe.held_out_batch(screen, 5, seed=43, **kw)
+    assert (held.tokens[:, 0] == 1).all() and np.array_equal(held.ab, probe.make_batch(n_sequences=5, seed=43, **kw).ab)
+
+
+def test_tokens_sha256_known_answer():
+    import hashlib
+
+    tokens = np.array([[1, 2], [3, 258]], dtype=np.int64)
+    raw = b"".join(v.to_bytes(8, "little") for v in (1, 2, 3, 258))
+    assert probe.tokens_sha256(tokens) == hashlib.sha256(raw).hexdigest()
+    assert probe.tokens_sha256(tokens.astype(np.int32)) == probe.tokens_sha256(tokens)  # ids, not their dtype
+    assert probe.tokens_sha256(tokens[:1]) != probe.tokens_sha256(tokens)

@@ -123,7 +123,11 @@ def test_published_ablations_in_our_schema(model, final, base, circ, prev, rnd):
     for v in t["top1"]:
         assert abs(v * 2000 - round(v * 2000)) < 1e-3
     assert t["tokens"].unique().to_list() == [R.reference_tokens(model, final)]
-    v = {r["circuit"]: r for r in ablation.verdict(t).iter_rows(named=True)}
+    # the files do not say which sequences were ablated: the record columns are null, not guessed
+    verdict = ablation.verdict(t)
+    for c in ablation.PROBE_RECORD:
+        assert t[c].is_null().all() and verdict[c].is_null().all(), c
+    v = {r["circuit"]: r for r in verdict.iter_rows(named=True)}
     # one matched draw (and none for the induction circuit): the test cannot decide, the effect is shown
     assert v["circuit"]["verdict"] == v["previous_token_circuit"]["verdict"] == "underpowered"
     assert v["previous_token_circuit"]["n_distinct_draws"] == 1 and v["previous_token_circuit"]["min_p"] == 0.5

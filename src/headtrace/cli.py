@@ -16,7 +16,8 @@ prints the one-screen summary of a finished run (:func:`headtrace.report.console
 
 runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local folder holding
 ``config.json`` + safetensors weights, or a Hub id (``--revision`` pinned; downloaded unless
-``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables.
+``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables. The
+ablation runs on a held-out draw of the probe (``--ablation-probe same``: on the screen's batch).
 
     headtrace lock-check [DIR] [--before-unlock]
 
@@ -88,8 +89,10 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     except (hub.CheckpointError, ConfigError) as e:
         print(f"headtrace cell: {e}", file=sys.stderr)
         return 2
+    ablation = {"probe": args.ablation_probe} if args.ablation_probe else {}
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
-                       batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out)
+                       batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out,
+                       settings={"ablation": ablation})
     circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
     heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
     print(f"{name} {args.revision or ''}: induction circuit {heads or 'none'}")
@@ -99,6 +102,12 @@ def _cmd_cell(args: argparse.Namespace) -> int:
               + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
     if args.out:
         print(f"tables written to {args.out}/ (verdict.parquet: every column of the verdicts below)")
+    if cell.verdict is not None and cell.verdict.height:  # which sequences the verdicts below rest on
+        v = cell.verdict.row(0, named=True)
+        where = ("a held-out draw of the probe, none of them a sequence the screen read"
+                 if v["ablation_probe"] == "held_out" else "the screen's own probe sequences")
+        print(f"  ablated on {v['n_sequences']} sequences, {where} (seed {v['ablation_probe_seed']}, "
+              f"sha256 {v['ablation_probe_sha256'][:12]}...)")
     if cell.verdict is not None:  # last: one line per circuit, in the words of `headtrace summary`
         base = console.baseline_line(cell.verdict.row(0, named=True)) if cell.verdict.height else None
         if base:
@@ -158,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--ab-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
                    help="position of A's first occurrence in [LOW, HIGH) (default 20 128)")
     c.add_argument("--probe-seed", type=int)
+    c.add_argument("--ablation-probe", choices=("held_out", "same"),
+                   help="ablate on a held-out draw of the probe (default) or on the screen's own sequences")
     c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
     c.set_defaults(func=_cmd_cell)
     k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")

@@ -8,8 +8,9 @@ localrules:
 
 rule ablate:
     """Ablate the circuit, the final revision's circuit and the previous-token circuit, each against
-    its matched controls (exact when the matched space is small) and upper bound; one model load,
-    all conditions batched; bootstrap intervals and the three-way verdict."""
+    its matched controls (exact when the matched space is small) and upper bound, on a held-out draw
+    of the probe (ablation.probe) or the screen's batch; one model load, all conditions batched;
+    bootstrap intervals and the three-way verdict."""
     conda:
         CONDA_ENV
     input:
@@ -28,6 +29,8 @@ rule ablate:
         n_random=config["ablation"]["n_random"],
         ablation=ABLATION_PARAMS,
         screen=config["screen"],
+        # ablation.probe: held_out redraws from the model's probe settings (per model: a new revision reruns nothing)
+        probe=lambda wc: panel.probe_settings(config, wc.model),
     threads: 1
     resources:
         mem_mb=32000,

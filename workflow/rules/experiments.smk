@@ -71,7 +71,9 @@ rule cross_seed_ablation:
         models=SEED_MODELS,
         seeds={m: experiments.model_seed(config, m) for m in SEED_MODELS},
         n_random=EXP["n_random"],
-        n_sequences=config["ablation"]["n_sequences"],
+        # the sequences ablated, chosen as by the ablate rule (ablation.probe: held_out or the screen's batch)
+        ablation={k: config["ablation"][k] for k in ("probe", "probe_seed", "n_sequences")},
+        probe=lambda wc: panel.probe_settings(config, wc.model),
         seed=EXP["seed"],
     threads: 1
     resources:

@@ -21,6 +21,6 @@ with logs.to_file(snakemake.log[0]):
         model, family, batch, tables.read(snakemake.input.screen),
         screen.circuit_heads(tables.read(snakemake.input.final_screen)),
         n_random=p.n_random, batch_size=batch_size, device=device, name=wc.model, revision=wc.revision,
-        tokens=p.tokens, ablation=p.ablation, screen_opts=p.screen)
+        tokens=p.tokens, ablation=p.ablation, screen_opts=p.screen, probe_settings=p.probe)
     tables.write(table, snakemake.output.ablation, schema="ablation")
     tables.write(verdict, snakemake.output.verdict, schema="verdict")

@@ -1,7 +1,7 @@
 # rule cross_seed_ablation: every seed's final induction circuit ablated in this seed's final model.
 import torch
 
-from headtrace import experiments
+from headtrace import api, experiments
 from headtrace.causal import ablation
 from headtrace.core import probe, tables
 from headtrace.models import families, hub
@@ -13,7 +13,8 @@ RUN_ON = (snakemake.config["capture"]["device"], snakemake.config["ablation"]["b
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
-    batch = probe.batch_from_table(tables.read(snakemake.input.probe)).head(p.n_sequences)  # as the ablate rule
+    # the circuits were chosen on the probe batch: ablate where the ablate rule does (ablation.probe)
+    batch, _ = api.ablation_probe(probe.batch_from_table(tables.read(snakemake.input.probe)), p.probe, p.ablation)
     model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)

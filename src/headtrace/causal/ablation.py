@@ -43,7 +43,7 @@ from __future__ import annotations
 import inspect
 import math
 import sys
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -59,6 +59,8 @@ from headtrace.models import families as _families
 from headtrace.models.families import Family
 
 METRICS = ("top1", "top5", "ce", "logit_b", "top1_control", "top1_context")
+# which probe sequences ran (headtrace.api.ablation_probe): the last columns of the ablation and verdict tables
+PROBE_RECORD = ("ablation_probe", "ablation_probe_seed", "ablation_probe_sha256", "ablation_probe_redrawn")
 
 # Keyword arguments of a decoder layer's forward, by name: "batch" = dim 0 is the batch (or 1,
 # broadcast), tiled when conditions are stacked; "batch_heads" = dim 0 is batch x heads, batch-major
@@ -427,10 +429,13 @@ def run(
 
 
 def ablation_table(results: Sequence[dict], model_name: str, revision: str, tokens: int | None, *,
-                   n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
+                   n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+                   probe_record: Mapping | None = None) -> pl.DataFrame:
     """The ``ablation`` table (tables.SCHEMAS) of one cell. With ``per_sequence`` in the results
     (``run``), each condition gets seeded bootstrap intervals (``headtrace.causal.verdict``) of its top1 /
-    logit_b / ce and of its paired effect against the baseline; without, they are null."""
+    logit_b / ce and of its paired effect against the baseline; without, they are null.
+    ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.api.ablation_probe``);
+    None (the published ablations) leaves them null."""
     have = all("per_sequence" in r for r in results) and results
     base_i = next((i for i, r in enumerate(results) if r["name"] == "baseline"), None)
     if have and base_i is not None and n_boot > 0:
@@ -453,8 +458,10 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
             "n_sequences": [int(r.get("n_sequences", 0)) for r in results],
             "n_matched_sets": [r.get("n_sets") for r in results],
             **{c: [row.get(c) for row in ci] for c in ci_cols},
+            **{c: [(probe_record or {}).get(c)] * len(results) for c in PROBE_RECORD},
         },
         schema_overrides={"heads": pl.List(pl.String), "n_sequences": pl.Int32, "n_matched_sets": pl.Int64,
-                          "tokens": pl.Int64, **{c: pl.Float64 for c in (*ci_cols, *METRICS)}},
+                          "tokens": pl.Int64, **{c: pl.Float64 for c in (*ci_cols, *METRICS)},
+                          **{c: tables.SCHEMAS["ablation"][c] for c in PROBE_RECORD}},
     )
     return tables.conform(df, "ablation")

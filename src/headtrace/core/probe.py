@@ -15,6 +15,7 @@ With ``prepend_bos`` a BOS token is put in front of every sequence; every positi
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,3 +203,59 @@ def batch_from_table(df) -> ProbeBatch:
         target=df["target"].to_numpy().astype(np.int64),
         valid=df["valid"].to_numpy().astype(bool),
     )
+
+
+# ---- the held-out draw of the ablation (config ablation.probe: held_out) --------------------------
+# The screen picks the circuits (and, by exclusion, the matched controls' pool) on the probe batch; the
+# ablation then tests them on a fresh draw of the same probe (same settings, another seed) with no
+# sequence the screen read, so its null and intervals are out of sample (docs/statistics.md).
+
+HELD_OUT_SEED_OFFSET = 1  # ablation.probe_seed null: the held-out seed is probe.seed + 1 (mod 2**32)
+_MAX_DRAW_FACTOR = 16  # give up after drawing 16 x n + 1024 candidates (a probe with too few distinct sequences)
+
+
+def held_out_seed(probe_seed: int, seed: int | None = None) -> int:
+    """The seed of the held-out draw: ``seed`` (``ablation.probe_seed``) when given, else
+    ``(probe_seed + HELD_OUT_SEED_OFFSET) mod 2**32`` (numpy's ``RandomState`` takes seeds in [0, 2**32))."""
+    if seed is not None:
+        return int(seed)
+    return (int(probe_seed) + HELD_OUT_SEED_OFFSET) % 2**32
+
+
+def held_out_batch(screen: ProbeBatch, n_sequences: int, *, seed: int, **batch_kwargs) -> tuple[ProbeBatch, int]:
+    """``(batch, n_redrawn)``: the first ``n_sequences`` sequences of ``make_batch(seed=seed,
+    **batch_kwargs)`` (the screen's probe settings, another seed) that are not, token for token, a
+    sequence of ``screen``; ``n_redrawn`` counts the draws skipped as exact duplicates of a screen
+    sequence (0 but for a probe with very few distinct sequences). ``make_batch`` draws sequence by
+    sequence, so the result is the same however many candidates are drawn, and its first ``k``
+    sequences are the held-out batch of ``k``."""
+    if n_sequences < 1:
+        raise ValueError(f"ablation.n_sequences must be >= 1, got {n_sequences}")
+    if batch_kwargs.pop("n_sequences", None) is not None:
+        raise TypeError("held_out_batch: give the size as the n_sequences argument only")
+    seen = {row.tobytes() for row in np.ascontiguousarray(screen.tokens, dtype=np.int64)}
+    n_draw, limit = n_sequences, _MAX_DRAW_FACTOR * n_sequences + 1024
+    while True:
+        drawn = make_batch(n_sequences=n_draw, seed=seed, **batch_kwargs)
+        if drawn.seq_len != screen.seq_len:
+            raise ValueError(f"the held-out draw has {drawn.seq_len}-token sequences, the screen's probe "
+                             f"{screen.seq_len}: they must share the probe settings")
+        fresh = np.array([row.tobytes() not in seen for row in drawn.tokens], dtype=bool)
+        keep = np.flatnonzero(fresh)[:n_sequences]
+        if keep.size == n_sequences:
+            redrawn = int(keep[-1] + 1 - n_sequences)
+            batch = ProbeBatch(drawn.tokens[keep], drawn.ab[keep], drawn.target[keep], drawn.valid[keep])
+            return batch, redrawn
+        if n_draw >= limit:
+            raise ValueError(
+                f"the held-out probe (seed {seed}) found only {keep.size} of {n_sequences} sequences the screen "
+                f"did not read in {n_draw} draws: the probe settings allow too few distinct sequences "
+                "(widen probe.token_range or lengthen probe.seq_len, or set ablation.probe: same)")
+        n_draw = min(2 * n_draw + (n_sequences - keep.size), limit)
+
+
+def tokens_sha256(tokens: np.ndarray) -> str:
+    """SHA-256 (hex) of a batch's token ids as fed to the model: the (n, seq_len) array as
+    little-endian int64, row-major - ``hashlib.sha256(np.ascontiguousarray(tokens, '<i8').tobytes())``.
+    Recorded with every ablation (``ablation_probe_sha256``) so a reader can check which sequences ran."""
+    return hashlib.sha256(np.ascontiguousarray(tokens, dtype="<i8").tobytes()).hexdigest()

@@ -121,6 +121,13 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # seeded bootstrap over probe sequences (headtrace.causal.verdict): the condition's mean and its
         # paired effect against the baseline (positive = hurts), null where not computed
         **{f"{m}{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
+        # which probe sequences the ablation ran on (config ablation.probe; headtrace.api.ablation_probe):
+        # held_out | same, the seed of that draw, SHA-256 of its token ids (probe.tokens_sha256) and the
+        # draws skipped as duplicates of a screen sequence (held_out); null in the published ablations
+        "ablation_probe": pl.String,
+        "ablation_probe_seed": pl.Int64,
+        "ablation_probe_sha256": pl.String,
+        "ablation_probe_redrawn": pl.Int32,
     },
     # results/cells/{model}/{revision}/verdict.parquet (rule: headtrace.causal.verdict)
     "verdict": {
@@ -162,6 +169,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # context token (the ablation table's baseline row; null where not recorded)
         "baseline_top1_control": pl.Float64,
         "baseline_top1_context": pl.Float64,
+        # which probe sequences the ablation ran on: the ablation table's columns of that name
+        "ablation_probe": pl.String,
+        "ablation_probe_seed": pl.Int64,
+        "ablation_probe_sha256": pl.String,
+        "ablation_probe_redrawn": pl.Int32,
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {

@@ -216,6 +216,15 @@ def check(config: dict) -> None:
         _check_local_layout(spec, where)
         _check_fit(config, model, p)
         _check_toy_tokens(spec, where)
+        _check_held_out_seed(config, p, where)
+
+
+def _check_held_out_seed(config: dict, p: dict, where: str) -> None:
+    """ablation.probe: held_out draws with ablation.probe_seed: it must not be the probe's own seed."""
+    a = config.get("ablation") or {}
+    if a.get("probe", "held_out") == "held_out" and a.get("probe_seed") is not None and a["probe_seed"] == p["seed"]:
+        raise ConfigError(f"ablation.probe_seed {a['probe_seed']} is the probe.seed of {where}: the held-out "
+                          "draw needs another seed (null: probe.seed + 1), or set ablation.probe: same")
 
 
 def toy_token_schedule(spec: dict, where: str) -> list[dict] | None:

@@ -71,6 +71,7 @@ rule cross_seed_ablation:
         models=SEED_MODELS,
         seeds={m: experiments.model_seed(config, m) for m in SEED_MODELS},
         n_random=EXP["n_random"],
+        exact_max=config["ablation"]["exact_max"],  # the cell verdicts' exact/sampled rule
         n_sequences=config["ablation"]["n_sequences"],
         seed=EXP["seed"],
     threads: 1

@@ -90,6 +90,6 @@ def fmt_token_bound(t, side: str) -> str:
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if t >= scale:
             v = t / scale
-            q, decimals = _directed(v, side, 3)
-            return f"{q:.{decimals}f}{unit}"
+            q, _ = _directed(v, side, 3)
+            return f"{q.normalize():f}{unit}"  # as fmt_tokens writes it: '1K', '2.09M', '615K'
     return f"{math.floor(t) if side == 'lo' else math.ceil(t):.0f}"

@@ -273,8 +273,11 @@ class ModelAnswer:
             return "no ablation at this revision"
         if not v.heads:
             return "no induction circuit at the final revision (nothing to ablate)"
-        stats = f"effect {effect_text(v)}" + (f", {v.p_text()} over {v.control_text()}" if v.n_sets else
-                                              ", no matched control")
+        stats = f"effect {effect_text(v)}"
+        if v.n_sets:
+            stats += f", {v.p_text()} over {v.control_text()}"
+        elif v.word != "underpowered":  # an underpowered verdict's reason already says so
+            stats += ", no matched control"
         if v.upper_share is not None:
             stats += f"; {100 * v.upper_share:.0f}% of the upper bound's effect"
         if v.word == "underpowered":

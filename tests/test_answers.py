@@ -5,6 +5,7 @@ paragraph."""
 from __future__ import annotations
 
 import math
+import re
 
 import polars as pl
 import pytest
@@ -129,8 +130,8 @@ def test_every_sentence_matches_the_tables():
     assert "came in 2 of 3 models" in sink and "in toy it came after" in sink and "at least 1.0×" in sink
     # where the causal test decided, before the final circuit's verdicts
     assert decided.startswith("The causal test")
-    assert ("toy: causal at s2 (smallest p = 0.014 (1/71, the smallest 70 sets allow), circuit at s2 over all "
-            "70 matched sets (exact))") in decided
+    assert ("toy: causal at s2 (smallest p = 0.014 = 1/71: the 4-head circuit at s2, over all 70 matched sets "
+            "(exact))") in decided
     assert "full: not causal at f2" in decided and "20 of 1820 matched sets (sampled)" in decided
     assert "it decided at no revision of never" in decided
     assert final == ("Ablating the final circuit at the last revision: not causal in full; underpowered in toy; "
@@ -376,3 +377,46 @@ def test_seed_specificity_without_matched_draws_is_undecidable():
     assert "hurts far less than the own one" in text
     text = ES.summary_markdown(cross_seed=_cross_seed(excess_other=0.29))
     assert "not clearly seed-specific" in text
+
+
+def _check_against_tables(F, V, run):
+    """What each sentence states, recomputed from the tables it reads (not from the answers)."""
+    formation, sink, decided, final, last = run.sentences
+    cs = F["circuit_size"].unique(subset=["model", "revision"])
+    assert f"screened {len(cs['model'].unique())} model" in formation
+    assert f"over {cs.height} revision" in formation
+    ms = F["f3_milestones"].filter(pl.col("milestone") == I3)
+    assert f"; {ms['revision'].drop_nulls().len()} of them formed" in formation
+    s50 = F["f3_milestones"].filter((pl.col("milestone") == F50) & pl.col("revision").is_not_null())
+    assert f"came in {s50.height} of {len(cs['model'].unique())} models" in sink
+    d = (V.filter(pl.col("verdict").is_in(["causal", "not_causal"]) & (pl.col("n_heads") > 0)
+                  & pl.col("circuit").is_in(["circuit", "final_circuit"]))
+         if V is not None else pl.DataFrame())
+    for (m,), g in (d.group_by("model") if d.height else []):
+        best = g.sort("p_value").row(0, named=True)
+        assert f"{m}: " in decided and f"smallest p = {best['p_value']:.3f}" in decided
+        assert re.search(rf"{best['n_distinct_draws']}( of {best['n_matched_sets']})? matched set", decided)
+    for m in cs["model"].unique().to_list():
+        if d.height == 0 or m not in d["model"].to_list():
+            assert m in decided.split("decided at no revision of")[-1] or "ran on no revision" in decided
+        assert m in final
+    assert ("Every model's final verdict" in last) == run.all_decided
+
+
+@pytest.mark.parametrize("case", ["toy", "nothing", "decided"])
+def test_sentences_restate_the_tables(case):
+    if case == "toy":
+        F, V = toy_run()
+    elif case == "nothing":
+        F = {"circuit_size": sizes({"g": [("a", 1), ("b", 2)]}),
+             "f3_milestones": milestones([("g", I3, None, None), ("g", F50, None, None)]),
+             "f3_gaps": gaps([("g", F50, I3, None, None, None, None, False, True)])}
+        V = vtable([vrow("g", "b", 2, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False)])
+    else:
+        F = {"circuit_size": sizes({"m": [("a", 100), ("b", 1000), ("c", 100000)]}),
+             "f3_milestones": milestones([("m", I3, "b", 1000.0), ("m", F50, "c", 100000.0)]),
+             "f3_gaps": gaps([("m", F50, I3, 100.0, 10.0, 1000.0, False, False, False)])}
+        V = vtable([vrow("m", "b", 1000, circuit="circuit", p=0.2, n_sets=99, space=4000, exact=False,
+                         verdict="not_causal"),
+                    vrow("m", "c", 100000, p=0.01, n_sets=99, space=4000, exact=False)])
+    _check_against_tables(F, V, A.build(F, V))

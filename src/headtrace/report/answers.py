@@ -219,12 +219,12 @@ class Verdict:
         return f"{n} of {self.n_space} matched sets (sampled)"
 
     def p_text(self) -> str:
-        """'p = 0.014 (1/71, the smallest 70 sets allow)' / 'p = 0.400'."""
+        """'p = 0.014 = 1/71' (the smallest p its sets allow) / 'p = 0.400'."""
         if _nan(self.p):
             return "p undefined"
         out = f"p = {self.p:.3f}"
         if self.n_sets and self.min_p is not None and abs(self.p - self.min_p) < 1e-12:
-            out += f" (1/{self.n_sets + 1}, the smallest {self.n_sets} sets allow)"
+            out += f" = 1/{self.n_sets + 1}"
         return out
 
 
@@ -641,8 +641,8 @@ def _where_decided(answers: list[ModelAnswer]) -> Statement:
         words = "; ".join(f"{w.replace('_', ' ')} at {_names(by[w])}" for w in DECIDED if by.get(w))
         bit = f"{a.model}: {words}"
         if best is not None:
-            bit += (f" (smallest {best.p_text()}, {best.circuit.replace('_', ' ')} at {best.revision} over "
-                    f"{best.control_text()})")
+            bit += (f" (smallest {best.p_text()}: the {len(best.heads)}-head {best.circuit.replace('_', ' ')} at "
+                    f"{best.revision}, over {best.control_text()})")
         said.append(bit)
         parts.append((a, [v.revision for v in a.decided]))
     none = [a.model for a in ablated if not a.decided]

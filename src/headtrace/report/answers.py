@@ -38,7 +38,7 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound, fmt_tokens
+from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "build", "model_answers",
            "run_answer", "suspect_from_table", "verdict_of", "verdict_word", "underpowered_why",

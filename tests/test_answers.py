@@ -420,3 +420,19 @@ def test_sentences_restate_the_tables(case):
                          verdict="not_causal"),
                     vrow("m", "c", 100000, p=0.01, n_sets=99, space=4000, exact=False)])
     _check_against_tables(F, V, A.build(F, V))
+
+
+def test_cross_seed_figure_says_undecidable_without_draws(tmp_path, monkeypatch):
+    from headtrace.report import experiment_figures as EF
+
+    texts = []
+
+    def keep(fig, path):
+        texts.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        EF.plt.close(fig)
+
+    monkeypatch.setattr(EF, "save", keep)
+    EF.plot_cross_seed(_cross_seed(), tmp_path / "cs.png")
+    excess = [t for t in texts if "(" in t]  # the left panel: excess, then the raw drop in brackets
+    assert len(excess) == 4 and all("nan" not in t for t in excess)
+    assert sum(t.startswith("undecidable") for t in excess) == 2 and "+30.0\n(+40.0)" in excess

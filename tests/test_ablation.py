@@ -617,4 +617,4 @@ def test_summary_line_says_underpowered_and_why():
            for c in conds]
     row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
     line = verdict_line(row)
-    assert "verdict: underpowered" in line and "all 1 matched set(s) (exact)" in line and "0.500 > alpha" in line
+    assert "verdict: underpowered" in line and "all 1 matched set (exact)" in line and "0.500 > alpha" in line

@@ -194,6 +194,8 @@ def test_summary_page_shows_the_tables_answers(ran, workdir):
     page = (res / "findings" / "summary.html").read_text()
     rows = dict(re.findall(r'<tr data-model="([^"]+)">(.*?)</tr>', page.split('id="headline"', 1)[1], re.S))
     assert set(rows) == {"tiny-olmo", "tiny-toy"}
+    # family: auto shows what it resolved to (the checkpoints' model_type), not the source 'local'
+    assert "<td>olmo</td>" in rows["tiny-olmo"] and "<td>gpt_neox</td>" in rows["tiny-toy"]
     ms = pl.read_parquet(res / "findings" / "f3_milestones.parquet")
     gaps = pl.read_parquet(res / "findings" / "f3_gaps.parquet")
     for model, last in (("tiny-olmo", "rev-c"), ("tiny-toy", "step4")):

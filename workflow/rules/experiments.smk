@@ -74,6 +74,7 @@ rule cross_seed_ablation:
         # the sequences ablated, chosen as by the ablate rule (ablation.probe: held_out or the screen's batch)
         ablation={k: config["ablation"][k] for k in ("probe", "probe_seed", "n_sequences")},
         probe=lambda wc: panel.probe_settings(config, wc.model),
+        exact_max=config["ablation"]["exact_max"],  # the cell verdicts' exact/sampled rule
         seed=EXP["seed"],
     threads: 1
     resources:

@@ -17,7 +17,10 @@ with logs.to_file(snakemake.log[0]):
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     findings["f3_onsets"] = tables.read(snakemake.input.onsets)
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
-    rows = headline.headline_rows(findings, verdicts, families=families)
+    # (model, revision) -> checkpoint-integrity flags; None until the lineage table is wired in
+    # (headtrace.report.answers.suspect_from_table): statements resting on a flagged revision get a dagger
+    suspect = None
+    rows = headline.headline_rows(findings, verdicts, families=families, suspect=suspect)
     text = summary.render(traj, findings, **params)
     text = headline.insert(text, headline.markdown(rows, headline.sentences(rows)))  # the answers first
     text += "\n" + refine.summary_section(findings["f3_onsets"])

@@ -27,12 +27,22 @@ smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space
 - ``not_causal``: otherwise (including an empty circuit: nothing was ablated).
 
 **Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
-evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets".
+evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets". When
+the ablation table does not record the space's size (the published ablations), ``n_matched_sets``
+and ``control_exact`` are null: the sets evaluated are known, whether they were all is not.
 
 ``random_effect_mean`` = mean effect over the control's sets; ``effect_vs_random = effect /
 random_effect_mean`` (IEEE: ``inf`` when the mean is 0 and the effect positive, ``NaN`` when both
-are 0). ``upper_bound_saturates``: ``baseline_top1 > 0`` and ``upper_bound_top1 <=
-saturation_fraction x baseline_top1`` (0.1); reported, not required (it tests the layers).
+are 0).
+
+**Upper bound** (the circuit's whole layers ablated), on the decision metric: ``upper_bound_value``
+(the metric after it), ``upper_bound_effect`` (its damage) and ``upper_bound_share = effect /
+upper_bound_effect`` (the circuit's share of what its layers do; null without an upper-bound
+condition or when the upper bound does no damage). ``upper_bound_saturates``: the upper bound
+drives the decision metric to at most ``saturation_fraction`` (0.1) of its baseline, for the
+metrics with a floor at 0 (``top1``, ``top5``; false at a zero baseline); null for ``logit_b`` and
+``ce``, which have no floor the table records. Both are reported, **not required**: the verdict
+never reads them (they describe the layers, not the circuit). ``upper_bound_top1`` stays top-1.
 The class-matched control (sink heads excluded), when present, gets its own ``class_p_value``,
 ``class_random_effect_mean`` and ``n_class_matched_sets`` next to the plain control's.
 
@@ -169,11 +179,20 @@ def _control_stats(cell: pl.DataFrame, name: str | None, metric: str, b: float, 
     p = permutation_p(effect, damage(metric, b, dmetric))  # a set tied with the circuit: b - d == b - a exactly
     if not n_heads:
         p = math.nan
-    return r_mean, p, distinct.height, space or distinct.height, float(draws["top1"].mean()), k
+    # the space's size when the table records it; None when it does not (exactness unknown)
+    return r_mean, p, distinct.height, space or None, float(draws["top1"].mean()), k
 
 
 def _layers(profile: dict[int, int]) -> str:
     return ", ".join(f"L{l}: {n}" for l, n in sorted(profile.items()))
+
+
+def _saturates(metric: str, baseline: float, upper: float, fraction: float) -> bool | None:
+    """The upper bound drives the decision metric to at most ``fraction`` of its baseline (metrics
+    with a floor at 0); None for metrics without one (``logit_b``, ``ce``)."""
+    if metric not in ("top1", "top5"):
+        return None
+    return bool(baseline > 0 and upper <= fraction * baseline)
 
 
 def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], upper: str | None) -> str | None:
@@ -223,7 +242,10 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
             rname = next((r for r in (spec.random, spec.fallback_random) if r and r in conds), None)
             uname = next((u for u in (spec.upper, spec.fallback_upper) if u and u in conds), None)
             cname = spec.class_random if spec.class_random in conds else None
-            ub = float(cell.filter(pl.col("condition") == uname)["top1"][0]) if uname else b_top1
+            urow = cell.filter(pl.col("condition") == uname).row(0, named=True) if uname else None
+            ub = float(urow["top1"]) if urow else b_top1
+            ub_value = float(urow[metric]) if urow else math.nan
+            ub_effect = float(damage(metric, b, ub_value)) if urow else math.nan
             a, n_heads = float(crow[metric]), int(crow["n_heads"])
             effect = float(damage(metric, b, a))
             r_mean, p, n_distinct, space, r_top1, k = _control_stats(cell, rname, metric, b, effect, n_heads)
@@ -246,12 +268,13 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
                 "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
                 "ablated_top1": float(crow["top1"]), "effect": effect, "random_effect_mean": r_mean,
                 "effect_vs_random": ratio, "p_value": p, "upper_bound_top1": ub,
-                "upper_bound_saturates": bool(b_top1 > 0 and ub <= saturation_fraction * b_top1),
+                "upper_bound_saturates": _saturates(metric, b, ub_value if urow else b, saturation_fraction),
                 "causal": v == "causal", "verdict": v, "metric": metric,
                 "baseline_value": b, "ablated_value": a,
                 "effect_lo": _num(crow.get(f"{metric}_effect_lo")), "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
                 "min_p": min_p(n_distinct) if n_distinct else math.nan, "n_matched_sets": space,
-                "control_exact": bool(n_distinct and n_distinct == space),
+                "control_exact": (None if space is None and n_distinct else
+                                  bool(n_distinct and n_distinct == space)),
                 "control": rname, "upper_bound": uname, "n_random": k, "n_distinct_draws": n_distinct, "random_top1_mean": r_top1,
                 "class_control": cname, "class_p_value": c_p, "class_random_effect_mean": c_mean,
                 "n_class_matched_sets": c_space,
@@ -259,6 +282,8 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
                 "control_sizes_match": None if not n_heads or not n_distinct else not bool(problem),
                 "n_sequences": n_seq, "baseline_top1_control": b_copy["top1_control"],
                 "baseline_top1_context": b_copy["top1_context"],
+                "upper_bound_value": ub_value, "upper_bound_effect": ub_effect,
+                "upper_bound_share": (effect / ub_effect if urow and n_heads and ub_effect > 0 else None),
             })
     schema = tables.SCHEMAS["verdict"]
     if not rows:

@@ -142,7 +142,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "effect_vs_random": pl.Float64,
         "p_value": pl.Float64,
         "upper_bound_top1": pl.Float64,
-        "upper_bound_saturates": pl.Boolean,
+        "upper_bound_saturates": pl.Boolean,  # on the decision metric (null: logit_b / ce have no floor)
         "causal": pl.Boolean,
         "verdict": pl.String,  # causal | not_causal | underpowered
         "metric": pl.String,  # decision metric (ablation.metric); effect/baseline_value/ablated_value use it
@@ -151,8 +151,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "effect_lo": pl.Float64,  # bootstrap interval of effect (paired over probe sequences)
         "effect_hi": pl.Float64,
         "min_p": pl.Float64,  # smallest p the control allows: 1 / (1 + n_distinct_draws)
-        "n_matched_sets": pl.Int64,  # size of the matched set space
-        "control_exact": pl.Boolean,  # every set of the space evaluated
+        "n_matched_sets": pl.Int64,  # size of the matched set space (null: not recorded)
+        "control_exact": pl.Boolean,  # every set of the space evaluated (null: space size not recorded)
         "control": pl.String,  # the matched control used (null: none)
         "upper_bound": pl.String,  # the upper-bound condition used (null: none; upper_bound_top1 = baseline)
         "n_random": pl.Int32,
@@ -174,6 +174,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "ablation_probe_seed": pl.Int64,
         "ablation_probe_sha256": pl.String,
         "ablation_probe_redrawn": pl.Int32,
+        # the upper bound (the circuit's whole layers ablated) on the decision metric: its value,
+        # its effect, and the circuit's share of it (effect / upper_bound_effect; null without one)
+        "upper_bound_value": pl.Float64,
+        "upper_bound_effect": pl.Float64,
+        "upper_bound_share": pl.Float64,
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {

@@ -6,8 +6,12 @@ matched-random draws drawn *in model j* (same heads per layer among the heads no
 ``top1_drop = baseline_top1 - ablated_top1``; ``random_drop_mean`` = mean over the draws of
 ``baseline_top1 - draw_top1``; ``top1_drop_vs_random = top1_drop - random_drop_mean`` (the excess
 drop over the matched-random control, in top-1 units); ``effect_vs_random`` is the ratio, and
-``p_value`` the permutation p-value over the matched sets (``verdict.permutation_p``: distinct
-sets drawn without replacement, or the whole space when small), the same rule as the cell verdict's. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
+``p_value`` the permutation p-value over the matched sets (``verdict.permutation_p``). The control
+follows the cell verdict's rule (``conditions.matched_sets`` with the same ``exact_max``,
+``ablation.exact_max``): the whole matched space when it holds at most ``max(n_random,
+exact_max)`` sets (``control_exact``), else ``n_random`` distinct sets drawn without replacement;
+``n_matched_sets`` is the space's size. A circuit with no matched draws has NaN excess, ratio and p:
+undecidable, not a negative. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
 ``n_candidates`` is the number of heads in the circuit's layers (how much room two seeds had to
 land on different heads).
 """
@@ -31,9 +35,11 @@ def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tup
     return as_heads(zip(df["layer"].to_list(), df["head"].to_list()))
 
 
-def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: int, n_random: int, seed: int):
+def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: int, n_random: int, seed: int,
+                          exact_max: int | None = None):
     """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x its matched sets (the
-    verdict's control: K distinct sets, or the whole matched space when it holds at most K)."""
+    verdict's control: the whole matched space when it holds at most ``max(n_random, exact_max)``
+    sets, else ``n_random`` distinct sets)."""
 
     conds = [Condition("baseline", 0, ())]
     for name, heads in circuits.items():
@@ -43,7 +49,8 @@ def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: i
             raise ValueError(f"circuit of {name} has heads {bad} beyond {n_heads_per_layer} heads per layer")
         conds.append(Condition(f"circuit:{name}", 0, heads))
         if heads:
-            sets, n_sets, _ = matched_sets(heads, n_heads_per_layer, n_random, seed, f"random:{name}")
+            sets, n_sets, _ = matched_sets(heads, n_heads_per_layer, n_random, seed, f"random:{name}",
+                                           exact_max=exact_max)
             conds += [Condition(f"random:{name}", i + 1, d, n_sets=n_sets) for i, d in enumerate(sets)]
     return conds
 
@@ -64,6 +71,7 @@ def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], 
         a = float(by[f"circuit:{name}"][0]["top1"])
         rand = by.get(f"random:{name}", [])
         draws = np.array([d["top1"] for d in rand], float)
+        space = next((int(d["n_sets"]) for d in rand if d.get("n_sets") is not None), None)
         drop = b - a
         if draws.size:
             rmean = float(np.mean(b - draws))
@@ -82,8 +90,11 @@ def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], 
             "circuit": [head_name(*h) for h in heads], "n_heads": len(heads),
             "baseline_top1": b, "ablated_top1": a, "random_drop_mean": rmean,
             "effect_vs_random": ratio, "p_value": p, "n_random": int(draws.size),
+            "n_matched_sets": space,
+            "control_exact": None if space is None or not draws.size else bool(draws.size == space),
         })
-    return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "n_candidates": pl.Int64})
+    return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "n_candidates": pl.Int64,
+                                                "n_matched_sets": pl.Int64, "control_exact": pl.Boolean})
 
 
 def cross_seed_matrix(df: pl.DataFrame, value: str = "top1_drop_vs_random") -> tuple[list[int], list[int], np.ndarray]:

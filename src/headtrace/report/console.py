@@ -1,23 +1,48 @@
 """The one-screen summary `make demo` ends with (``headtrace summary results``)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from typing import Mapping
 
 import polars as pl
 
 from headtrace.cell import positional
+from headtrace.report import answers as A
+from headtrace.report import headline as HL
 
 
-def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -> str:
-    """A short text table per model: circuit formation, first-token heads, final ablation verdict."""
+def _findings(results: Path) -> dict[str, pl.DataFrame]:
+    """The findings tables the headline reads (empty when the findings job has not run)."""
+    return {name: pl.read_parquet(p) for name in ("circuit_size", "f3_milestones", "f3_onsets", "f3_gaps",
+                                                   "f2_layer_spread")
+            if (p := results / "findings" / f"{name}.parquet").exists()}
+
+
+def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
+            families: Mapping[str, str] | None = None, suspect: A.Suspect | None = None) -> str:
+    """A short text table per model: circuit formation, first-token heads, final ablation verdict;
+    above it, the run's sentences (:mod:`headtrace.report.answers`, the headline's own words)."""
     results = Path(results)
     trajectories = sorted(results.glob("models/*/trajectory.parquet"))
     if not trajectories:
         return f"no trajectories under {results}/models: has the workflow run?"
     lines = ["headtrace summary", ""]
+    vtable = _verdict_table(results)
+    F = _findings(results)
+    run = None
+    if "f3_milestones" in F:
+        run = A.build(F, vtable, families=families, suspect=suspect)
+        sents = [s.text + (" " + HL.DAGGER if s.flags else "") for s in run.statements]
+        lines += ["What this run found:"] + [textwrap.fill(t, 110, initial_indent="- ", subsequent_indent="  ")
+                                             for t in sents]
+        if run.flags:
+            lines.append(textwrap.fill(f"{HL.DAGGER} rests on a flagged revision: " + "; ".join(run.flags), 110))
+        lines.append("")
+    answers = {a.model: a for a in run.models} if run else {}
     head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'BOS heads':>9}"
     lines += [head, "-" * len(head)]
-    verdicts = _verdicts(results)
+    verdicts = _verdicts(vtable)
     for path in trajectories:
         t = pl.read_parquet(path)
         model = t["model"][0]
@@ -31,8 +56,12 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             .sort("tokens", nulls_last=True)
         )
         final = per_rev.row(-1, named=True)
-        formed = per_rev.filter(pl.col("n_circuit") >= 3)
-        first = formed["revision"][0] if formed.height else "never"
+        a = answers.get(model)
+        if a is not None:  # the headline's milestone (refined bracket included), not a second count
+            first = a.circuit.revision if a.circuit.reached else ("never" if a.circuit.known else "?")
+        else:
+            formed = per_rev.filter(pl.col("n_circuit") >= 3)
+            first = formed["revision"][0] if formed.height else "never"
         circuit = (
             t.filter((pl.col("revision") == final["revision"]) & pl.col("in_induction_circuit"))
             .sort("layer", "head")
@@ -44,11 +73,19 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
             f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
             f"{final['n_bos']:>4}/{final['n_heads']:<4}"
         )
-        v = verdicts.get((model, final["revision"]))
-        if v is not None and not v["n_heads"]:
-            lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
-        elif v is not None:
-            lines.append(f"{'':<4}final ablation: " + verdict_line(v))
+        if a is not None and a.final is not None:
+            v = a.final.row
+            at = "" if a.final.revision == final["revision"] else f" (at {a.final.revision}, the last ablated revision)"
+            lines.append(f"{'':<4}final ablation{at}: " + (verdict_line(v) if a.final.heads else
+                         "no induction circuit at the final revision (nothing to ablate)"))
+        else:
+            v = verdicts.get((model, final["revision"]))
+            if v is not None and not v["n_heads"]:
+                lines.append(f"{'':<4}final ablation: no induction circuit at the final revision (nothing to ablate)")
+            elif v is not None:
+                lines.append(f"{'':<4}final ablation: " + verdict_line(v))
+        if a is not None and a.decided:
+            lines.append(f"{'':<4}where the causal test decided: {HL.decided_text(a)}")
         pos = results / "cells" / model / final["revision"] / "positional.parquet"
         if circuit and pos.exists():
             flags = positional.circuit_flags(pl.read_parquet(pos), t.filter(pl.col("revision") == final["revision"]))
@@ -68,36 +105,33 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0) -
     return "\n".join(lines)
 
 
-def fmt_metric(metric: str, x) -> str:
-    """A metric's value as printed: top-1 as a percentage, logit and cross-entropy to 2 decimals."""
-    return "nan" if x is None or x != x else (f"{x:.2%}" if metric == "top1" else f"{x:.2f}")
+fmt_metric = A.fmt_metric  # public: one formatter of a metric's value (top-1 as %, logit / CE to 2 decimals)
 
 
 def effect_text(v: dict) -> str:
     """A verdict row's effect on its decision metric with its bootstrap interval: '40.00% [30.00%, 50.00%]'."""
-    metric = v.get("metric") or "top1"
-    lo, hi = v.get("effect_lo"), v.get("effect_hi")
-    ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if lo is not None and lo == lo else ""
-    return fmt_metric(metric, v.get("effect")) + ci
+    return A.effect_text(v)
 
 
 def verdict_line(v: dict) -> str:
     """One verdict row in words: the ablation, its control (exact or sampled), the effect with its
     interval, and the three-way verdict (``underpowered`` says why the test cannot decide)."""
     metric = v.get("metric") or "top1"
-    n_sets, n_space = v.get("n_distinct_draws") or 0, v.get("n_matched_sets")
+    n_sets = v.get("n_distinct_draws") or 0
     out = f"top-1 {v['baseline_top1']:.2%} -> circuit {v['ablated_top1']:.2%}, "
     if n_sets:
         random_top1 = v.get("random_top1_mean")
         if random_top1 is None or random_top1 != random_top1:
             random_top1 = v["baseline_top1"] - v["random_effect_mean"]
-        control = (f"all {n_sets} matched set(s) (exact)" if v.get("control_exact")
-                   else f"{n_sets} of {n_space} matched sets (sampled)")
+        control = A.verdict_of(v).control_text()
         out += f"matched-random mean {random_top1:.2%} over {control}"
     else:
         out += "no matched control"
     if v.get("upper_bound", "-") is not None:
         out += f", upper bound {v['upper_bound_top1']:.2%}"
+        share = v.get("upper_bound_share")
+        if share is not None and share == share:
+            out += f" (the circuit: {100 * share:.0f}% of its {metric} effect)"
     out += f"; {metric} effect {effect_text(v)}"
     if n_sets:
         out += f", p={v['p_value']:.3f}"
@@ -113,16 +147,10 @@ def verdict_line(v: dict) -> str:
 
 
 def underpowered_reason(v: dict) -> str:
-    """Why an ``underpowered`` verdict cannot decide: the smallest p its matched sets allow, or no
-    control at all."""
-    n_sets = v.get("n_distinct_draws") or 0
-    min_p = v.get("min_p")
-    if n_sets and min_p is not None and min_p == min_p:
-        return f"the smallest p {n_sets} matched set(s) allow is {min_p:.3f} > alpha"
-    own = v.get("underpowered_reason")
-    if own and own.startswith("no matched set"):  # the verdict's own: which layer is too small
-        return own
-    return "no matched-random sets, nothing to compare with"
+    """Why an ``underpowered`` verdict cannot decide: the verdict's own ``underpowered_reason``
+    (another circuit's control, a full layer, too few sets), else the smallest p its sets allow, or
+    no control at all (:func:`headtrace.report.answers.underpowered_why`)."""
+    return A.underpowered_why(v)
 
 
 def baseline_line(v: dict) -> str | None:
@@ -146,12 +174,11 @@ def circuit_line(v: dict) -> str:
     name = str(v.get("circuit") or "circuit").replace("_", " ")
     if not heads:
         return f"{name}: no heads (nothing to ablate)"
-    n_sets, n_space = v.get("n_distinct_draws") or 0, v.get("n_matched_sets")
+    n_sets = v.get("n_distinct_draws") or 0
     out = f"{name} ({' '.join(map(str, heads))}): {metric} effect {effect_text(v)}"
     if n_sets:
         p = v.get("p_value")
-        out += f", p={p:.3f} over {n_sets}" + (f" of {n_space}" if n_space and n_space != n_sets else "") + \
-            " matched set(s)"
+        out += f", p={p:.3f} over {A.verdict_of(v).control_text()}"
     else:
         out += ", no matched control"
     verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
@@ -160,11 +187,16 @@ def circuit_line(v: dict) -> str:
     return out + f" -> {verdict.replace('_', ' ')}"
 
 
-def _verdicts(results: Path) -> dict:
+def _verdict_table(results: Path) -> pl.DataFrame | None:
     paths = sorted(results.glob("cells/*/*/verdict.parquet"))
     if not paths:
+        return None
+    return pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+
+
+def _verdicts(v: pl.DataFrame | None) -> dict:
+    if v is None:
         return {}
-    v = pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
     out = {}
     for r in v.iter_rows(named=True):
         key = (r["model"], r["revision"]) if r["circuit"] == "circuit" else (r["model"], r["revision"], r["circuit"])

@@ -26,7 +26,8 @@ def plot_cross_seed(df: pl.DataFrame, path) -> None:
     lim = max(1e-3, float(np.nanmax(np.abs(m))) if np.isfinite(m).any() else 1e-3)
     im = axes[0].imshow(100 * m, cmap="RdBu_r", vmin=-100 * lim, vmax=100 * lim)
     for a, b in np.ndindex(m.shape):
-        axes[0].text(b, a, f"{100 * m[a, b]:+.1f}\n({100 * raw[a, b]:+.1f})", ha="center", va="center", fontsize=8)
+        excess = "undecidable:\nno matched draws" if np.isnan(m[a, b]) else f"{100 * m[a, b]:+.1f}"
+        axes[0].text(b, a, f"{excess}\n({100 * raw[a, b]:+.1f})", ha="center", va="center", fontsize=8)
     fig.colorbar(im, ax=axes[0], label="top-1 drop beyond matched random (pp)")
     axes[0].set_title("seed i's circuit ablated in model j", fontsize=9)
     im2 = axes[1].imshow(jac, cmap="viridis", vmin=0, vmax=1)

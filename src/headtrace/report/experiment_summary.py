@@ -8,6 +8,33 @@ import polars as pl
 from headtrace.report.format import fmt_tokens
 
 
+def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
+    """Mean excess drop over matched random of the rows that had matched draws (NaN: none), and
+    how many rows that is; (None, 0) when no row had any."""
+    x = g["top1_drop_vs_random"].fill_nan(None).drop_nulls()
+    return (float(x.mean()) if x.len() else None), x.len()
+
+
+def _beyond(mean: float | None, n: int, total: int) -> str:
+    if mean is None:
+        return "beyond matched random: undecidable, no matched draws"
+    return f"{100 * mean:+.1f} pp beyond matched random" + ("" if n == total else f", over the {n} of {total} "
+                                                              "pairs with matched draws")
+
+
+def _controls(cross_seed: pl.DataFrame) -> str:
+    """How the cross-seed controls were drawn: exact (every matched set) or sampled."""
+    if "control_exact" not in cross_seed.columns:
+        return ""
+    ex = cross_seed["control_exact"]
+    n_exact, n_sampled = int((ex == True).sum()), int((ex == False).sum())  # noqa: E712
+    if not n_exact + n_sampled:
+        return ""
+    return (f"Matched-random controls: {n_exact} exact (every matched set), {n_sampled} sampled"
+            + ("" if n_exact + n_sampled == cross_seed.height else
+               f", {cross_seed.height - n_exact - n_sampled} without matched draws") + ". ")
+
+
 def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.DataFrame | None = None,
                      composition: pl.DataFrame | None = None, noise_floor: pl.DataFrame | None = None,
                      floor_table: pl.DataFrame | None = None) -> str:
@@ -20,11 +47,16 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         seeds = sorted(set(cross_seed["model_seed"].to_list()))
         circ = {r["circuit_seed"]: ",".join(r["circuit"]) or "∅" for r in own.iter_rows(named=True)}
         jac = other["jaccard"].drop_nans().drop_nulls()
+        own_ex, own_n = _excess(own)
+        other_ex, other_n = _excess(other)
         if own["n_heads"].sum() == 0:
             verdict = "No seed has an induction circuit at its final revision, so there is nothing to compare. "
+        elif own_ex is None or other_ex is None:
+            which = " and ".join(w for w, x in (("own", own_ex), ("foreign", other_ex)) if x is None)
+            verdict = (f"Seed specificity is undecidable: no matched draws for the {which} circuits (no matched "
+                       "set of their per-layer sizes), so there is no excess over matched random to compare. ")
         else:
-            specific = (jac.len() > 0 and jac.mean() < 1
-                        and other["top1_drop_vs_random"].mean() < 0.5 * own["top1_drop_vs_random"].mean())
+            specific = jac.len() > 0 and jac.mean() < 1 and other_ex < 0.5 * own_ex
             verdict = ("Circuits differ by seed and a foreign circuit hurts far less than the own one, as in the paper. "
                        if specific else
                        "Unlike the paper's 51M models, the circuits here are not clearly seed-specific (with few heads "
@@ -33,10 +65,10 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
             f"**Seed specificity.** {len(seeds)} seeds of `{own['model'][0]}`; final induction "
             f"circuits: " + "; ".join(f"seed {s}: {circ.get(s, '?')}" for s in seeds) + ". "
             f"Ablating a model's own circuit drops top-1(B) by "
-            f"{100 * own['top1_drop'].mean():.1f} pp on average ({100 * own['top1_drop_vs_random'].mean():+.1f} pp "
-            f"beyond matched random); another seed's circuit drops it by {100 * other['top1_drop'].mean():.1f} pp "
-            f"({100 * other['top1_drop_vs_random'].mean():+.1f} pp beyond matched random). Mean cross-seed Jaccard "
-            f"{jac.mean() if jac.len() else float('nan'):.2f}. " + verdict
+            f"{100 * own['top1_drop'].mean():.1f} pp on average ({_beyond(own_ex, own_n, own.height)}); "
+            f"another seed's circuit drops it by {100 * other['top1_drop'].mean():.1f} pp "
+            f"({_beyond(other_ex, other_n, other.height)}). Mean cross-seed Jaccard "
+            f"{jac.mean() if jac.len() else float('nan'):.2f}. " + _controls(cross_seed) + verdict
             + "(`results/experiments/cross_seed_ablation.parquet`)")
         out.append("")
     # data shift

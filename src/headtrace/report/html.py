@@ -1,6 +1,8 @@
 """``results/findings/summary.html``: the run's answers on one page that opens on its own.
 
-First screen: the generated sentences and the headline table (:mod:`headtrace.report.headline`).
+First screen: the generated sentences and the headline table (decided in
+:mod:`headtrace.report.answers`, laid out by :mod:`headtrace.report.headline`), with a note per
+revision the checkpoint-integrity check flags.
 Below: the findings figures (relative ``<img>`` links with their captions) and one section per
 model — its trajectory (induction-circuit and first-token head counts over tokens, an inline SVG and
 a table), the verdict of every ablated revision with intervals, and the circuit heads. Plain HTML
@@ -16,7 +18,7 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from headtrace.core import tables
-from headtrace.report import console
+from headtrace.report import answers as A
 from headtrace.report import headline as HL
 from headtrace.report.format import fmt_tokens
 
@@ -79,6 +81,7 @@ def _verdict_cell(r: dict) -> str:
     why = r.get("short_reason") or ""
     return (f'<td class="{cls} wrap verdict" title="{_e(r["reason"])}">'
             f'{_e(word.replace("_", " ") if cls == "v-none" else word)}'
+            + (f" {HL.DAGGER}" if str(r.get("verdict_text", "")).endswith(HL.DAGGER) else "")
             + (f'<span class="why">{_e(why)}</span>' if why else "") + "</td>")
 
 
@@ -98,23 +101,25 @@ def headline_fragment(rows: list[dict], sents: list[str], *, link_models: bool =
                 cells.append(f'<td class="num">{_e(r[key])}</td>')
             elif key in ("circuit_text", "sink10_text", "sink50_text"):
                 m = r[key[:-5]]
-                rev = f'<span class="rev">{_e(m["revision"])}</span>' if m.get("reached") else ""
-                cells.append(f"<td>{_e(HL.bracket_tokens(m))}{rev}</td>")
+                mark = f" {HL.DAGGER}" if r[key].endswith(HL.DAGGER) else ""
+                rev = f'<span class="rev">{_e(m.revision)}</span>' if m.reached else ""
+                cells.append(f"<td>{_e(HL.bracket_tokens(m) + mark)}{rev}</td>")
             elif key == "heads_text":
                 v = r["verdict_row"]
                 rev = f'<span class="rev">at {_e(v["revision"])}</span>' if r["heads"] and v is not None else ""
                 cells.append(f'<td class="wrap">{_e(" ".join(r["heads"]) or "—")}{rev}</td>')
-            elif key in ("gap_text",):
+            elif key in ("gap_text", "decided_text"):
                 cells.append(f'<td class="wrap">{_e(r[key])}</td>')
             else:
                 cells.append(f"<td>{_e(r[key])}</td>")
         body.append(f'<tr data-model="{_e(r["model"])}">' + "".join(cells) + "</tr>")
     out.append(f'<table class="headline" id="headline"><thead><tr>{head}</tr></thead><tbody>'
                + "".join(body) + "</tbody></table>")
-    out.append('<p class="note">Brackets (a–b]: the milestone was first seen at the revision named (b tokens) '
-               "and not at the screened revision before it (a tokens); it happened somewhere in between. "
-               "Gap: tokens at the first-token 50% milestone over tokens at the induction milestone, with the "
-               "interval the brackets allow. Tables: <code>results/findings/f3_milestones</code>, "
+    notes = HL.flag_notes(rows)
+    if notes:
+        out.append(f'<p class="note flags" id="flags">{HL.DAGGER} Rests on a revision the checkpoint-integrity '
+                   "check flags: " + "; ".join(_e(n) for n in notes) + ".</p>")
+    out.append('<p class="note">' + _e(HL.NOTE) + " Tables: <code>results/findings/f3_milestones</code>, "
                "<code>f3_onsets</code>, <code>f3_gaps</code>, <code>f2_layer_spread</code>, "
                "<code>results/cells/*/*/verdict.parquet</code>.</p>")
     out.append("</div>")
@@ -207,13 +212,17 @@ def _verdict_table(v: pl.DataFrame) -> str:
         p = r.get("p_value")
         word = HL.verdict_word(r)
         cls = f"v-{word}" if word in ("causal", "not_causal", "underpowered") else "v-none"
-        why = console.underpowered_reason(r) if word == "underpowered" else ""
+        why = A.underpowered_why(r) if word == "underpowered" else ""
+        cv = A.verdict_of(r)
+        share = r.get("upper_bound_share")
         cells = [r["revision"], fmt_tokens(r.get("tokens")), str(r.get("circuit", "")).replace("_", " "),
-                 " ".join(map(str, heads)) or "—", console.fmt_metric("top1", r.get("baseline_top1")),
-                 console.fmt_metric("top1", r.get("ablated_top1")), console.effect_text(r),
-                 console.fmt_metric("top1", rnd) if n_sets else "—",
-                 (f"{p:.3f} ({n_sets})" if n_sets and p is not None and p == p else "—"),
-                 console.fmt_metric("top1", r.get("upper_bound_top1")) if r.get("upper_bound") else "—"]
+                 " ".join(map(str, heads)) or "—", A.fmt_metric("top1", r.get("baseline_top1")),
+                 A.fmt_metric("top1", r.get("ablated_top1")), A.effect_text(r),
+                 A.fmt_metric("top1", rnd) if n_sets else "—",
+                 (f"{p:.3f} ({cv.control_text()})" if n_sets and p is not None and p == p else "—"),
+                 (A.fmt_metric("top1", r.get("upper_bound_top1"))
+                  + ("" if share is None or share != share else f" ({100 * share:.0f}% of its effect)"))
+                 if r.get("upper_bound") else "—"]
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="{cls}">{_e(word)}' + (f'<span class="why">{_e(why)}</span>' if why else "")
                     + "</td></tr>")
@@ -249,11 +258,13 @@ def _model_section(r: dict, F: Mapping[str, pl.DataFrame], verdicts: pl.DataFram
         schema={"revision": pl.String, "tokens": pl.Int64, "n_first_token": pl.Int64})
     v = verdicts.filter(pl.col("model") == m) if verdicts is not None and verdicts.height else None
     circuit = (" ".join(r["heads"]) + f" (at {r['verdict_row']['revision']})") if r["heads"] else "none"
+    decided = HL.decided_text(r["answer"])
     out = [f'<section id="model-{_e(m)}"><h2>{_e(m)} <span class="note">({_e(r["family"])}, '
            f'{r["n_revisions"]} revisions)</span></h2>',
            f"<p><b>Final circuit:</b> {_e(circuit)} — <b>{_e(r['verdict'].replace('_', ' '))}</b>: "
            f"{_e(r['reason'])}. <b>First induction circuit:</b> {_e(r['circuit_text'])}. "
-           f"<b>First-token 50%:</b> {_e(r['sink50_text'])}. <b>Gap:</b> {_e(r['gap_text'])}.</p>",
+           f"<b>First-token 50%:</b> {_e(r['sink50_text'])}. <b>Gap:</b> {_e(r['gap_text'])}. "
+           f"<b>Where the causal test decided:</b> {_e(decided)}.</p>",
            "<h3>Trajectory</h3>", _svg_trajectory(sizes, bos),
            '<details><summary>per-revision counts</summary>' + _trajectory_table(sizes, bos) + "</details>",
            "<h3>Ablation verdict of every revision</h3>", _verdict_table(v),
@@ -284,10 +295,12 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
 
 
 def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, out_html, *, headline_html=None,
-          brief_html=None, families: Mapping[str, str] | None = None, figures: Iterable[tuple[str, str, str]] = ()) -> list[dict]:
+          brief_html=None, families: Mapping[str, str] | None = None, figures: Iterable[tuple[str, str, str]] = (),
+          suspect: A.Suspect | None = None) -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
-    result of ``snakemake --report``); return the headline rows."""
-    rows = HL.headline_rows(findings, verdicts, families=families)
+    result of ``snakemake --report``); return the headline rows. ``suspect``: ``(model, revision) ->
+    flags`` of the checkpoint-integrity check (:mod:`headtrace.report.answers`)."""
+    rows = HL.headline_rows(findings, verdicts, families=families, suspect=suspect)
     sents = HL.sentences(rows)
     tables.write_text(page(rows, sents, findings, verdicts, figures=figures), out_html)
     if headline_html is not None:  # a fragment: the report's "Answers" result and its front page embed it

@@ -17,7 +17,7 @@ import polars as pl
 from headtrace.core import tables
 from headtrace.findings import trajectory as T
 from headtrace.models import provenance
-from headtrace.report.format import fmt_tokens
+from headtrace.report.format import fmt_bound, fmt_tokens
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -175,7 +175,7 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
     rows = []
     for g in gaps:
         for r in g.iter_rows(named=True):
-            bound = T.gap_label(r.get("gap_lo"), r.get("gap_hi"))
+            bound = bound_label(r.get("gap_lo"), r.get("gap_hi"))
             if r.get("gap_bound") == "unknown" or r.get("gap_bound") is None:
                 bound = "—" if r["gap_ratio"] is None else "unbounded"
             note = []
@@ -196,6 +196,20 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
     if F.get("f3_onset_bootstrap") is not None:
         text.append(_f3_bootstrap(ms, F["f3_onset_bootstrap"]))
     return "\n".join(text)
+
+
+def bound_label(lo: float | None, hi: float | None) -> str:
+    """A ratio as the checkpoints bound it, ends rounded outward (``format.fmt_bound``): "5.1–27×"
+    (interval), "≥ 1.0×" (lower bound only), "≤ 3.0×" (upper bound only) or "unknown"."""
+    lo = None if lo is None or lo != lo else lo
+    hi = None if hi is None or hi != hi else hi
+    if lo is not None and hi is not None:
+        return f"{fmt_bound(lo, 'lo', unit='')}–{fmt_bound(hi, 'hi')}"
+    if lo is not None:
+        return f"≥ {fmt_bound(lo, 'lo')}"
+    if hi is not None:
+        return f"≤ {fmt_bound(hi, 'hi')}"
+    return "unknown"
 
 
 def _bracket(r: dict) -> str:
@@ -288,7 +302,7 @@ def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: s
     rows = [[r["model"], tables.head_name(r["layer"], r["head"]),
              event(r["pr_rise_revision"], r["pr_rise_tokens"], r.get("pr_rise_lo_tokens")),
              event(r["selectivity_cross_revision"], r["selectivity_cross_tokens"], r.get("selectivity_cross_lo_tokens")),
-             T.gap_label(r.get("lead_lo"), r.get("lead_hi")) if r["pr_rise_revision"] and r["selectivity_cross_revision"]
+             bound_label(r.get("lead_lo"), r.get("lead_hi")) if r["pr_rise_revision"] and r["selectivity_cross_revision"]
              else "—",
              "—" if r["lead_revisions"] is None else str(r["lead_revisions"]), decision(r)]
             for r in lead.iter_rows(named=True)]

@@ -71,20 +71,38 @@ def family_of(model: torch.nn.Module) -> families.Family:
     return families.from_model_type(cfg.model_type)
 
 
-def probe_batch(spec: Mapping | None = None) -> probe.ProbeBatch:
+def probe_batch(spec: Mapping | None = None, model: torch.nn.Module | None = None) -> probe.ProbeBatch:
     """The synthetic induction batch of the config's ``probe`` keys (``token_range``, ``ab_range``,
-    ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``), the schema's
-    defaults for those omitted. An unknown key is refused naming the keys there are."""
-    spec = dict(spec or {})
-    unknown = sorted(set(spec) - set(PROBE_KEYS))
+    ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``, ``derive``), the
+    schema's defaults for those omitted. An unknown key is refused naming the keys there are. With
+    ``model`` (an HF model), every misfit of the probe against its config (context length,
+    vocabulary) and of the keys among themselves is refused in one message that ends with a probe
+    that fits (:func:`headtrace.models.context.misfit`), before the batch is built; ``derive: True``
+    takes ``seq_len``, ``ab_range`` and ``token_range`` not given from the model
+    (:func:`headtrace.models.context.derive`)."""
+    given = dict(spec or {})
+    unknown = sorted(set(given) - set(PROBE_KEYS))
     if unknown:
         raise ValueError(f"probe: unknown key(s) {unknown}; the probe keys are those of the config's probe block: "
                          f"{', '.join(PROBE_KEYS)} (e.g. probe={{'token_range': [2, 250], 'ab_range': [20, 60]}})")
-    settings = {**schema.defaults("$defs", "probe"), **spec}
+    settings = {**schema.defaults("$defs", "probe"), **given}
     for key in ("token_range", "ab_range"):
         value = settings[key]
         if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
             raise ValueError(f"probe: {key} must be [low, high), two integers; got {value!r}")
+    name = "probe"
+    limits = context.Limits()
+    if model is not None:
+        name = getattr(model, "name_or_path", None) or type(model).__name__
+        limits = context.limits_of([(model.config, "the model's config")])
+    if settings.get("derive"):
+        if model is None:
+            raise ValueError("probe: derive needs the model (headtrace.analyze(model, probe={'derive': True}), "
+                             "or probe_batch(spec, model))")
+        settings = context.derive(settings, given, limits)
+    msg = context.misfit(name, settings, limits, "api", given=given, derivable=model is not None)
+    if msg:
+        raise ValueError(msg)
     try:
         return probe.make_batch(**panel_config.probe_kwargs(settings))
     except ValueError as err:
@@ -92,17 +110,16 @@ def probe_batch(spec: Mapping | None = None) -> probe.ProbeBatch:
 
 
 def _probe_batch(spec, model: torch.nn.Module) -> probe.ProbeBatch:
-    batch = spec if isinstance(spec, probe.ProbeBatch) else probe_batch(spec)
-    msg = context.too_long(getattr(model, "name_or_path", None) or type(model).__name__, batch.seq_len,
-                           context.limit_of(model.config), "the model's config")
+    """``spec`` as a batch for ``model``: a mapping through :func:`probe_batch` (every misfit said
+    before the batch is built), a ready ``ProbeBatch`` checked against the model as fed."""
+    if not isinstance(spec, probe.ProbeBatch):
+        return probe_batch(spec, model)
+    name = getattr(model, "name_or_path", None) or type(model).__name__
+    msg = context.misfit(name, {"seq_len": spec.seq_len, "token_range": spec.token_span},
+                         context.limits_of([(model.config, "the model's config")]), "api", derivable=False)
     if msg:
         raise ValueError(msg)
-    vocab = int(model.config.vocab_size)
-    if int(batch.tokens.max()) >= vocab:
-        raise ValueError(f"probe tokens reach {int(batch.tokens.max())} but the model's vocabulary has {vocab} "
-                         f"tokens: pass probe={{'token_range': [low, high]}} with high <= {vocab} (headtrace cell: "
-                         "--token-range LOW HIGH)")
-    return batch
+    return spec
 
 
 def analyze(

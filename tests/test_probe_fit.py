@@ -257,7 +257,9 @@ def test_headtrace_cell_probe_auto_runs_end_to_end(newcomer, tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["cell", str(newcomer / "run" / "step200"), "--probe", "auto", "--n-sequences", "12",
                      "--n-random", "2", "--device", "cpu", "--out", str(out)]) == 0
-    assert "induction circuit" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "induction circuit" in printed
+    assert "probe derived from the checkpoint's config.json: --seq-len 160 --ab-range 12 80 --token-range 2 256" in printed
     attention = tables.conform(pl.read_parquet(out / "attention.parquet"), "attention")
     assert (attention["n_sequences"] == 12).all()
 

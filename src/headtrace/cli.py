@@ -101,6 +101,9 @@ def _cmd_cell(args: argparse.Namespace) -> int:
         print(f"headtrace cell: {e}", file=sys.stderr)
         return 2
     probe_kwargs = {**settings, "derive": False}  # resolved: the probe the tables record
+    if args.probe == "auto":
+        derived = {k: settings[k] for k in ("seq_len", "ab_range", "token_range")}
+        print(f"{name}: probe derived from the checkpoint's config.json: {context.setting(derived, 'cli')}")
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out)
     circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")

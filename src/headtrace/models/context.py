@@ -35,7 +35,7 @@ from headtrace.core import probe, schema
 from headtrace.models.toy import recipe as toy
 
 __all__ = ["CONTEXT_KEYS", "limit_of", "read_config", "toy_arch", "toy_limit", "vocab_of", "Limits", "limits_of",
-           "misfits", "fitting_probe", "misfit", "too_long", "derive", "WORDS"]
+           "misfits", "fitting_probe", "misfit", "too_long", "derive", "setting", "WORDS"]
 
 # config.json fields that hold the number of positions, by transformers config class:
 # GPTNeoXConfig, OlmoConfig, OlmoeConfig, Olmo2Config, LlamaConfig: max_position_embeddings;
@@ -149,8 +149,9 @@ def _say(key: str, value, words: str) -> str:
     return f"{_name(key, words)} {value}"
 
 
-def _setting(fix: Mapping, words: str) -> str:
-    """A set of keys to set, as the user would type it."""
+def setting(fix: Mapping, words: str) -> str:
+    """Probe keys to set, as the user would type them (``probe: {seq_len: 160}``, ``--seq-len 160``,
+    ``probe={'seq_len': 160}``)."""
     if words == "cli":
         return " ".join(_say(k, v, words) for k, v in fix.items())
     if words == "api":
@@ -262,7 +263,7 @@ def misfit(model: str, settings: Mapping, limits: Limits, words: str = "config",
         fix = fitting_probe(settings, limits)
     except ValueError as err:
         return f"{text}. No probe fits this model: {err}"
-    text += f". A probe that fits: {_setting(fix, words)}"
+    text += f". A probe that fits: {setting(fix, words)}"
     if words == "config":
         text += f" (globally or in models.{model}.probe)"
     if derivable:

@@ -259,7 +259,8 @@ def test_headtrace_cell_probe_auto_runs_end_to_end(newcomer, tmp_path, capsys):
                      "--n-random", "2", "--device", "cpu", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "induction circuit" in printed
-    assert "probe derived from the checkpoint's config.json: --seq-len 160 --ab-range 12 80 --token-range 2 256" in printed
+    assert ("probe derived from the checkpoint's config.json: --seq-len 160 --ab-range 12 80 "
+            "--token-range 2 256") in printed
     attention = tables.conform(pl.read_parquet(out / "attention.parquet"), "attention")
     assert (attention["n_sequences"] == 12).all()
 

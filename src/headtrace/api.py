@@ -142,7 +142,9 @@ def analyze(
     """Run the recipe on ``model`` (an in-memory HF causal LM) and return its tables.
 
     ``probe``: a ``ProbeBatch``, or the config's probe keys (:func:`probe_batch`; default: the
-    paper's 2000 x 256 batch, tokens in [100, 10000)). ``device``: None = where the model is. ``settings``:
+    paper's 2000 x 256 batch, tokens in [100, 10000); ``{"derive": True}``: the probe derived from
+    the model's context length and vocabulary). A probe that does not fit the model is refused, every
+    misfit in one message with a probe that fits, before the batch is built. ``device``: None = where the model is. ``settings``:
     overrides of ``DEFAULTS`` per block (``{"screen": {"baseline": "uniform"}}``). ``out``: also
     write the tables there. ``family``: the adapter by name (``headtrace.models.families``), for a
     model whose ``model_type`` is a relative of a known family; None = from ``model_type``. The

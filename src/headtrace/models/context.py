@@ -145,7 +145,9 @@ def _say(key: str, value, words: str) -> str:
     """``key value`` as the user typed it: ``probe.token_range [2, 256)``, ``--token-range 2 256``."""
     if key in RANGES:
         lo, hi = int(value[0]), int(value[1])
-        return f"{_name(key, words)} {lo} {hi}" if words == "cli" and key in CLI_FLAGS else f"{_name(key, words)} [{lo}, {hi})"
+        if words == "cli" and key in CLI_FLAGS:
+            return f"{_name(key, words)} {lo} {hi}"
+        return f"{_name(key, words)} [{lo}, {hi})"
     return f"{_name(key, words)} {value}"
 
 
@@ -156,9 +158,13 @@ def setting(fix: Mapping, words: str) -> str:
         return " ".join(_say(k, v, words) for k, v in fix.items())
     if words == "api":
         return "probe={" + ", ".join(f"{k!r}: {list(v) if k in RANGES else v!r}" for k, v in fix.items()) + "}"
-    yaml = {True: "true", False: "false", None: "null"}
-    return "probe: {" + ", ".join(f"{k}: {list(v) if k in RANGES else yaml.get(v, v) if isinstance(v, (bool, type(None))) else v}"
-                                  for k, v in fix.items()) + "}"
+
+    def value(key, v):
+        if key in RANGES:
+            return str(list(v))
+        return {True: "true", False: "false", None: "null"}.get(v, v) if isinstance(v, (bool, type(None))) else v
+
+    return "probe: {" + ", ".join(f"{k}: {value(k, v)}" for k, v in fix.items()) + "}"
 
 
 # ---- the check --------------------------------------------------------------------------------
@@ -181,7 +187,8 @@ def misfits(settings: Mapping, limits: Limits, words: str = "config",
 
     s = settings
     if "n_sequences" in s and int(s["n_sequences"]) < 1:
-        out.append(("n_sequences", f"{_said('n_sequences', s['n_sequences'], words)} is not a number of sequences (>= 1)"))
+        out.append(("n_sequences", f"{_said('n_sequences', s['n_sequences'], words)} is not a number of "
+                                   "sequences (>= 1)"))
     seq_len = int(s["seq_len"]) if s.get("seq_len") is not None else None
     if seq_len is not None:
         if seq_len < probe.MIN_SEQ_LEN:
@@ -209,7 +216,8 @@ def misfits(settings: Mapping, limits: Limits, words: str = "config",
             out.append(("token_range", f"{_said('token_range', (lo, hi), words)} needs at least two tokens"))
         elif limits.vocab is not None and hi > limits.vocab:
             out.append(("token_range", f"{_said('token_range', (lo, hi), words)} reaches token id {hi - 1}, but the "
-                                       f"model's vocabulary has {limits.vocab} tokens (vocab_size in {limits.vocab_where})"))
+                                       f"model's vocabulary has {limits.vocab} tokens (vocab_size in "
+                                       f"{limits.vocab_where})"))
     if s.get("prepend_bos"):
         bos = s.get("bos_token_id")
         if bos is None:

@@ -72,38 +72,65 @@ def family_of(model: torch.nn.Module) -> families.Family:
     return families.from_model_type(cfg.model_type)
 
 
-def probe_batch(spec: Mapping | None = None) -> probe.ProbeBatch:
-    """The synthetic induction batch of the config's ``probe`` keys (``token_range``, ``ab_range``,
-    ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``), the schema's
-    defaults for those omitted. An unknown key is refused naming the keys there are."""
-    spec = dict(spec or {})
-    unknown = sorted(set(spec) - set(PROBE_KEYS))
-    if unknown:
-        raise ValueError(f"probe: unknown key(s) {unknown}; the probe keys are those of the config's probe block: "
-                         f"{', '.join(PROBE_KEYS)} (e.g. probe={{'token_range': [2, 250], 'ab_range': [20, 60]}})")
-    settings = {**schema.defaults("$defs", "probe"), **spec}
-    for key in ("token_range", "ab_range"):
-        value = settings[key]
-        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
-            raise ValueError(f"probe: {key} must be [low, high), two integers; got {value!r}")
+def probe_batch(spec: Mapping | None = None, model: torch.nn.Module | None = None) -> probe.ProbeBatch:
+    """The synthetic induction batch of :func:`probe_settings` ``(spec, model)``."""
     try:
-        return probe.make_batch(**panel_config.probe_kwargs(settings))
+        return probe.make_batch(**panel_config.probe_kwargs(probe_settings(spec, model)))
     except ValueError as err:
         raise ValueError(f"probe: {err}") from None
 
 
-def _probe_batch(spec, model: torch.nn.Module) -> probe.ProbeBatch:
-    batch = spec if isinstance(spec, probe.ProbeBatch) else probe_batch(spec)
-    msg = context.too_long(getattr(model, "name_or_path", None) or type(model).__name__, batch.seq_len,
-                           context.limit_of(model.config), "the model's config")
+def probe_settings(spec: Mapping | None = None, model: torch.nn.Module | None = None) -> dict:
+    """The resolved probe keys of the synthetic induction batch of the config's ``probe`` keys (``token_range``, ``ab_range``,
+    ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``, ``derive``), the
+    schema's defaults for those omitted. An unknown key is refused naming the keys there are. With
+    ``model`` (an HF model), every misfit of the probe against its config (context length,
+    vocabulary) and of the keys among themselves is refused in one message that ends with a probe
+    that fits (:func:`headtrace.models.context.misfit`), before the batch is built; ``derive: True``
+    takes ``seq_len``, ``ab_range`` and ``token_range`` not given from the model
+    (:func:`headtrace.models.context.derive`)."""
+    given = dict(spec or {})
+    unknown = sorted(set(given) - set(PROBE_KEYS))
+    if unknown:
+        raise ValueError(f"probe: unknown key(s) {unknown}; the probe keys are those of the config's probe block: "
+                         f"{', '.join(PROBE_KEYS)} (e.g. probe={{'token_range': [2, 250], 'ab_range': [20, 60]}})")
+    settings = {**schema.defaults("$defs", "probe"), **given}
+    for key in ("token_range", "ab_range"):
+        value = settings[key]
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
+            raise ValueError(f"probe: {key} must be [low, high), two integers; got {value!r}")
+    name = "probe"
+    limits = context.Limits()
+    if model is not None:
+        name = getattr(model, "name_or_path", None) or type(model).__name__
+        limits = context.limits_of([(model.config, "the model's config")])
+    if settings.get("derive"):
+        if model is None:
+            raise ValueError("probe: derive needs the model (headtrace.analyze(model, probe={'derive': True}), "
+                             "or probe_batch(spec, model))")
+        settings = context.derive(settings, given, limits)
+    msg = context.misfit(name, settings, limits, "api", given=given, derivable=model is not None)
     if msg:
         raise ValueError(msg)
-    vocab = int(model.config.vocab_size)
-    if int(batch.tokens.max()) >= vocab:
-        raise ValueError(f"probe tokens reach {int(batch.tokens.max())} but the model's vocabulary has {vocab} "
-                         f"tokens: pass probe={{'token_range': [low, high]}} with high <= {vocab} (headtrace cell: "
-                         "--token-range LOW HIGH)")
-    return batch
+    return {**settings, "derive": False}  # resolved: what the tables record and a held-out draw repeats
+
+
+def _probe_batch(spec, model: torch.nn.Module) -> tuple[probe.ProbeBatch, dict | None]:
+    """``(batch, settings)`` of ``spec`` for ``model``: a mapping through :func:`probe_settings`
+    (every misfit said before the batch is built) with its resolved keys, or a ready ``ProbeBatch``
+    checked against the model as fed (its settings unknown: None)."""
+    if not isinstance(spec, probe.ProbeBatch):
+        settings = probe_settings(spec, model)
+        try:
+            return probe.make_batch(**panel_config.probe_kwargs(settings)), settings
+        except ValueError as err:
+            raise ValueError(f"probe: {err}") from None
+    name = getattr(model, "name_or_path", None) or type(model).__name__
+    msg = context.misfit(name, {"seq_len": spec.seq_len, "token_range": spec.token_span},
+                         context.limits_of([(model.config, "the model's config")]), "api", derivable=False)
+    if msg:
+        raise ValueError(msg)
+    return spec, None
 
 
 def analyze(
@@ -126,7 +153,9 @@ def analyze(
     """Run the recipe on ``model`` (an in-memory HF causal LM) and return its tables.
 
     ``probe``: a ``ProbeBatch``, or the config's probe keys (:func:`probe_batch`; default: the
-    paper's 2000 x 256 batch, tokens in [100, 10000)). ``device``: None = where the model is. ``settings``:
+    paper's 2000 x 256 batch, tokens in [100, 10000); ``{"derive": True}``: the probe derived from
+    the model's context length and vocabulary). A probe that does not fit the model is refused, every
+    misfit in one message with a probe that fits, before the batch is built. ``device``: None = where the model is. ``settings``:
     overrides of ``DEFAULTS`` per block (``{"screen": {"baseline": "uniform"}}``). ``out``: also
     write the tables there. ``family``: the adapter by name (``headtrace.models.families``), for a
     model whose ``model_type`` is a relative of a known family; None = from ``model_type``. The
@@ -134,7 +163,7 @@ def analyze(
     """
     opts = {k: {**v, **dict((settings or {}).get(k) or {})} for k, v in DEFAULTS.items()}
     family = family_of(model) if family is None else families.get(family)
-    batch = _probe_batch(probe, model)
+    batch, settings_of_probe = _probe_batch(probe, model)  # settings: None for a ProbeBatch
     dev = next(model.parameters()).device if device is None else hub.resolve_device(device)
     model = model.to(dev).eval()
     bs = hub.auto_batch_size(model, batch.seq_len, dev, batch_size)
@@ -152,9 +181,6 @@ def analyze(
                                                        revision, tokens))
     if ablate:
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
-        # ablation.probe: held_out redraws from the probe's settings (unknown for a ProbeBatch)
-        settings_of_probe = None if isinstance(probe, ProbeBatch) else {**schema.defaults("$defs", "probe"),
-                                                                        **dict(probe or {})}
         cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final, n_random=n_random,
                                                   batch_size=bs, device=dev, name=name, revision=revision,
                                                   tokens=tokens, ablation=opts["ablation"], screen_opts=sc,

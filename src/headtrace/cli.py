@@ -12,12 +12,15 @@ listed from the Hub, or read one per line from FILE, e.g. a recorded list, with 
 
 prints the one-screen summary of a finished run (:func:`headtrace.report.console.summary`).
 
-    headtrace cell CHECKPOINT [--revision R] [--out DIR] [--no-ablate] [--n-sequences N] ...
+    headtrace cell CHECKPOINT [--revision R] [--out DIR] [--no-ablate] [--n-sequences N] [--probe auto] ...
 
 runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local folder holding
 ``config.json`` + safetensors weights, or a Hub id (``--revision`` pinned; downloaded unless
-``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables. The
-ablation runs on a held-out draw of the probe (``--ablation-probe same``: on the screen's batch).
+``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables. A probe
+that does not fit the checkpoint is refused from its ``config.json``, every misfit in one message
+with the flags of a probe that fits, before the weights are read; ``--probe auto`` derives the
+probe from the checkpoint (:func:`headtrace.core.probe.derived_settings`). The ablation runs on a
+held-out draw of the probe (``--ablation-probe same``: on the screen's batch).
 
     headtrace lock-check [DIR] [--before-unlock]
 
@@ -71,25 +74,38 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
-    from headtrace.models import hub
+    from headtrace.models import context, hub
 
-    probe_kwargs = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
-                                      ("seed", args.probe_seed)) if v is not None}
+    given = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
+                               ("seed", args.probe_seed)) if v is not None}
     if args.token_range:
-        probe_kwargs["token_range"] = list(args.token_range)
+        given["token_range"] = list(args.token_range)
     if args.ab_range:
-        probe_kwargs["ab_range"] = list(args.ab_range)
+        given["ab_range"] = list(args.ab_range)
+    settings = {**schema.defaults("$defs", "probe"), **given, "derive": args.probe == "auto"}
     name = args.name or Path(args.checkpoint.rstrip("/")).name
-    token_range = probe_kwargs.get("token_range") or schema.defaults("$defs", "probe")["token_range"]
     local = Path(args.checkpoint).is_dir()
-    try:  # the probe's tokens are checked against config.json before the weights are read
+    try:  # every probe misfit is said at once, from config.json, before the weights are read
+        folder = args.checkpoint if local else hub.snapshot_path(args.checkpoint, args.revision,
+                                                                 offline=args.offline)
+        where = Path(folder) / "config.json"
+        limits = context.limits_of([(context.read_config(where), str(where))])
+        settings = context.derive(settings, given, limits)
+        msg = context.misfit(name, settings, limits, "cli", given=given)
+        if msg:
+            raise ConfigError(msg)
         model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,
                                   device=hub.resolve_device(args.device), offline=args.offline or local,
-                                  name=name, token_range=token_range, token_flag="--token-range LOW HIGH")
-    except (hub.CheckpointError, ConfigError) as e:
+                                  name=name, seq_len=settings["seq_len"], token_range=settings["token_range"],
+                                  words="cli")
+    except (hub.CheckpointError, ConfigError, ValueError) as e:
         print(f"headtrace cell: {e}", file=sys.stderr)
         return 2
     ablation = {"probe": args.ablation_probe} if args.ablation_probe else {}
+    probe_kwargs = {**settings, "derive": False}  # resolved: the probe the tables record
+    if args.probe == "auto":
+        derived = {k: settings[k] for k in ("seq_len", "ab_range", "token_range")}
+        print(f"{name}: probe derived from the checkpoint's config.json: {context.setting(derived, 'cli')}")
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out,
                        settings={"ablation": ablation})
@@ -169,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--probe-seed", type=int)
     c.add_argument("--ablation-probe", choices=("held_out", "same"),
                    help="ablate on a held-out draw of the probe (default) or on the screen's own sequences")
+    c.add_argument("--probe", choices=("auto",),
+                   help="auto: derive --seq-len, --ab-range and --token-range (those not given) from the "
+                        "checkpoint's config.json: its context length and vocabulary, in the paper's proportions")
     c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
     c.set_defaults(func=_cmd_cell)
     k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")

@@ -112,6 +112,37 @@ def _check_batch_args(n, body_len, token_low, token_high, ab_low, ab_high) -> No
         )
 
 
+PAPER_SEQ_LEN, PAPER_AB_RANGE, PAPER_TOKEN_RANGE = 256, (20, 128), (100, 10000)
+MIN_SEQ_LEN = 64  # config/schema.yaml's minimum: 50 baseline positions + the query window, with room
+
+
+def derived_settings(context: int | None, vocab: int | None, *, seq_len: int | None = None) -> dict:
+    """The probe derived from a model: ``{"seq_len", "ab_range", "token_range"}`` inside its
+    ``context`` (positions) and ``vocab`` (tokens), in the paper's proportions (None: unknown, the
+    paper's value). A model that fits the paper's probe gets it unchanged.
+
+    * ``seq_len`` = min(256, context) (``seq_len`` given: that one, e.g. set by the config);
+    * ``ab_range`` = [floor(20 T / 256), floor(T / 2)): the paper's [20, 128) of T = 256, A's first
+      position in the first half, clear of the query window at every T >= 64 (BOS or not);
+    * ``token_range`` = [high // 100, high) with high = min(10000, vocab): the paper's [100, 10000)
+      cut to the vocabulary, keeping its 1:100 ratio (the lowest ids, often special or byte tokens,
+      stay out).
+
+    Raises ``ValueError`` when the model is too small for any probe (context < 64, vocabulary < 3).
+    """
+    if seq_len is None:
+        if context is not None and context < MIN_SEQ_LEN:
+            raise ValueError(f"a context of {context} positions is shorter than the shortest probe "
+                             f"({MIN_SEQ_LEN} tokens: {N_BASELINE_POSITIONS} baseline positions and the query window)")
+        seq_len = PAPER_SEQ_LEN if context is None else min(PAPER_SEQ_LEN, context)
+    high = PAPER_TOKEN_RANGE[1] if vocab is None else min(PAPER_TOKEN_RANGE[1], vocab)
+    low = high * PAPER_TOKEN_RANGE[0] // PAPER_TOKEN_RANGE[1]
+    if high - low < 2:
+        raise ValueError(f"a vocabulary of {vocab} tokens is too small for the probe's two tokens A and B and filler")
+    ab = (PAPER_AB_RANGE[0] * seq_len // PAPER_SEQ_LEN, PAPER_AB_RANGE[1] * seq_len // PAPER_SEQ_LEN)
+    return {"seq_len": int(seq_len), "ab_range": [int(ab[0]), int(ab[1])], "token_range": [int(low), int(high)]}
+
+
 def fixed_positions(seq_len: int) -> dict[str, np.ndarray]:
     """Key positions of the classes that do not depend on the sequence: (positions,) per class."""
     q = seq_len - 1

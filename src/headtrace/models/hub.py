@@ -140,7 +140,7 @@ def load_model(
     seq_len: int | None = None,
     name: str | None = None,
     token_range: tuple[int, int] | None = None,
-    token_flag: str = "probe.token_range",
+    words: str = "config",
 ):
     """Load one checkpoint; returns ``(model, family_name)`` with the model in eval mode on ``device``.
 
@@ -156,8 +156,9 @@ def load_model(
     the checkpoint's context length (``config.json``) raises :class:`headtrace.core.errors.ConfigError`
     naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read; with
     ``token_range`` (the probe's token ids, [low, high), BOS included), ids outside the checkpoint's
-    ``vocab_size`` raise a ConfigError naming ``token_flag`` (the config key, or the CLI's flag), also
-    before the weights are read.
+    ``vocab_size`` raise it too, also before the weights are read; both in one message
+    (:func:`headtrace.models.context.misfit`) in ``words`` (``config``: the probe keys; ``cli``:
+    ``headtrace cell``'s flags).
     """
 
     if dtype not in DTYPES:
@@ -178,8 +179,9 @@ def load_model(
         config = transformers.AutoConfig.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{what}: cannot read config.json: {e}") from e
-    msg = context.misfit(name or path_or_id, config, f"{Path(path) / 'config.json'}", seq_len=seq_len,
-                         token_range=token_range, token_flag=token_flag)
+    fed = {k: v for k, v in (("seq_len", seq_len), ("token_range", token_range)) if v is not None}
+    msg = context.misfit(name or path_or_id, fed, context.limits_of([(config, f"{Path(path) / 'config.json'}")]),
+                         words, derivable=False)
     if msg:
         raise ConfigError(msg)
     fam = _family_for(family, config)

@@ -18,6 +18,7 @@ from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse
 from headtrace.models.toy import recipe as toy
 
 PROBE_DEFAULTS = schema.defaults("$defs", "probe")  # config/schema.yaml: the one source
+DERIVED = {"seq_len", "ab_range", "token_range"}  # the keys probe.derive fills in
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,62 @@ def cells(config: dict, model: str | None = None) -> list[Cell]:
     return [Cell(m, r, cell_tokens(config, m, r)) for m in names for r in revisions_of(config, m)]
 
 
+def probe_given(config: dict, model: str) -> dict:
+    """The probe keys the config sets for one model: the global ``probe`` < the model's own
+    ``probe``, key by key (the schema validates both without filling in defaults)."""
+    return {**(config.get("probe") or {}), **(model_spec(config, model).get("probe") or {})}
+
+
 def probe_settings(config: dict, model: str) -> dict:
-    """The probe of one model: defaults < global ``probe`` < the model's own ``probe``."""
-    merged = {**PROBE_DEFAULTS, **(config.get("probe") or {}), **(model_spec(config, model).get("probe") or {})}
-    return merged
+    """The probe of one model: defaults < global ``probe`` < the model's own ``probe``; with
+    ``derive: true``, ``seq_len``, ``ab_range`` and ``token_range`` that neither block sets are
+    derived from the model (:func:`headtrace.models.context.derive`, from :func:`probe_limits`), so
+    the probe job's params are the resolved numbers and the same before every run."""
+    given = probe_given(config, model)
+    merged = {**PROBE_DEFAULTS, **given}
+    # a reference model runs no probe; a probe that sets all three keys has nothing to derive
+    if not merged.get("derive") or model_spec(config, model)["source"] == "reference" or DERIVED <= set(given):
+        return merged
+    limits = probe_limits(config, model)
+    where = f"models.{model}"
+    if limits is None:
+        raise ConfigError(f"{where}: probe.derive needs the model's config.json before any job, and a "
+                          f"{model_spec(config, model)['source']} model's is on disk only after its fetch job: "
+                          f"set probe.seq_len, probe.ab_range and probe.token_range in {where}.probe instead "
+                          "(its config.json names max_position_embeddings and vocab_size; `headtrace cell "
+                          "--probe auto` derives them from it)")
+    if not limits.known:
+        raise ConfigError(f"{where}: probe.derive: no revision's config.json names a context length or a "
+                          f"vocabulary yet ({_config_jsons(config, model)}); set the probe keys in {where}.probe, "
+                          "or add the checkpoints first")
+    try:
+        return context.derive(merged, given, limits)
+    except ValueError as err:
+        raise ConfigError(f"{where}: probe.derive: {err}") from None
+
+
+def probe_limits(config: dict, model: str) -> context.Limits | None:
+    """The context length and vocabulary a model's probe must fit, known before any job: a toy's
+    architecture, the smallest over a local model's revisions (each ``config.json`` there now);
+    None for a hub model (its config.json comes with the fetch job) and a reference one."""
+    spec = model_spec(config, model)
+    if spec["source"] == "toy":
+        return context.limits_of([(context.toy_arch(config, model),
+                                   f"the toy architecture of family '{spec.get('family')}' "
+                                   "(train.arch over headtrace.models.toy.recipe)")])
+    if spec["source"] == "local":
+        return context.limits_of((context.read_config(where), where) for where in _config_jsons_of(config, model))
+    return None
+
+
+def _config_jsons_of(config: dict, model: str) -> list[str]:
+    spec = model_spec(config, model)
+    return [f"{local_checkpoint_path(spec, revision)}/config.json" for revision in spec["revisions"]]
+
+
+def _config_jsons(config: dict, model: str) -> str:
+    paths = _config_jsons_of(config, model)
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
 def probe_kwargs(settings: dict) -> dict:
@@ -200,23 +253,11 @@ def check(config: dict) -> None:
             if t1 <= t0:
                 raise ConfigError(f"{where}.revisions: not in training order ('{r1}' has {t1} {unit}, "
                                   f"not more than '{r0}' with {t0}); list them oldest first")
-        p = probe_settings(config, model)
-        lo, hi = p["token_range"]
-        if hi - lo < 2:
-            raise ConfigError(f"{where}: probe.token_range [{lo}, {hi}) needs at least two tokens")
-        body = p["seq_len"] - (1 if p["prepend_bos"] else 0)
-        a_lo, a_hi = p["ab_range"]
-        if not a_lo < a_hi or a_hi > body - 7:
-            raise ConfigError(
-                f"{where}: probe.ab_range [{a_lo}, {a_hi}) must be non-empty and end at most at "
-                f"seq_len - 7 = {body - 7} so that A B stays clear of the query window"
-            )
-        if p["prepend_bos"] and p["bos_token_id"] is None:
-            raise ConfigError(f"{where}: probe.prepend_bos is true but probe.bos_token_id is not set")
+        _check_token_axis(config, model)
         _check_local_layout(spec, where)
-        _check_fit(config, model, p)
+        _check_fit(config, model)
         _check_toy_tokens(spec, where)
-        _check_held_out_seed(config, p, where)
+        _check_held_out_seed(config, {**PROBE_DEFAULTS, **probe_given(config, model)}, where)
 
 
 def _check_held_out_seed(config: dict, p: dict, where: str) -> None:
@@ -300,23 +341,38 @@ def _check_local_layout(spec: dict, where: str) -> None:
                           f"{len(spec['revisions'])} revisions are listed; list exactly one")
 
 
-def _check_fit(config: dict, model: str, p: dict) -> None:
-    """The probe must fit the model: ``seq_len`` its context, ``token_range`` (and the BOS) its
-    vocabulary. Known before any job for toy models (their architecture) and local ones (each
-    revision's config.json); hub models are checked at job start (``headtrace.models.hub``, before
-    the weights are read)."""
+def _check_fit(config: dict, model: str) -> None:
+    """The probe must fit the model, every misfit said at once with a probe that fits
+    (:func:`headtrace.models.context.misfit`): its own keys always (``ab_range`` clear of the query
+    window, two tokens at least, a BOS when one is prepended); ``seq_len`` inside the context and
+    ``token_range`` (and the BOS) inside the vocabulary where these are known before any job, for toy
+    models (their architecture) and local ones (each revision's config.json). Hub models are checked
+    at job start (``headtrace.models.hub``, before the weights are read)."""
+    settings = probe_settings(config, model)
+    limits = probe_limits(config, model) or context.Limits()
+    msg = context.misfit(model, settings, limits, "config", given=probe_given(config, model),
+                         derivable=probe_limits(config, model) is not None)
+    if msg:
+        raise ConfigError(msg)
+
+
+def _check_token_axis(config: dict, model: str) -> None:
+    """Every finding and figure is drawn against training tokens: a hub or local model whose
+    revisions have none (no ``tokens``, ``tokens_per_step``, ``tokens_schedule`` or
+    ``tokens_from_name``) is refused here, before any job, rather than running its cells and failing
+    in the figures. (Toy models' tokens follow from their recipe; reference models carry theirs.)"""
     spec = model_spec(config, model)
-    bos = p["bos_token_id"] if p["prepend_bos"] else None
-    if spec["source"] == "toy":
-        known = [(context.toy_arch(config, model), f"the toy architecture of family '{spec.get('family')}' "
-                  "(train.arch over headtrace.models.toy.recipe)")]
-    elif spec["source"] == "local":
-        known = [(context.read_config(where) or {}, where) for where in
-                 (f"{local_checkpoint_path(spec, revision)}/config.json" for revision in spec["revisions"])]
-    else:
+    if spec["source"] not in ("hub", "local"):
         return
-    for cfg, where in known:
-        msg = context.misfit(model, cfg, where, seq_len=p["seq_len"], token_range=p["token_range"],
-                             bos_token_id=bos)
-        if msg:
-            raise ConfigError(msg)
+    missing = [r for r in spec["revisions"] if cell_tokens(config, model, r) is None]
+    if not missing:
+        return
+    stepped = [r for r in missing if revs.parse_step(r) is not None]
+    example = missing[0]
+    how = (f"models.{model}.tokens_per_step (tokens = step x it; '{stepped[0]}' has a step)" if stepped else
+           f"models.{model}.tokens: {{{example}: N}} (a revision named without a step, such as '{example}', "
+           "needs its count there)")
+    raise ConfigError(f"models.{model}.revisions: no training tokens for {', '.join(repr(r) for r in missing[:4])}"
+                      f"{' and more' if len(missing) > 4 else ''}: the model sets none of tokens, tokens_per_step, "
+                      f"tokens_schedule, tokens_from_name, and every finding and figure is drawn against training "
+                      f"tokens; set {how}")

@@ -191,3 +191,19 @@ def test_suite_fixture_headers_cite_public_sources(suite):
     assert _SOURCE.search(header), f"{suite.name}: the header names no URL, repository @ commit or UNTRACED"
     tool_ref = _TOOL_REF.search(header)
     assert not tool_ref, f"{suite.name}: cites a search tool ({tool_ref and tool_ref.group()!r}), not the public source"
+
+
+def test_statistics_page_ceiling_table_is_the_code_s():
+    """Every row of the sampled-baseline ceiling table recomputed with screen.sampled_ceiling."""
+    from headtrace.cell.screen import sampled_ceiling
+
+    text = (ROOT / "docs" / "statistics.md").read_text()
+    row = re.compile(r"^\| (\d+) \| \[(\d+), (\d+)\)[^|]*\| (\d+)% \| (\d+)× \| (\d+)% \| (\d+)× \| (\d+)% \| (\d+)× \|$",
+                     re.MULTILINE)
+    rows = row.findall(text)
+    assert len(rows) >= 6, "docs/statistics.md: the ceiling table was not found"
+    for t, lo, hi, q_ind, c_ind, q_dup, c_dup, need, uni in rows:
+        ind, dup = sampled_ceiling(int(t), int(lo), int(hi), 1), sampled_ceiling(int(t), int(lo), int(hi), 0)
+        got = (round(100 * ind["share"]), round(ind["ceiling"]), round(100 * dup["share"]), round(dup["ceiling"]),
+               round(100 * 50 / ind["ceiling"]), int(ind["uniform_ceiling"]))
+        assert got == tuple(int(x) for x in (q_ind, c_ind, q_dup, c_dup, need, uni)), f"T = {t}, ab in [{lo}, {hi}): {got}"

@@ -116,3 +116,94 @@ def test_example_config_validates_against_the_schema(example):
     config = yaml.safe_load(example.read_text())
     validate(config, str(SCHEMA))  # raises naming the key
     assert config["models"], f"{example.name} defines no model"
+
+
+# ---- numbers the pages quote, checked against the code ---------------------------------------
+
+# (heads per layer, circuit heads in each of its layers, matched sets, exact at the default exact_max).
+# The pages (conditions.py's docstring, config/schema.yaml, docs/statistics.md) say which of these
+# geometries exact_max = 286 covers; each row is computed here by the code the verdict uses.
+MATCHED_SPACES = [
+    (8, (3,), 10, True), (8, (1, 2), 105, True), (8, (2, 2), 225, True),       # Pythia-1B: 105
+    (8, (1, 1, 1), 343, False),
+    (16, (3,), 286, True), (16, (1, 1), 225, True),
+    (16, (2, 1), 1365, False), (16, (2, 2), 8281, False),
+    (16, (1, 1, 1), 3375, False), (16, (1, 1, 1, 1), 50625, False),            # OLMo, OLMoE circuits
+    (4, (2,), 1, True), (4, (3,), 0, True),                                    # toy 4-head layers: one set, none
+    (12, (5,), 21, True),
+]
+
+
+def _circuit(per_layer):
+    return [(layer, head) for layer, k in enumerate(per_layer) for head in range(k)]
+
+
+@pytest.mark.parametrize("n_heads, per_layer, n_sets, exact", MATCHED_SPACES)
+def test_matched_space_sizes_the_pages_quote(n_heads, per_layer, n_sets, exact):
+    from headtrace.causal.conditions import EXACT_MAX, matched_sets, matched_space
+
+    circuit = _circuit(per_layer)
+    assert matched_space(circuit, n_heads)[1] == n_sets
+    if n_sets:
+        sets, space, is_exact = matched_sets(circuit, n_heads, 20, 0, "matched_random", exact_max=EXACT_MAX)
+        assert (space, is_exact) == (n_sets, exact)
+        assert len(sets) == (n_sets if exact else 20)
+
+
+def test_pages_quote_the_matched_space_sizes():
+    from headtrace.causal import conditions
+
+    schema = yaml.safe_load(SCHEMA.read_text())["properties"]["ablation"]["properties"]["exact_max"]
+    assert schema["default"] == conditions.EXACT_MAX
+    stats = (ROOT / "docs" / "statistics.md").read_text()
+    for text, where in ((conditions.__doc__, "conditions.py"), (schema["description"], "schema.yaml")):
+        assert "8,281" in text and "1,365" in text, f"{where} no longer names the sampled two-layer 16-head spaces"
+    for n in ("225", "1,365", "8,281", "3,375", "50,625"):
+        assert n in stats, f"docs/statistics.md no longer quotes the matched space {n}"
+    methods = (ROOT / "docs" / "methods.md").read_text()
+    assert "min(k_l, free_l)" not in methods  # an empty space, not a smaller one (conditions.matched_space)
+
+
+def test_composition_chance_rule_at_the_paper_probe():
+    """10 x chance at 9,900 distinct tokens needs 3 correct of 2,000 (2 of 2,000 falls short), as the
+    statistics page and the composition docstring say."""
+    from headtrace.causal.verdict import chance_top1, induction_present
+    from headtrace.experiments import composition
+
+    chance = chance_top1((100, 10000))
+    assert not induction_present(2 / 2000, chance) and induction_present(3 / 2000, chance)
+    assert "3 correct of 2,000" in (ROOT / "docs" / "statistics.md").read_text()
+    assert "3 correct of\n2000" in composition.__doc__ or "3 correct of 2000" in composition.__doc__
+
+
+# ---- the suite fixtures name their sources ---------------------------------------------------
+
+SUITES = sorted((ROOT / "tests" / "fixtures" / "suites").glob("*.txt"))
+_SOURCE = re.compile(r"https://\S+|github\.com/[\w.-]+/[\w.-]+[^\n]*? @ [0-9a-f]{7,40}|UNTRACED")
+_TOOL_REF = re.compile(r"find_string|docs index|pages index|\bids? \d{8,}")
+
+
+@pytest.mark.parametrize("suite", SUITES, ids=lambda p: p.name)
+def test_suite_fixture_headers_cite_public_sources(suite):
+    """Each branch list says where it came from: a public URL, a repository at a commit, or plainly
+    that it could not be traced; never a search tool's result id."""
+    header = "\n".join(line for line in suite.read_text().splitlines() if line.startswith("#"))
+    assert _SOURCE.search(header), f"{suite.name}: the header names no URL, repository @ commit or UNTRACED"
+    tool_ref = _TOOL_REF.search(header)
+    assert not tool_ref, f"{suite.name}: cites a search tool ({tool_ref and tool_ref.group()!r}), not the public source"
+
+
+def test_statistics_page_ceiling_table_is_the_code_s():
+    """Every row of the sampled-baseline ceiling table recomputed with screen.sampled_ceiling."""
+    from headtrace.cell.screen import sampled_ceiling
+
+    text = (ROOT / "docs" / "statistics.md").read_text()
+    row = re.compile(r"^\| (\d+) \| \[(\d+), (\d+)\)[^|]*\| (\d+)% \| (\d+)× \| (\d+)% \| (\d+)× \| (\d+)% \| (\d+)× \|$",
+                     re.MULTILINE)
+    rows = row.findall(text)
+    assert len(rows) >= 6, "docs/statistics.md: the ceiling table was not found"
+    for t, lo, hi, q_ind, c_ind, q_dup, c_dup, need, uni in rows:
+        ind, dup = sampled_ceiling(int(t), int(lo), int(hi), 1), sampled_ceiling(int(t), int(lo), int(hi), 0)
+        got = (round(100 * ind["share"]), round(ind["ceiling"]), round(100 * dup["share"]), round(dup["ceiling"]),
+               round(100 * 50 / ind["ceiling"]), int(ind["uniform_ceiling"]))
+        assert got == tuple(int(x) for x in (q_ind, c_ind, q_dup, c_dup, need, uni)), f"T = {t}, ab in [{lo}, {hi}): {got}"

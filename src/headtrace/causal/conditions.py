@@ -40,13 +40,15 @@ per layer a uniform combination, a set already drawn is redrawn). The generator 
 
 **Exact by default** (``EXACT_MAX`` = 286, the ``ablation.exact_max`` default of
 config/schema.yaml): 286 = C(13, 3), the largest single-layer space of a circuit with at most 3
-heads in a layer of 16 (8-head layers: at most C(7, 1) x C(6, 2) = 105 for Pythia's 3-head
-circuit; 16-head layers: C(15,1) = 15, C(14,2) = 91, C(13,3) = 286, two 1-head layers 225), so every
-such 8- and 16-head geometry in one or two layers is judged on its whole space. Cost: one ablation
-pass of the probe per set, i.e. up to 286 passes per circuit and cell instead of ``n_random`` (20):
-~14x the ablation time in the worst case, ~5x for Pythia's circuit (105 sets); spaces larger than
-286 (e.g. three or more 1-head layers of 16 heads: 3375) stay sampled and say so
-(``control_exact`` false).
+heads in a layer of 16. Exact, i.e. judged on the whole space: every circuit of at most 3 heads in
+one 8- or 16-head layer (8 heads: C(7,1) = 7, C(6,2) = 15, C(5,3) = 10; 16 heads: C(15,1) = 15,
+C(14,2) = 91, C(13,3) = 286); every circuit of at most 3 heads a layer in two 8-head layers (at
+most C(6,2)^2 = 225; Pythia-1B's 3-head circuit: C(7,1) x C(6,2) = 105); in two 16-head layers
+only one head in each (15^2 = 225). Sampled (``control_exact`` false, and said so): two 16-head
+layers with 1 + 2 heads (C(15,1) x C(14,2) = 1,365) or 2 + 2 heads (C(14,2)^2 = 8,281), and three
+or more circuit layers (three 1-head layers: 7^3 = 343 at 8 heads, 15^3 = 3,375 at 16). Cost: one
+ablation pass of the probe per set, i.e. up to 286 passes per circuit and cell instead of
+``n_random`` (20): ~14x the ablation time in the worst case, ~5x for Pythia's circuit (105 sets).
 
 **Empty circuits** (early revisions) never crash and never disappear: the circuit, its upper bound
 and a single control row (``draw`` 0, no heads) are still emitted and evaluated; ablating nothing

@@ -8,8 +8,8 @@ previous-token circuit, against ``previous_token_matched_random``). Induction is
 (``headtrace.causal.verdict.destroys_induction``). ``onset`` = the first such revision;
 ``sustained_onset`` = the first revision from which it holds at every later revision.
 
-**Copying null.** 10 x chance is a low bar (on the paper probe 10 / 9900 = 0.1%, 2 of 2000
-sequences): a model that copies *some* token of its context, with no A -> B use at all, hits B
+**Copying null.** 10 x chance is a low bar (on the paper probe 10 / 9900 = 0.101%: 3 correct of
+2000 sequences, since 2 of 2000 = 0.100% falls just short): a model that copies *some* token of its context, with no A -> B use at all, hits B
 about once per distinct context token (a uniform copier over the ~253 distinct tokens of a
 256-token paper sequence scores ~0.40%). So the null is measured on the model itself, at the same
 query of the same sequences: each sequence gets a *shuffled-B control* token

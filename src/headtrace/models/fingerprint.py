@@ -48,6 +48,7 @@ import numpy as np
 import polars as pl
 
 from headtrace.models import weights
+from headtrace.models.provenance import sha256_file as file_sha256
 
 __all__ = ["SKETCH_DIM", "SEED", "CHUNK", "sketch", "tensor_digest", "fingerprint_rows", "file_sha256"]
 
@@ -156,14 +157,6 @@ def tensor_digest(tensor) -> str:
     shape = list(tensor.shape)
     h = hashlib.sha256(f"{_dtype_name(tensor)} {shape}\n".encode())
     h.update(_raw_bytes(tensor))
-    return h.hexdigest()
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
     return h.hexdigest()
 
 

@@ -20,6 +20,7 @@ for the summary, which reads provenance tables without torch.
 """
 from __future__ import annotations
 
+import _compat_pickle
 import io
 import json
 import pickletools
@@ -130,6 +131,16 @@ _GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
 _PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
 
 
+def _name(module: str, qual: str) -> str:
+    """``module.qual`` with Python 2's names mapped as the unpickler maps them (``__builtin__`` ->
+    ``builtins``, ...; ``fix_imports`` of protocols < 3, as torch's weights_only reader does too)."""
+    if (module, qual) in _compat_pickle.NAME_MAPPING:
+        module, qual = _compat_pickle.NAME_MAPPING[(module, qual)]
+    elif module in _compat_pickle.IMPORT_MAPPING:
+        module = _compat_pickle.IMPORT_MAPPING[module]
+    return f"{module}.{qual}"
+
+
 def _globals_in(stream) -> list[str]:
     """Every global a pickle stream names (``GLOBAL``/``INST`` arguments; ``STACK_GLOBAL`` from the
     two strings pushed before it, through the memo), read statically. A ``STACK_GLOBAL`` whose
@@ -141,11 +152,11 @@ def _globals_in(stream) -> list[str]:
         name = op.name
         if name in ("GLOBAL", "INST"):
             module, _, qual = str(arg).partition(" ")
-            found.append(f"{module}.{qual}")
+            found.append(_name(module, qual))
             pushed.append(None)
         elif name == "STACK_GLOBAL":
             mod, qual = (pushed[-2], pushed[-1]) if len(pushed) >= 2 else (None, None)
-            found.append(f"{mod}.{qual}" if mod is not None and qual is not None else "<dynamic global>")
+            found.append(_name(mod, qual) if mod is not None and qual is not None else "<dynamic global>")
             pushed.append(None)
         elif name in _STRING_OPS:
             pushed.append(arg.decode("latin-1") if isinstance(arg, bytes) else str(arg))
@@ -178,6 +189,8 @@ def pickle_globals(path: str | Path) -> list[str]:
         with open(path, "rb") as fh:
             found: list[str] = []
             for _ in range(4):
+                if not fh.peek(1):  # fewer pickles: torch.load will fail; what was named is reported
+                    break
                 found += _globals_in(fh)
             return found
     except CheckpointError:

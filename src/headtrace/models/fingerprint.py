@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from safetensors import safe_open
 
 from headtrace.models import weights
 from headtrace.models.provenance import sha256_file as file_sha256
@@ -151,7 +152,7 @@ def _raw_bytes(tensor) -> memoryview:
     contiguous tensor, as safetensors stores them)."""
     if isinstance(tensor, np.ndarray):
         return memoryview(np.ascontiguousarray(tensor).reshape(-1).view(np.uint8))
-    import torch
+    import torch  # a torch tensor was passed, so torch is already imported
 
     t = tensor.detach().to("cpu").contiguous().reshape(-1)
     return memoryview(t.view(torch.uint8).numpy())
@@ -172,8 +173,6 @@ def _tensors(path: Path, fmt: str):
     (dtype and shape untouched). Safetensors: ``safe_open`` (memory-mapped, one tensor at a time);
     pickle: :func:`headtrace.models.weights.load_pickle` (checked, then ``weights_only``, mmap)."""
     if fmt == weights.SAFETENSORS:
-        from safetensors import safe_open
-
         with safe_open(str(path), framework="pt") as f:
             for key in f.keys():
                 yield key, f.get_tensor(key)

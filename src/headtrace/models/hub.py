@@ -79,7 +79,7 @@ def allow_patterns(files: list[str], what: str = "checkpoint") -> list[str]:
 @contextmanager
 def _hub_errors(hf_id: str, revision: str | None, cache_dir: str | None = None, local_files_only: bool = False):
     """huggingface_hub's errors as :class:`CheckpointError` naming the model and revision."""
-    from huggingface_hub import errors as hf_errors
+    from huggingface_hub import errors as hf_errors  # only where the hub is asked (as in _snapshot)
 
     what = _where(hf_id, revision)
     try:
@@ -118,7 +118,7 @@ def _snapshot(hf_id: str, revision: str | None, cache_dir: str | None, local_fil
 
 
 def _repo_files(hf_id: str, revision: str | None) -> list[str]:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi  # only where the hub is asked (as in _snapshot)
 
     with _hub_errors(hf_id, revision):
         return list(HfApi().list_repo_files(hf_id, revision=revision))

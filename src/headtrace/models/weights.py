@@ -23,6 +23,7 @@ from __future__ import annotations
 import _compat_pickle
 import io
 import json
+import pickle
 import pickletools
 import re
 import zipfile
@@ -215,8 +216,6 @@ def load_pickle(path: str | Path, map_location="cpu", mmap: bool = True) -> dict
     """The state dict in a pickle weight file: :func:`check_pickle`, then
     ``torch.load(path, weights_only=True, map_location=..., mmap=...)``. Anything torch's restricted
     unpickler still refuses becomes a :class:`CheckpointError` naming the file and torch's reason."""
-    import pickle
-
     import torch  # only where a pickle is read (see the module docstring)
 
     check_pickle(path)

@@ -224,3 +224,11 @@ def test_every_family_loads_clean(family, tmp_path):
     save_pickle_copy(tmp_path / "st", tmp_path / "pk")
     model, _ = hub.load_model("local", str(tmp_path / "pk"), "pk", family=family)
     assert _same(model, m)
+
+
+def test_old_torch_refused_for_pickles(checkpoint, tmp_path, monkeypatch):
+    root, _ = checkpoint
+    save_pickle_copy(root / "st", tmp_path / "pk")
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(hub.CheckpointError, match=r"torch 2\.5\.1\+cpu is too old.*>= 2\.6.*CVE-2025-32434"):
+        weights.load_pickle(tmp_path / "pk" / weights.PICKLE_SINGLE)

@@ -38,6 +38,7 @@ SAFETENSORS = "safetensors"
 PICKLE = "pickle"
 PICKLE_SINGLE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
+MIN_TORCH = (2, 6)  # weights_only before 2.6 could be bypassed (CVE-2025-32434); transformers requires it too
 _SHARD = re.compile(r"^pytorch_model-\d+-of-\d+\.bin$")
 
 
@@ -218,6 +219,10 @@ def load_pickle(path: str | Path, map_location="cpu", mmap: bool = True) -> dict
     unpickler still refuses becomes a :class:`CheckpointError` naming the file and torch's reason."""
     import torch  # only where a pickle is read (see the module docstring)
 
+    if tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2]) < MIN_TORCH:
+        raise CheckpointError(f"pickle weights {path}: torch {torch.__version__} is too old to read pickles "
+                              f"safely (weights_only needs torch >= {'.'.join(map(str, MIN_TORCH))}: "
+                              "CVE-2025-32434); requirements.txt pins the version headtrace is tested with")
     check_pickle(path)
     mmap = mmap and zipfile.is_zipfile(path)  # the legacy format cannot be memory-mapped
     try:

@@ -202,8 +202,8 @@ def test_unexpected_tensor_fails(checkpoint, tmp_path):
 
 
 def test_loading_report_ignores_tied_and_recomputed():
-    cls = type("Fake", (), {"_tied_weights_keys": {"lm_head.weight": "embed.weight"},
-                            "_keys_to_ignore_on_load_unexpected": [r"attention\.bias"]})
+    cls = type("Fake", (), {"all_tied_weights_keys": {"lm_head.weight": "embed.weight"},
+                            "_keys_to_ignore_on_load_unexpected": [r"attention\.bias"]})()
     hub.check_loading_info({"missing_keys": {"lm_head.weight", "m.layers.0.rotary_emb.inv_freq"},
                             "unexpected_keys": {"m.layers.0.attention.bias"}, "mismatched_keys": set(),
                             "error_msgs": []}, cls, "x")
@@ -211,6 +211,21 @@ def test_loading_report_ignores_tied_and_recomputed():
         hub.check_loading_info({"missing_keys": {"c", "a", "b"}}, cls, "model 'm' rev 'r1'")
     with pytest.raises(hub.CheckpointError, match=r"7 missing: k0, k1, k2, k3, k4 and 2 more"):
         hub.check_loading_info({"missing_keys": {f"k{i}" for i in range(7)}}, cls, "m")
+
+
+def test_untied_unembedding_missing_fails(checkpoint, tmp_path):
+    """GPT-NeoX lists lm_head as tieable, but its config does not tie it: a missing unembedding is
+    missing, not tied."""
+    root, _ = checkpoint
+    folder = tmp_path / "nohead"
+    folder.mkdir()
+    for f in (root / "st").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    sd = load_file(folder / "model.safetensors")
+    del sd["embed_out.weight"]  # the model calls it lm_head.weight
+    save_file(sd, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(hub.CheckpointError, match=r"step-h.*1 missing: lm_head\.weight"):
+        hub.load_model("local", str(folder), "step-h")
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)

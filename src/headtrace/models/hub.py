@@ -170,17 +170,21 @@ def _check_pickles(path: str | Path, what: str) -> tuple[str, list[Path]]:
 RECOMPUTED = (r"rotary_emb\.inv_freq$", r"\.attention\.(bias|masked_bias)$", r"\.attn\.(bias|masked_bias)$")
 
 
-def check_loading_info(info: dict, model_class, what: str, shown: int = 5) -> None:
+def check_loading_info(info: dict, model, what: str, shown: int = 5) -> None:
     """Raise :class:`CheckpointError` naming ``what`` (model and revision) and the first ``shown``
     tensors when transformers' loading report (``output_loading_info=True``) lists missing,
     unexpected or shape-mismatched tensors beyond those the class ties or recomputes
-    (``_tied_weights_keys``, ``_keys_to_ignore_on_load_missing/unexpected``, :data:`RECOMPUTED`), or
-    error messages. A model with a tensor missing would otherwise run with that tensor's random
-    initialisation."""
-    tied = getattr(model_class, "_tied_weights_keys", None) or {}
-    tied = set(tied) if not isinstance(tied, dict) else set(tied)
-    ignore_missing = list(getattr(model_class, "_keys_to_ignore_on_load_missing", None) or []) + list(RECOMPUTED)
-    ignore_unexpected = list(getattr(model_class, "_keys_to_ignore_on_load_unexpected", None) or []) + list(RECOMPUTED)
+    (the loaded ``model``'s tied weights, only where its config ties them: ``all_tied_weights_keys``, or
+    ``_tied_weights_keys`` with ``config.tie_word_embeddings``; the class's
+    ``_keys_to_ignore_on_load_missing/unexpected``; :data:`RECOMPUTED`), or error messages. A model
+    with a tensor missing would otherwise run with that tensor's random initialisation."""
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if tied is None:  # older transformers: the class's list, if the config ties at all
+        ties = getattr(getattr(model, "config", None), "tie_word_embeddings", False)
+        tied = (getattr(model, "_tied_weights_keys", None) or {}) if ties else {}
+    tied = set(tied)
+    ignore_missing = list(getattr(model, "_keys_to_ignore_on_load_missing", None) or []) + list(RECOMPUTED)
+    ignore_unexpected = list(getattr(model, "_keys_to_ignore_on_load_unexpected", None) or []) + list(RECOMPUTED)
 
     def real(keys, patterns, skip=frozenset()):
         return sorted(k for k in keys if k not in skip and not any(re.search(p, k) for p in patterns))
@@ -197,7 +201,7 @@ def check_loading_info(info: dict, model_class, what: str, shown: int = 5) -> No
             parts.append(f"{len(keys)} {label}: {', '.join(keys[:shown])}{more}")
     if parts:
         raise CheckpointError(
-            f"{what}: the checkpoint does not match {model_class.__name__}: " + "; ".join(parts)
+            f"{what}: the checkpoint does not match {type(model).__name__}: " + "; ".join(parts)
             + ". headtrace refuses to run a model whose weights are partly random or ignored; "
             "check the revision's files (a truncated download, a wrong family, another architecture)")
 
@@ -296,7 +300,7 @@ def load_model(
         )
     except (OSError, RuntimeError) as e:  # RuntimeError: transformers' own refusal of mismatched shapes
         raise CheckpointError(f"{what}: cannot load {fmt} weights: {str(e).splitlines()[-1] or e}") from e
-    check_loading_info(info, cls, what)
+    check_loading_info(info, model, what)
     model.to(resolve_device(device))
     model.eval()
     return model, fam.name

@@ -247,3 +247,24 @@ def test_old_torch_refused_for_pickles(checkpoint, tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
     with pytest.raises(hub.CheckpointError, match=r"torch 2\.5\.1\+cpu is too old.*>= 2\.6.*CVE-2025-32434"):
         weights.load_pickle(tmp_path / "pk" / weights.PICKLE_SINGLE)
+
+
+def test_fetch_fails_on_a_payload_pickle(checkpoint, tmp_path, monkeypatch):
+    """The fetch job checks downloaded pickles statically: a payload fails the fetch, naming the
+    revision, the file and the global, and runs nothing (huggingface_hub stubbed: no network)."""
+    root, _ = checkpoint
+    snap = tmp_path / "snap"
+    save_pickle_copy(root / "st", snap)
+    marker = tmp_path / "payload-ran"
+    torch.save({"w": torch.zeros(1), "p": Payload(marker)}, snap / weights.PICKLE_SINGLE)
+
+    class FakeApi:
+        def list_repo_files(self, repo_id, revision=None):
+            return [p.name for p in snap.iterdir()]
+
+    import huggingface_hub
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kw: str(snap))
+    with pytest.raises(hub.CheckpointError, match=r"org/evil' revision 'step9'.*pytorch_model\.bin refused.*posix\.system"):
+        hub.fetch("org/evil", "step9")
+    assert not marker.exists()

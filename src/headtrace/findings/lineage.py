@@ -67,6 +67,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
+from headtrace.core import tables
 from headtrace.core.revisions import training_order_key
 
 __all__ = ["FLAGS", "Z", "COS_FLOOR", "DETOUR", "FALLBACK", "lineage", "model_lineage", "pair_stats",
@@ -78,14 +79,7 @@ COS_FLOOR = 0.05  # cosine to the init below which a revision counts as independ
 DETOUR = 2.0  # (d(prev,r) + d(r,next)) / d(prev,next) above which r leaves the path (orthogonal steps: ≤ √2)
 FALLBACK = 0.05  # relative fall of the distance from the init that counts (beside Z sketch sd)
 
-LINEAGE_COLUMNS = {
-    "model": pl.String, "revision": pl.String, "tokens": pl.Int64, "order": pl.Int32,
-    "reference": pl.String, "previous": pl.String, "shares": pl.List(pl.String),
-    "duplicate_of": pl.String, "shares_shard_with": pl.List(pl.String),
-    "dist_from_first": pl.Float64, "dist_from_previous": pl.Float64, "cos_from_first": pl.Float64,
-    "cos_sd": pl.Float64, "detour": pl.Float64, "n_matrices": pl.Int32,
-    "flags": pl.List(pl.String), "detail": pl.String,
-}
+LINEAGE_COLUMNS = tables.SCHEMAS["lineage"]
 EMPTY = pl.DataFrame(schema=LINEAGE_COLUMNS)
 
 

@@ -34,6 +34,7 @@ rule capture:
     output:
         attention=PATHS["attention"],
         provenance=PATHS["provenance"],  # resolved commit + weight sha256 of the checkpoint it ran
+        fingerprint=PATHS["fingerprint"],  # per weight file and per stored tensor (models.fingerprint)
         head_outputs=PATHS["head_outputs"]
         if config["capture"]["keep_head_outputs"]
         else temp(PATHS["head_outputs"]),

@@ -45,6 +45,7 @@ PATHS = {
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
+    "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
     "findings": "results/findings",
     "summary": "results/findings/summary.md",

@@ -3,7 +3,7 @@ import torch
 
 from headtrace.cell import capture
 from headtrace.core import probe, tables
-from headtrace.models import hub, provenance
+from headtrace.models import fingerprint, hub, provenance
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -21,5 +21,11 @@ with logs.to_file(snakemake.log[0]):
     capture.save_class_masses(result, snakemake.output.class_masses)  # per sequence, for the bootstrap
     tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens),
                  snakemake.output.attention, schema="attention")
-    tables.write(provenance.cell_table(p.load, wc.model, wc.revision, p.tokens),
+    # each weight file hashed once, for both tables; the tensors are read again as stored (mmap,
+    # the pages the load just read), one at a time
+    hashes = provenance.file_hashes(hub.cell_checkpoint(p.load, wc.model, wc.revision)[1])
+    tables.write(provenance.cell_table(p.load, wc.model, wc.revision, p.tokens, hashes=hashes),
                  snakemake.output.provenance, schema="provenance")
+    fmt, files, per_file = hashes
+    tables.write(fingerprint.fingerprint_rows(files, wc.model, wc.revision, fmt, per_file),
+                 snakemake.output.fingerprint, schema="fingerprint")

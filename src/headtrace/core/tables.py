@@ -172,6 +172,24 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "weights_sha256": pl.String,
         "weight_files": pl.List(pl.String),
         "weight_bytes": pl.Int64,
+        "weights_format": pl.String,  # safetensors | pickle (headtrace.models.weights)
+    },
+    # results/cells/{model}/{revision}/fingerprint.parquet: one row per weight file and one per stored
+    # tensor (headtrace.models.fingerprint): sha256 of the file / of the tensor's dtype, shape and
+    # bytes; per tensor its float64 L2 norm and a 64-bucket CountSketch (null for files).
+    "fingerprint": {
+        "model": pl.String,
+        "revision": pl.String,
+        "kind": pl.String,  # file | tensor
+        "name": pl.String,  # the file name, or the tensor's key as stored
+        "file": pl.String,  # the file holding it (= name for file rows)
+        "format": pl.String,  # safetensors | pickle
+        "sha256": pl.String,
+        "dtype": pl.String,
+        "shape": pl.List(pl.Int64),
+        "numel": pl.Int64,
+        "norm": pl.Float64,
+        "sketch": pl.List(pl.Float64),
     },
     # ---- findings (headtrace.findings.trajectory), results/findings/*.parquet ----
     # F1: first-token (BOS) heads per layer; first-token = sel_first_token >= class threshold.
@@ -516,6 +534,7 @@ LOCATIONS: dict[str, str] = {
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
+    "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
     "lineage": "results/models/{model}/lineage.parquet",
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
@@ -546,6 +565,7 @@ _FINDINGS_TABLES = {
 def _dtype_name(dtype) -> str:
     return {pl.String: "str", pl.Int64: "i64", pl.Int32: "i32", pl.Float64: "f64", pl.Boolean: "bool"}.get(
         dtype, str(dtype).replace("List(String)", "list[str]").replace("List(Int64)", "list[i64]")
+        .replace("List(Float64)", "list[f64]")
     )
 
 

@@ -10,9 +10,15 @@ written by the capture job, schema ``provenance`` in :mod:`headtrace.core.tables
   (branch, tag or commit; ``main`` or the pinned one of a ``repos`` entry) resolved to in the
   local Hugging Face cache; null for toy and local checkpoints;
 * ``weights_sha256``: the sha256 over the sorted lines ``<file name> <sha256 of the file>`` of
-  every ``*.safetensors`` file in the checkpoint folder (so the same bytes under the same file
-  names give the same hash, whatever the folder or revision is called);
-* ``weight_files`` / ``weight_bytes``: the files hashed and their total size.
+  every weight file the cell loads (:func:`headtrace.models.weights.weight_files`: the
+  ``*.safetensors`` files, or for a revision without them ``pytorch_model.bin`` or its shards; so
+  the same bytes under the same file names give the same hash, whatever the folder or revision is
+  called);
+* ``weight_files`` / ``weight_bytes``: the files hashed and their total size;
+* ``weights_format``: ``safetensors`` or ``pickle`` (docs/integrity.md).
+
+Per-file and per-tensor fingerprints go to the cell's ``fingerprint`` table
+(:mod:`headtrace.models.fingerprint`), from the same file hashes.
 
 Hashing reads every weight file once (about 0.5 GB/s on one core, measured: a few seconds for a
 1B model in fp16/fp32, right after the capture pass read the same files).
@@ -29,7 +35,9 @@ from pathlib import Path
 
 import polars as pl
 
-__all__ = ["sha256_file", "weights_hash", "cell_table", "attach", "identical_revisions", "warning_lines"]
+from headtrace.models import weights
+
+__all__ = ["sha256_file", "combine", "file_hashes", "weights_hash", "cell_table", "attach", "identical_revisions", "warning_lines"]
 
 log = logging.getLogger("headtrace.models.provenance")
 CHUNK = 1 << 22
@@ -43,30 +51,44 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def combine(hashes: dict[str, str]) -> str:
+    """``weights_sha256`` from per-file hashes: sha256 over the sorted lines ``<name> <sha256>``."""
+    return hashlib.sha256("".join(f"{n} {hashes[n]}\n" for n in sorted(hashes)).encode()).hexdigest()
+
+
+def file_hashes(folder: str | Path) -> tuple[str, list[Path], dict[str, str]]:
+    """``(format, files, {file name: sha256})`` of the weight files in ``folder``
+    (:func:`headtrace.models.weights.weight_files`; symlinks, as in the Hugging Face cache, followed)."""
+    try:
+        fmt, files = weights.weight_files(folder)
+    except weights.CheckpointError as e:
+        raise FileNotFoundError(str(e)) from e
+    return fmt, files, {f.name: sha256_file(f) for f in files}
+
+
 def weights_hash(folder: str | Path) -> tuple[str, list[str], int]:
-    """``(sha256, file names, total bytes)`` of the ``*.safetensors`` files in ``folder``
-    (symlinks, as in the Hugging Face cache, are followed)."""
-    files = sorted(Path(folder).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors weight file in {folder}")
-    lines = [f"{f.name} {sha256_file(f)}\n" for f in files]
-    total = sum(f.stat().st_size for f in files)
-    return hashlib.sha256("".join(lines).encode()).hexdigest(), [f.name for f in files], total
+    """``(sha256, file names, total bytes)`` of the weight files in ``folder`` (safetensors, else pickle)."""
+    _fmt, files, hashes = file_hashes(folder)
+    return combine(hashes), [f.name for f in files], sum(f.stat().st_size for f in files)
 
 
 def cell_table(load: dict, model: str, revision: str, tokens: int | None,
-               cache_dir: str | None = None) -> pl.DataFrame:
+               cache_dir: str | None = None, hashes: tuple[str, list[Path], dict[str, str]] | None = None
+               ) -> pl.DataFrame:
     """One row of the ``provenance`` schema for the checkpoint the cell loads
-    (:func:`headtrace.models.hub.cell_checkpoint`: the same resolution as the capture pass)."""
+    (:func:`headtrace.models.hub.cell_checkpoint`: the same resolution as the capture pass).
+    ``hashes``: :func:`file_hashes` of that folder when already computed (the capture job shares
+    them with the fingerprint table, so each file is hashed once)."""
     from headtrace.models import hub  # imports torch; the summary reads provenance tables without it
 
     source, folder, commit = hub.cell_checkpoint(load, model, revision, cache_dir=cache_dir)
-    digest, files, total = weights_hash(folder)
+    fmt, files, per_file = hashes if hashes is not None else file_hashes(folder)
     repo = hub.hub_checkpoint(load, revision)[0] if source == "hub" else None
     return pl.DataFrame({
         "model": [model], "revision": [revision], "tokens": [tokens], "source": [source],
         "hf_id": [repo], "commit": [commit],
-        "weights_sha256": [digest], "weight_files": [files], "weight_bytes": [total],
+        "weights_sha256": [combine(per_file)], "weight_files": [[f.name for f in files]],
+        "weight_bytes": [sum(f.stat().st_size for f in files)], "weights_format": [fmt],
     }, schema_overrides={"tokens": pl.Int64, "hf_id": pl.String, "commit": pl.String})
 
 

@@ -47,6 +47,7 @@ PATHS = {
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
     "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
+    "lineage": "results/models/{model}/lineage.parquet",  # lineage.smk: is each revision the checkpoint it says
     "findings": "results/findings",
     "summary": "results/findings/summary.md",
     "summary_html": "results/findings/summary.html",
@@ -205,6 +206,7 @@ def all_targets():
             targets += cell_paths("pr", m)
     if ablation_enabled():  # the published final-checkpoint ablations (rule import_reference_ablation)
         targets += reference_ablations("verdict")
+    targets += [PATHS["lineage"].format(model=m) for m in models_by_source("toy", "hub", "local")]
     targets += findings_outputs()
     targets.append(PATHS["onsets"])
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk

@@ -208,12 +208,11 @@ def _shared(mod: _Model, dup: dict[int, int]) -> tuple[dict[int, dict[int, list[
             holders.setdefault(sha, []).append(i)
     for sha, idx in holders.items():
         for i in idx:
-            for j in idx:
-                if i != j:
-                    shares[i].add(j)
-                if i < j and root[i] != root[j]:
-                    names = [n for n, s in mod.files[i].items() if s == sha]
-                    evidence[i].setdefault(j, []).extend(names)
+            shares[i].update(j for j in idx if j != i)
+        last = idx[-1]  # the latest revision holding it is taken as its owner
+        for i in idx[:-1]:
+            if root[i] != root[last]:
+                evidence[i].setdefault(last, []).extend(n for n, s in mod.files[i].items() if s == sha)
     # matrices, except runs of consecutive revisions (a weight not updated)
     for t in range(len(mod.names)):
         col = mod.sha[:, t]
@@ -222,17 +221,15 @@ def _shared(mod: _Model, dup: dict[int, int]) -> tuple[dict[int, dict[int, list[
             if s is not None:
                 by.setdefault(s, []).append(i)
         for sha, idx in by.items():
-            if len(idx) < 2:
-                continue
-            for a, i in enumerate(idx):
-                for j in idx[a + 1:]:
-                    between = [k for k in range(i + 1, j) if col[k] is not None]
-                    if all(col[k] == sha for k in between):
-                        continue  # a run: unchanged between i and j
-                    shares[i].add(j)
-                    shares[j].add(i)
-                    if root[i] != root[j]:
-                        evidence[i].setdefault(j, []).append(mod.names[t])
+            last = idx[-1]
+            for i in idx[:-1]:
+                between = [k for k in range(i + 1, last) if col[k] is not None]
+                if all(col[k] == sha for k in between):
+                    continue  # a run: unchanged from i to the latest holder
+                shares[i].add(last)
+                shares[last].add(i)
+                if root[i] != root[last]:
+                    evidence[i].setdefault(last, []).append(mod.names[t])
     return evidence, shares
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from headtrace.core.revisions import sort_revisions
+from headtrace.core.revisions import parse_step, sort_revisions
 
 __all__ = ["branch_weights", "audit", "duplicate_groups", "flagged_branches", "format_table", "notes",
            "fetch_trees", "load_recording", "save_recording", "check_before_fetch", "AUDIT_SCHEMA"]
@@ -62,12 +62,14 @@ def branch_weights(entries: Iterable) -> tuple[str | None, dict[str, tuple[str, 
     return ("pickle", pk) if pk else (None, {})
 
 
-def audit(trees: Mapping[str, Iterable]) -> pl.DataFrame:
+def audit(trees: Mapping[str, Iterable], all_branches: Iterable[str] | None = None) -> pl.DataFrame:
     """One row per branch (training order, ``main`` last; schema :data:`AUDIT_SCHEMA`): the branches
     serving byte-identical weights (``same_as``; ``duplicate_of``: the group's latest, which every
     other member is taken to copy), the later branches whose weight file (shard) it serves
     (``shares_shard_with``, ``shared_files``), and ``no_weights`` (no safetensors or pytorch_model
-    .bin file). ``status``: ok | duplicate | shares shard | no weights | (the group's) original."""
+    .bin file). ``status``: ok | duplicate | shares shard | no weights | original (of a group) | final
+    alias (the repository's last step branch identical to ``main``: the final checkpoint under two
+    names, not a flag; ``all_branches``: the repository's branch names when ``trees`` holds only some)."""
     order = sort_revisions(trees)
     weights = {b: branch_weights(trees[b]) for b in order}
     key = {b: tuple(sorted(sha for sha, _ in w[1].values())) for b, w in weights.items()}
@@ -79,6 +81,9 @@ def audit(trees: Mapping[str, Iterable]) -> pl.DataFrame:
     for b in order:
         for sha, _ in weights[b][1].values():
             holders.setdefault(sha, []).append(b)
+    # main is normally the last step's branch under a second name (Pythia's step143000): not a flag
+    stepped = [b for b in sort_revisions(all_branches or trees) if parse_step(b) is not None]
+    last_stepped = stepped[-1] if stepped else None
     rows = []
     for b in order:
         fmt, files = weights[b]
@@ -92,8 +97,8 @@ def audit(trees: Mapping[str, Iterable]) -> pl.DataFrame:
             if owner in later and key[owner] != key[b]:
                 shared.append(name)
                 shard_with += [owner] if owner not in shard_with else []
-        status = ("no weights" if not files else "duplicate" if dup else "shares shard" if shard_with
-                  else "original" if same else "ok")
+        status = ("no weights" if not files else "final alias" if dup == "main" and b == last_stepped
+                  else "duplicate" if dup else "shares shard" if shard_with else "original" if same else "ok")
         rows.append({"branch": b, "format": fmt, "n_files": len(files),
                      "bytes": sum(s for _, s in files.values()), "duplicate_of": dup, "same_as": same,
                      "shares_shard_with": shard_with, "shared_files": sorted(shared), "no_weights": not files,
@@ -116,6 +121,8 @@ def flagged_branches(table: pl.DataFrame) -> dict[str, str]:
     """branch -> what is wrong with it (duplicates, shard sharers, no weights)."""
     out = {}
     for r in table.iter_rows(named=True):
+        if r["status"] == "final alias":
+            continue
         if r["duplicate_of"]:
             out[r["branch"]] = f"duplicate of {r['duplicate_of']} (audit)"
         elif r["shares_shard_with"]:
@@ -133,7 +140,7 @@ def notes(table: pl.DataFrame) -> dict[str, str]:
 
 def format_table(table: pl.DataFrame, hf_id: str = "") -> str:
     """The audit as a plain-text table (flagged branches first, then a count of the healthy ones)."""
-    bad = table.filter(pl.col("status").is_in(["duplicate", "shares shard", "no weights"]))
+    bad = table.filter(pl.col("branch").is_in(list(flagged_branches(table))))
     groups = duplicate_groups(table)
     lines = [f"audit of {hf_id or 'the repository'}: {table.height} branches, {bad.height} flagged, "
              f"{len(groups)} group{'s' if len(groups) != 1 else ''} of identical weights"]
@@ -195,14 +202,18 @@ def load_recording(path) -> tuple[str, dict[str, list]]:
 def check_before_fetch(hf_id: str, revision: str, final: str = "main") -> str | None:
     """The fetch job's check before it downloads ``hf_id@revision``: does the revision serve the
     final branch's weight files, or none at all? Returns the finding in words (None: nothing found;
-    a sentence saying why it was skipped when offline or the listing fails). Network: two listings."""
+    a sentence saying why it was skipped when offline or the listing fails). Network: the branch list
+    and two tree listings."""
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
         return f"audit of {hf_id}@{revision} skipped: HF_HUB_OFFLINE is set"
     try:
-        branches = [revision] if revision == final else [revision, final]
-        table = audit(fetch_trees(hf_id, branches))
+        from huggingface_hub import HfApi
+
+        every = [b.name for b in HfApi().list_repo_refs(hf_id).branches]
+        branches = [revision] if revision == final or final not in every else [revision, final]
+        table = audit(fetch_trees(hf_id, branches), every)
     except Exception as e:  # the audit informs; the download below reports its own errors
         return f"audit of {hf_id}@{revision} skipped: {type(e).__name__}: {e}"
     found = flagged_branches(table.filter(pl.col("branch") == revision))

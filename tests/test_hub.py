@@ -91,11 +91,11 @@ def test_missing_revision_names_model_and_revision(cache):
         hub.load_model("hub", "org/absent", "step1", offline=True, cache_dir=str(root))
 
 
-def test_bin_only_refused(cache):
+def test_bin_only_loads_through_pickle(cache):
+    """A pickle-only revision loads (checked, weights_only) and gives the same weights."""
     root, _ = cache
-    with pytest.raises(hub.CheckpointError, match=r"org/binonly.*main.*safetensors") as err:
-        hub.load_model("hub", "org/binonly", "main", offline=True, cache_dir=str(root))
-    assert "*.bin" in str(err.value)
+    model, family = hub.load_model("hub", "org/binonly", "main", offline=True, cache_dir=str(root))
+    assert family == "gpt_neox" and _same(model, tiny_model("gpt_neox", seed=2))
 
 
 def test_local_and_toy(tmp_path):
@@ -122,20 +122,40 @@ def test_resolve_device_and_batch_size():
     assert hub.auto_batch_size(m, 256, "cpu", "auto") == 16
 
 
-def test_fetch_refuses_bin_only(cache, monkeypatch):
-    """fetch() checks the downloaded snapshot for safetensors (snapshot_download stubbed: no network)."""
+def test_fetch_downloads_pickles_only_without_safetensors(cache, monkeypatch):
+    """fetch() lists the revision's files first: safetensors patterns when it has any, pickle patterns
+    (never other *.bin) only when it has none; no weights at all is a CheckpointError naming the
+    revision (huggingface_hub stubbed: no network)."""
     root, _ = cache
-    snap = next((root / "models--org--binonly" / "snapshots").iterdir())
+    snaps = {repo: next((root / f"models--org--{repo}" / "snapshots").iterdir()) for repo in ("tiny", "binonly")}
+    listings = {"org/tiny": ["config.json", "model.safetensors", "pytorch_model.bin", "training_args.bin"],
+                "org/binonly": ["config.json", "pytorch_model.bin", "optimizer.pt"],
+                "org/none": ["config.json", "flax_model.msgpack"]}
     seen = {}
 
     def fake_snapshot_download(repo_id, **kw):
-        seen.update(kw, repo_id=repo_id)
-        return str(snap)
+        seen[repo_id] = kw
+        return str(snaps[repo_id.split("/")[1]])
+
+    class FakeApi:
+        def list_repo_files(self, repo_id, revision=None):
+            return listings[repo_id]
 
     import huggingface_hub
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    with pytest.raises(hub.CheckpointError, match="org/binonly.*main"):
-        hub.fetch("org/binonly", "main")
-    assert seen["revision"] == "main" and seen["allow_patterns"] == hub.ALLOW_PATTERNS
-    assert not any(p.endswith(".bin") for p in seen["allow_patterns"])
-    assert "cache_dir" not in seen  # HF_HOME / HF_HUB_CACHE decide unless cache_dir is given
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    hub.fetch("org/tiny", "step0")
+    assert seen["org/tiny"]["allow_patterns"] == hub.ALLOW_PATTERNS
+    assert not any(p.endswith(".bin") for p in hub.ALLOW_PATTERNS)
+    hub.fetch("org/binonly", "main")
+    pats = seen["org/binonly"]["allow_patterns"]
+    assert pats == hub.PICKLE_PATTERNS and seen["org/binonly"]["revision"] == "main"
+    import fnmatch
+    wanted = [f for f in listings["org/binonly"] + ["training_args.bin", "pytorch_model-00001-of-00002.bin",
+                                                    "pytorch_model.bin.index.json"]
+              if any(fnmatch.fnmatch(f, p) for p in pats)]
+    assert wanted == ["config.json", "pytorch_model.bin", "pytorch_model-00001-of-00002.bin",
+                      "pytorch_model.bin.index.json"]
+    with pytest.raises(hub.CheckpointError, match=r"org/none.*'main'.*no weights.*flax_model.msgpack"):
+        hub.fetch("org/none", "main")
+    assert "org/none" not in seen  # refused before anything is downloaded

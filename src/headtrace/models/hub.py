@@ -1,70 +1,89 @@
-"""Fetching and loading checkpoints: safetensors only, never ``trust_remote_code``.
+"""Fetching and loading checkpoints: safetensors, or checked pickles; never ``trust_remote_code``.
 
-* :func:`fetch` downloads one revision (config, tokenizer, ``*.safetensors``; never ``*.bin``)
-  into the Hugging Face cache (``HF_HOME`` / ``HF_HUB_CACHE`` honoured unless ``cache_dir``).
+* :func:`fetch` downloads one revision (config, tokenizer, and its ``*.safetensors`` weights, or,
+  for a revision without any, ``pytorch_model.bin`` or its shards with their index) into the
+  Hugging Face cache (``HF_HOME`` / ``HF_HUB_CACHE`` honoured unless ``cache_dir``). Which weights
+  a revision has is read from the repository's file list first (:func:`allow_patterns`).
 * :func:`load_model` loads one checkpoint with the transformers class of its family
   (:mod:`headtrace.models.families`); a hub revision is resolved from the local cache by default
   (``offline=True``), so compute nodes need no network once ``fetch`` ran on the login node.
 * :func:`resolve_device`, :func:`auto_batch_size`, :func:`load_for_cell` (what the workflow's
   capture/ablate scripts call).
 
-Errors about missing repos, revisions or safetensors weights are :class:`CheckpointError`
-and name the model and revision.
+Errors about missing repos, revisions or weights, pickles that ask for more than tensors
+(:mod:`headtrace.models.weights`), and loading reports with missing or unexpected tensors
+(:func:`check_loading_info`) are :class:`CheckpointError` and name the model and revision.
+docs/integrity.md says what is loaded and what refused.
 """
 from __future__ import annotations
 
 import os
+import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 import transformers
 
 from headtrace.core.errors import ConfigError
-from headtrace.models import context, families
+from headtrace.models import context, families, weights
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path
 
 __all__ = [
-    "ALLOW_PATTERNS", "DTYPES", "CheckpointError", "fetch", "snapshot_path", "load_model",
+    "ALLOW_PATTERNS", "PICKLE_PATTERNS", "allow_patterns", "check_loading_info", "DTYPES", "CheckpointError", "fetch", "snapshot_path", "load_model",
     "resolve_device", "auto_batch_size", "load_for_cell", "toy_checkpoint_dir", "cell_checkpoint",
     "local_checkpoint_dir", "hub_checkpoint",
 ]
 
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.txt", "*.model"]
+# a revision without safetensors: its pickle weights (single file, or shards + index); nothing else *.bin
+PICKLE_PATTERNS = ["*.json", weights.PICKLE_SINGLE, "pytorch_model-*-of-*.bin", "tokenizer*", "*.txt", "*.model"]
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
           "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 TOY_ROOT = "resources/checkpoints"
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint (model, revision) that cannot be fetched or loaded."""
+CheckpointError = weights.CheckpointError  # defined there, so weights/fingerprint need no transformers
 
 
 def _where(hf_id: str, revision: str | None) -> str:
     return f"model '{hf_id}' revision '{revision or 'main'}'"
 
 
-def _check_safetensors(path: str | Path, what: str) -> None:
-    path = Path(path)
-    if not any(path.glob("*.safetensors")):
-        has_bin = any(path.glob("*.bin")) or any(path.glob("*.pt")) or any(path.glob("*.pth"))
-        raise CheckpointError(
-            f"{what}: no *.safetensors weight file in {path}"
-            + (" (only pickle *.bin/*.pt weights, which headtrace refuses to load)" if has_bin else "")
-            + ". headtrace loads safetensors only; convert the checkpoint or pick another revision."
-        )
+def _check_weights(path: str | Path, what: str) -> tuple[str, list[Path]]:
+    """``(format, files)`` of the loadable weights in ``path``
+    (:func:`headtrace.models.weights.weight_files`), or a :class:`CheckpointError` naming ``what``."""
+    try:
+        return weights.weight_files(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{what}: {e}") from e
 
 
-def _snapshot(hf_id: str, revision: str | None, cache_dir: str | None, local_files_only: bool) -> str:
-    # huggingface_hub only where the hub is asked: toy and local models never import it
+def allow_patterns(files: list[str], what: str = "checkpoint") -> list[str]:
+    """What :func:`fetch` downloads for a revision whose repository lists ``files``: the
+    safetensors patterns (:data:`ALLOW_PATTERNS`) when it has any ``*.safetensors`` weight file,
+    else the pickle patterns (:data:`PICKLE_PATTERNS`) when it has ``pytorch_model.bin`` or a shard
+    index; else a :class:`CheckpointError` naming ``what``. Only top-level files count (the loader
+    reads no sub-folder)."""
+    top = {f for f in files if "/" not in f}
+    if any(f.endswith(".safetensors") for f in top):
+        return ALLOW_PATTERNS
+    if weights.PICKLE_SINGLE in top or weights.PICKLE_INDEX in top:
+        return PICKLE_PATTERNS
+    other = sorted(f for f in top if f.endswith((".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")))
+    raise CheckpointError(
+        f"{what}: no weights headtrace loads (neither *.safetensors nor {weights.PICKLE_SINGLE} or "
+        f"{weights.PICKLE_INDEX})" + (f"; the revision has {', '.join(other[:3])}" if other else ""))
+
+
+@contextmanager
+def _hub_errors(hf_id: str, revision: str | None, cache_dir: str | None = None, local_files_only: bool = False):
+    """huggingface_hub's errors as :class:`CheckpointError` naming the model and revision."""
     from huggingface_hub import errors as hf_errors
-    from huggingface_hub import snapshot_download
 
     what = _where(hf_id, revision)
-    kwargs = dict(revision=revision, allow_patterns=ALLOW_PATTERNS, local_files_only=local_files_only)
-    if cache_dir is not None:
-        kwargs["cache_dir"] = str(cache_dir)
     try:
-        return snapshot_download(hf_id, **kwargs)
+        yield
     except hf_errors.RepositoryNotFoundError as e:  # also GatedRepoError
         raise CheckpointError(f"{what}: repository not found or not accessible ({type(e).__name__}: "
                               f"{str(e).splitlines()[0]})") from e
@@ -86,15 +105,39 @@ def _snapshot(hf_id: str, revision: str | None, cache_dir: str | None, local_fil
         raise CheckpointError(f"{what}: invalid repo id or revision ({e})") from e
 
 
+def _snapshot(hf_id: str, revision: str | None, cache_dir: str | None, local_files_only: bool,
+              patterns: list[str] | None = None) -> str:
+    # huggingface_hub only where the hub is asked: toy and local models never import it
+    from huggingface_hub import snapshot_download
+
+    kwargs = dict(revision=revision, allow_patterns=patterns or ALLOW_PATTERNS, local_files_only=local_files_only)
+    if cache_dir is not None:
+        kwargs["cache_dir"] = str(cache_dir)
+    with _hub_errors(hf_id, revision, cache_dir, local_files_only):
+        return snapshot_download(hf_id, **kwargs)
+
+
+def _repo_files(hf_id: str, revision: str | None) -> list[str]:
+    from huggingface_hub import HfApi
+
+    with _hub_errors(hf_id, revision):
+        return list(HfApi().list_repo_files(hf_id, revision=revision))
+
+
 def fetch(hf_id: str, revision: str, cache_dir: str | None = None) -> str:
-    """Download one revision (config, tokenizer, safetensors weights; never ``.bin``) into the
-    Hugging Face cache and return its snapshot folder.
+    """Download one revision into the Hugging Face cache and return its snapshot folder: config,
+    tokenizer and its safetensors weights, or, only for a revision that has no ``*.safetensors``,
+    its pickle weights (``pytorch_model.bin`` or shards + index; :func:`allow_patterns` on the
+    repository's file list). Pickles are checked statically once downloaded
+    (:func:`headtrace.models.weights.check_pickle`), so a refused pickle fails the fetch job.
 
     Raises :class:`CheckpointError` naming the model and revision when the repository or revision
-    does not exist or the revision has no ``*.safetensors`` weights.
+    does not exist or the revision has no weights headtrace loads.
     """
-    path = _snapshot(hf_id, revision, cache_dir, local_files_only=False)
-    _check_safetensors(path, _where(hf_id, revision))
+    what = _where(hf_id, revision)
+    patterns = allow_patterns(_repo_files(hf_id, revision), what)
+    path = _snapshot(hf_id, revision, cache_dir, local_files_only=False, patterns=patterns)
+    _check_pickles(path, what)
     return path
 
 
@@ -103,8 +146,60 @@ def snapshot_path(hf_id: str, revision: str | None, cache_dir: str | None = None
     """The local snapshot folder of ``hf_id@revision`` (from the cache when ``offline``; branch
     names are resolved through the cache's ``refs/``, so the pinned commit is used)."""
     path = _snapshot(hf_id, revision, cache_dir, local_files_only=offline)
-    _check_safetensors(path, _where(hf_id, revision))
+    _check_weights(path, _where(hf_id, revision))
     return path
+
+
+def _check_pickles(path: str | Path, what: str) -> tuple[str, list[Path]]:
+    """The folder's weights; pickle files checked statically (nothing is unpickled)."""
+    fmt, files = _check_weights(path, what)
+    if fmt == weights.PICKLE:
+        for f in files:
+            try:
+                weights.check_pickle(f)
+            except CheckpointError as e:
+                raise CheckpointError(f"{what}: {e}") from e
+    return fmt, files
+
+
+# Keys a checkpoint may lack or carry beyond the class's parameters without anything being wrong:
+# buffers recomputed at load (rotary inverse frequencies, causal-mask buffers of old GPT-NeoX/GPT-2
+# checkpoints). transformers already drops tied weights (``_tied_weights_keys``) and the class's
+# ``_keys_to_ignore_on_load_missing/unexpected`` from its report; these patterns are applied again
+# here so the check does not depend on that.
+RECOMPUTED = (r"rotary_emb\.inv_freq$", r"\.attention\.(bias|masked_bias)$", r"\.attn\.(bias|masked_bias)$")
+
+
+def check_loading_info(info: dict, model_class, what: str, shown: int = 5) -> None:
+    """Raise :class:`CheckpointError` naming ``what`` (model and revision) and the first ``shown``
+    tensors when transformers' loading report (``output_loading_info=True``) lists missing,
+    unexpected or shape-mismatched tensors beyond those the class ties or recomputes
+    (``_tied_weights_keys``, ``_keys_to_ignore_on_load_missing/unexpected``, :data:`RECOMPUTED`), or
+    error messages. A model with a tensor missing would otherwise run with that tensor's random
+    initialisation."""
+    tied = getattr(model_class, "_tied_weights_keys", None) or {}
+    tied = set(tied) if not isinstance(tied, dict) else set(tied)
+    ignore_missing = list(getattr(model_class, "_keys_to_ignore_on_load_missing", None) or []) + list(RECOMPUTED)
+    ignore_unexpected = list(getattr(model_class, "_keys_to_ignore_on_load_unexpected", None) or []) + list(RECOMPUTED)
+
+    def real(keys, patterns, skip=frozenset()):
+        return sorted(k for k in keys if k not in skip and not any(re.search(p, k) for p in patterns))
+
+    missing = real(info.get("missing_keys") or (), ignore_missing, tied)
+    unexpected = real(info.get("unexpected_keys") or (), ignore_unexpected)
+    mismatched = sorted(str(m[0] if isinstance(m, tuple) else m) for m in info.get("mismatched_keys") or ())
+    errors = [str(e).splitlines()[0] for e in info.get("error_msgs") or ()]
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("with a shape the class does not "
+                                                                            "have", mismatched), ("errors", errors)):
+        if keys:
+            more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {label}: {', '.join(keys[:shown])}{more}")
+    if parts:
+        raise CheckpointError(
+            f"{what}: the checkpoint does not match {model_class.__name__}: " + "; ".join(parts)
+            + ". headtrace refuses to run a model whose weights are partly random or ignored; "
+            "check the revision's files (a truncated download, a wrong family, another architecture)")
 
 
 def resolve_device(spec: str | torch.device = "auto") -> torch.device:
@@ -151,7 +246,11 @@ def load_model(
       (toy: ``resources/checkpoints/{model}/{revision}``); ``revision`` is informational.
 
     The class is the family's ``model_class`` from transformers (family ``auto``: from the
-    checkpoint's ``config.model_type``); ``use_safetensors=True``; remote code is never trusted.
+    checkpoint's ``config.model_type``); remote code is never trusted. Weights: the folder's
+    safetensors, or for a folder without them its pickle weights, each first checked statically and
+    read with ``torch.load(weights_only=True)`` by headtrace (:func:`headtrace.models.weights.load_pickle`)
+    before transformers (which also loads it with ``weights_only=True``) touches it. The loading report
+    is checked (:func:`check_loading_info`): missing or unexpected tensors are a CheckpointError.
     ``dtype``: fp32, fp16 or bf16. With ``seq_len`` (the probe length as fed), a probe longer than
     the checkpoint's context length (``config.json``) raises :class:`headtrace.core.errors.ConfigError`
     naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read; with
@@ -170,7 +269,6 @@ def load_model(
         what = f"{source} checkpoint '{path}'" + (f" (revision '{revision}')" if revision else "")
         if not (Path(path) / "config.json").is_file():
             raise CheckpointError(f"{what}: no config.json in {path}")
-        _check_safetensors(path, what)
     else:
         raise ValueError(f"unknown checkpoint source '{source}' (hub, local, toy)")
 
@@ -182,15 +280,23 @@ def load_model(
                          token_range=token_range, token_flag=token_flag)
     if msg:
         raise ConfigError(msg)
+    fmt, files = _check_pickles(path, what)
+    if fmt == weights.PICKLE:  # read once by our own restricted load: a refusal names the file and global
+        for f in files:
+            try:
+                weights.load_pickle(f, map_location="cpu", mmap=True)  # memory-mapped: nothing is copied
+            except CheckpointError as e:
+                raise CheckpointError(f"{what}: {e}") from e
     fam = _family_for(family, config)
     cls = getattr(transformers, fam.model_class)
     try:
-        model = cls.from_pretrained(
-            path, config=config, dtype=DTYPES[dtype], use_safetensors=True,
-            trust_remote_code=False, local_files_only=True,
+        model, info = cls.from_pretrained(
+            path, config=config, dtype=DTYPES[dtype], use_safetensors=fmt == weights.SAFETENSORS,
+            weights_only=True, trust_remote_code=False, local_files_only=True, output_loading_info=True,
         )
-    except OSError as e:
-        raise CheckpointError(f"{what}: cannot load safetensors weights: {e}") from e
+    except (OSError, RuntimeError) as e:  # RuntimeError: transformers' own refusal of mismatched shapes
+        raise CheckpointError(f"{what}: cannot load {fmt} weights: {str(e).splitlines()[-1] or e}") from e
+    check_loading_info(info, cls, what)
     model.to(resolve_device(device))
     model.eval()
     return model, fam.name

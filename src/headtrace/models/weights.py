@@ -20,6 +20,7 @@ for the summary, which reads provenance tables without torch.
 """
 from __future__ import annotations
 
+import _compat_pickle
 import io
 import json
 import pickletools
@@ -130,22 +131,32 @@ _GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
 _PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
 
 
-def _globals_in(data: bytes) -> list[str]:
+def _name(module: str, qual: str) -> str:
+    """``module.qual`` with Python 2's names mapped as the unpickler maps them (``__builtin__`` ->
+    ``builtins``, ...; ``fix_imports`` of protocols < 3, as torch's weights_only reader does too)."""
+    if (module, qual) in _compat_pickle.NAME_MAPPING:
+        module, qual = _compat_pickle.NAME_MAPPING[(module, qual)]
+    elif module in _compat_pickle.IMPORT_MAPPING:
+        module = _compat_pickle.IMPORT_MAPPING[module]
+    return f"{module}.{qual}"
+
+
+def _globals_in(stream) -> list[str]:
     """Every global a pickle stream names (``GLOBAL``/``INST`` arguments; ``STACK_GLOBAL`` from the
     two strings pushed before it, through the memo), read statically. A ``STACK_GLOBAL`` whose
     operands are not literal strings is reported as ``<dynamic global>`` (and so refused)."""
     found: list[str] = []
     memo: dict[int, str | None] = {}
     pushed: list[str | None] = []  # the value of each pushing opcode (None: not a string)
-    for op, arg, _pos in pickletools.genops(io.BytesIO(data)):
+    for op, arg, _pos in pickletools.genops(stream):
         name = op.name
         if name in ("GLOBAL", "INST"):
             module, _, qual = str(arg).partition(" ")
-            found.append(f"{module}.{qual}")
+            found.append(_name(module, qual))
             pushed.append(None)
         elif name == "STACK_GLOBAL":
             mod, qual = (pushed[-2], pushed[-1]) if len(pushed) >= 2 else (None, None)
-            found.append(f"{mod}.{qual}" if mod is not None and qual is not None else "<dynamic global>")
+            found.append(_name(mod, qual) if mod is not None and qual is not None else "<dynamic global>")
             pushed.append(None)
         elif name in _STRING_OPS:
             pushed.append(arg.decode("latin-1") if isinstance(arg, bytes) else str(arg))
@@ -163,26 +174,30 @@ def _globals_in(data: bytes) -> list[str]:
 
 
 def pickle_globals(path: str | Path) -> list[str]:
-    """The globals named by a ``torch.save`` zip archive's ``data.pkl``, in order of appearance,
-    read without unpickling. A file that is not a zip archive (torch's legacy format) raises
-    :class:`CheckpointError`: headtrace reads only the zip format statically."""
+    """The globals a ``torch.save`` file names, in order of appearance, read without unpickling:
+    the ``data.pkl`` of the zip format, or the first four pickles of torch's legacy format (magic
+    number, protocol, system info, the object; what follows are storage keys and raw bytes)."""
     path = Path(path)
     try:
-        with zipfile.ZipFile(path) as zf:
-            pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
-            if len(pkls) != 1:
-                raise CheckpointError(f"pickle weights {path}: expected one data.pkl in the archive, "
-                                      f"found {len(pkls)}")
-            data = zf.read(pkls[0])
-    except zipfile.BadZipFile as e:
-        raise CheckpointError(
-            f"pickle weights {path}: not a torch.save zip archive (torch's legacy pickle format, or not "
-            "a checkpoint); headtrace reads only zip-format pickles, whose globals it can check "
-            "before loading. Re-save the weights with torch >= 1.6 or as safetensors") from e
-    try:
-        return _globals_in(data)
-    except Exception as e:  # a malformed opcode stream: refuse rather than guess
-        raise CheckpointError(f"pickle weights {path}: unreadable pickle stream ({type(e).__name__}: {e})") from e
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+                if len(pkls) != 1:
+                    raise CheckpointError(f"pickle weights {path}: expected one data.pkl in the archive, "
+                                          f"found {len(pkls)}")
+                return _globals_in(io.BytesIO(zf.read(pkls[0])))
+        with open(path, "rb") as fh:
+            found: list[str] = []
+            for _ in range(4):
+                if not fh.peek(1):  # fewer pickles: torch.load will fail; what was named is reported
+                    break
+                found += _globals_in(fh)
+            return found
+    except CheckpointError:
+        raise
+    except Exception as e:  # a malformed archive or opcode stream: refuse rather than guess
+        raise CheckpointError(f"pickle weights {path}: not a readable torch.save file "
+                              f"({type(e).__name__}: {e})") from e
 
 
 def check_pickle(path: str | Path) -> None:
@@ -205,6 +220,7 @@ def load_pickle(path: str | Path, map_location="cpu", mmap: bool = True) -> dict
     import torch  # only where a pickle is read (see the module docstring)
 
     check_pickle(path)
+    mmap = mmap and zipfile.is_zipfile(path)  # the legacy format cannot be memory-mapped
     try:
         sd = torch.load(str(path), weights_only=True, map_location=map_location, mmap=mmap)
     except pickle.UnpicklingError as e:

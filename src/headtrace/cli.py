@@ -45,6 +45,7 @@ from headtrace.cell import positional
 from headtrace.core import revisions as rv
 from headtrace.core import schema
 from headtrace.core.errors import ConfigError
+from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
 from headtrace.report import console
 from headtrace.runtime import locks
 
@@ -64,8 +65,6 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
     if args.log_spaced:  # stage 2 (annealing) lies after stage 1: revisions.training_positions
         audit_on = not args.no_audit and (args.recorded or not args.from_file)
         if audit_on and args.skip_duplicates:  # audit every branch, choose among the healthy ones
-            from headtrace.models import audit
-
             bad = audit.flagged_branches(_audit_table(args.hf_id, (names + ["main"]) if args.recorded else None,
                                                       args.recorded, optional=("main",)))
             if bad:
@@ -75,8 +74,6 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
             names = [n for n in names if n not in bad]
         chosen = rv.choose_log_spaced(names, args.log_spaced, by=args.by, tokens_per_step=args.tokens_per_step)
         if audit_on and not args.skip_duplicates and chosen:  # mark: audit the chosen and main
-            from headtrace.models import audit
-
             notes = audit.notes(_audit_table(args.hf_id, chosen + ["main"], args.recorded, optional=("main",),
                                              all_branches=names))
             if notes:
@@ -95,8 +92,6 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
 def _audit_table(hf_id: str, branches: list[str] | None, recorded: str | None, optional=(), all_branches=None):
     """The audit of ``branches`` (None: all) from a recording, or from the Hub's metadata (network);
     a branch in ``optional`` (main) is audited only where the recording has it."""
-    from headtrace.models import audit  # huggingface_hub: the audit's network client
-
     if recorded:
         rec_id, trees = audit.load_recording(recorded)
         if rec_id and rec_id != hf_id:
@@ -113,8 +108,6 @@ def _audit_table(hf_id: str, branches: list[str] | None, recorded: str | None, o
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from headtrace.models import audit
-
     branches = None
     if args.revisions or args.from_file:
         branches = list(dict.fromkeys((args.revisions or []) + (_read_names(args.from_file) if args.from_file else [])))

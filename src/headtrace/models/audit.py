@@ -189,7 +189,7 @@ def save_recording(trees: Mapping[str, Iterable], path, hf_id: str = "") -> None
 def load_recording(path) -> tuple[str, dict[str, list]]:
     """``(hf_id, {branch: [RepoFile | RepoFolder, ...]})`` from a recording (:func:`save_recording`):
     the objects huggingface_hub builds from the same JSON."""
-    from huggingface_hub.hf_api import RepoFile, RepoFolder
+    from huggingface_hub.hf_api import RepoFile, RepoFolder  # the client's classes: only where recordings are read
 
     data = json.loads(Path(path).read_text())
     trees = {}
@@ -204,12 +204,12 @@ def check_before_fetch(hf_id: str, revision: str, final: str = "main") -> str | 
     final branch's weight files, or none at all? Returns the finding in words (None: nothing found;
     a sentence saying why it was skipped when offline or the listing fails). Network: the branch list
     and two tree listings."""
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # the network client: only the fetch job's check
 
     if constants.HF_HUB_OFFLINE:
         return f"audit of {hf_id}@{revision} skipped: HF_HUB_OFFLINE is set"
     try:
-        from huggingface_hub import HfApi
+        from huggingface_hub import HfApi  # network client, as above
 
         every = [b.name for b in HfApi().list_repo_refs(hf_id).branches]
         branches = [revision] if revision == final or final not in every else [revision, final]

@@ -176,7 +176,13 @@ def test_fetch_rule_downloads_the_revisions_repository(cache, monkeypatch, tmp_p
         seen.append((repo_id, kw["revision"]))
         return str(next((root / ("models--" + repo_id.replace("/", "--")) / "snapshots").iterdir()))
 
+    class FakeApi:  # fetch lists the revision's files first (safetensors or pickle weights)
+        def list_repo_files(self, repo_id, revision=None):
+            snap = next((root / ("models--" + repo_id.replace("/", "--")) / "snapshots").iterdir())
+            return [p.name for p in snap.iterdir()]
+
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
     cfg = _cfg()
     for revision in panel.revisions_of(cfg, "tl"):
         hf_id, hub_revision = panel.hub_source(cfg, "tl", revision)

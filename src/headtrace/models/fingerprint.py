@@ -50,7 +50,7 @@ import polars as pl
 from headtrace.models import weights
 from headtrace.models.provenance import sha256_file as file_sha256
 
-__all__ = ["SKETCH_DIM", "SEED", "CHUNK", "sketch", "tensor_digest", "fingerprint_rows", "file_sha256"]
+__all__ = ["SKETCH_DIM", "SEED", "CHUNK", "sketch", "sketch_and_norm", "tensor_digest", "fingerprint_rows", "file_sha256"]
 
 SKETCH_DIM = 64
 SEED = 20240607  # fixed forever: changing it changes every sketch, and old tables stop comparing
@@ -116,21 +116,28 @@ def _chunks(tensor):
         yield start, widen(flat[start:start + CHUNK])
 
 
-def sketch(tensor, name: str, *, seed: int = SEED) -> np.ndarray:
-    """The CountSketch (length ``SKETCH_DIM``, float64) of a tensor (torch or numpy, any real dtype),
-    with the projection fixed by ``(name, numel, seed)`` (module docstring)."""
+def sketch_and_norm(tensor, name: str, *, seed: int = SEED) -> tuple[np.ndarray, float]:
+    """``(sketch, L2 norm in float64)`` in one pass over the tensor."""
     key = _key(name, _numel(tensor), seed)
     bins = np.zeros(2 * SKETCH_DIM, dtype=np.float64)
+    sq = 0.0
     for start, x in _chunks(tensor):
         z = _hash(start, start + x.size, key)
         # bucket h = the low 6 bits, sign s = bit 6 (0: +1, 1: -1): one bincount over 128 bins
         z &= _MASK2
         bins += np.bincount(z.astype(np.intp), weights=x, minlength=2 * SKETCH_DIM)
-    return bins[:SKETCH_DIM] - bins[SKETCH_DIM:]
+        sq += float(np.square(x).sum())  # not np.dot: no BLAS threads in a one-thread job
+    return bins[:SKETCH_DIM] - bins[SKETCH_DIM:], float(np.sqrt(sq))
+
+
+def sketch(tensor, name: str, *, seed: int = SEED) -> np.ndarray:
+    """The CountSketch (length ``SKETCH_DIM``, float64) of a tensor (torch or numpy, any real dtype),
+    with the projection fixed by ``(name, numel, seed)`` (module docstring)."""
+    return sketch_and_norm(tensor, name, seed=seed)[0]
 
 
 def _norm(tensor) -> float:
-    return float(np.sqrt(sum(float(np.dot(x, x)) for _, x in _chunks(tensor))))
+    return float(np.sqrt(sum(float(np.square(x).sum()) for _, x in _chunks(tensor))))
 
 
 def _dtype_name(tensor) -> str:
@@ -199,9 +206,10 @@ def fingerprint_rows(files: list[Path], model: str, revision: str, fmt: str | No
         add(model=model, revision=revision, kind="file", name=f.name, file=f.name, format=fmt, sha256=digest)
     for f in files:
         for key, t in _tensors(f, fmt):
+            sk, norm = sketch_and_norm(t, key)
             add(model=model, revision=revision, kind="tensor", name=key, file=f.name, format=fmt,
                 sha256=tensor_digest(t), dtype=_dtype_name(t), shape=[int(s) for s in t.shape],
-                numel=_numel(t), norm=_norm(t), sketch=sketch(t, key).tolist())
+                numel=_numel(t), norm=norm, sketch=sk.tolist())
     return pl.DataFrame(rows, schema={
         "model": pl.String, "revision": pl.String, "kind": pl.String, "name": pl.String, "file": pl.String,
         "format": pl.String, "sha256": pl.String, "dtype": pl.String, "shape": pl.List(pl.Int64),

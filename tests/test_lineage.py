@@ -258,3 +258,35 @@ def test_a_frozen_matrix_is_no_sharing(healthy_fps):
     assert bad["revision"].to_list() == ["step0", "step1", "step2"]  # the earlier holders name the latest
     assert all(r["flags"] == ["shares_shard_with"] and r["shares_shard_with"] == ["step8"]
                for r in bad.iter_rows(named=True))
+
+
+def test_reference_skips_a_duplicated_first_revision_and_edge_cases(healthy_fps):
+    """#205 served main's weights under step0 too: the reference is then the earliest revision that
+    is no duplicate. A model with one revision, or with file rows only, gets rows and no flag."""
+    fps = {r: df for r, df in healthy_fps.items() if r in ("step0", "step2", "step4", "step8", "step32")}
+    fps["step0"] = healthy_fps["step32"].with_columns(pl.lit("step0").alias("revision"))
+    table = run(fps)
+    assert table.filter(pl.col("revision") == "step0")["duplicate_of"][0] == "step32"
+    assert table["reference"].unique().to_list() == ["step2"]
+    assert flags_of(table) == {"step0": ["duplicate_of"], "step2": [], "step4": [], "step8": [], "step32": []}
+    assert table.filter(pl.col("revision") == "step2")["dist_from_first"][0] == 0
+    one = run({"step4": healthy_fps["step4"]})
+    assert one.height == 1 and no_flags(one) and one["previous"][0] is None
+    files_only = run({r: df.filter(pl.col("kind") == "file") for r, df in healthy_fps.items()})
+    assert no_flags(files_only) and files_only["n_matrices"].max() == 0
+    with pytest.raises(ValueError, match="one model"):
+        lineage.model_lineage(pl.concat([healthy_fps["step0"], healthy_fps["step2"].with_columns(pl.lit("b").alias("model"))]))
+
+
+def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
+    assert report_lineage.read(tmp_path) is None
+    fps = dict(healthy_fps)
+    fps["step4"] = healthy_fps["step32"].with_columns(pl.lit("step4").alias("revision"))
+    tables.write(run(fps), tmp_path / "models" / "toy" / "lineage.parquet", schema="lineage")
+    tables.write(run(healthy_fps).with_columns(pl.lit("other").alias("model")),
+                 tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
+    table = report_lineage.read(tmp_path)
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"]}
+    md = report_lineage.section_markdown(table)
+    assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 1 flagged)" in md
+    assert '<section id="lineage">' in report_lineage.section_html(table)

@@ -16,13 +16,15 @@ Pure functions of the table; nothing is recomputed here.
 from __future__ import annotations
 
 import html as _html
+from pathlib import Path
 
 import polars as pl
 
+from headtrace.core import tables
 from headtrace.findings import lineage as _lineage
 from headtrace.report.format import fmt_tokens
 
-__all__ = ["suspect", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
+__all__ = ["read", "suspect", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
 
 INTEGRITY_DOC = "docs/integrity.md"
 _MEANING = {
@@ -31,6 +33,13 @@ _MEANING = {
     "not_descended_from_init": "as far from the model's earliest revision as an independent init",
     "discontinuous": "leaves the path of training",
 }
+
+
+def read(results="results") -> pl.DataFrame | None:
+    """Every model's lineage table under a results folder (``results/models/*/lineage.parquet``),
+    concatenated; None when there is none (a run of reference models only, or before this check)."""
+    paths = sorted(Path(results).glob("models/*/lineage.parquet"))
+    return tables.read_many(paths) if paths else None
 
 
 def suspect(table: pl.DataFrame | None):

@@ -94,6 +94,7 @@ def test_dry_run_lists_the_per_cell_jobs(ran):
     for rule in ("capture", "pr", "screen", "positional", "ablate"):
         assert counts[rule] == 4, (rule, counts)
     assert counts["train_toy"] == 1 and counts["probe"] == 2 and counts["trajectory"] == 2
+    assert counts["lineage"] == 2  # one per model run here (docs/integrity.md)
 
 
 def test_outputs_follow_the_contract(ran, workdir):
@@ -160,7 +161,7 @@ def test_adding_a_revision_schedules_only_that_cell(ran, workdir):
         cfg["models"]["tiny-olmo"]["revisions"] = ["rev-a", "rev-c"]
         (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     assert counts.get("capture") == 1 and counts.get("pr") == 1 and counts.get("screen") == 1
-    assert counts.get("ablate") == 1 and counts.get("trajectory") == 1
+    assert counts.get("ablate") == 1 and counts.get("trajectory") == 1 and counts.get("lineage") == 1
     assert "train_toy" not in counts and "probe" not in counts
 
 
@@ -213,3 +214,33 @@ def test_summary_page_shows_the_tables_answers(ran, workdir):
         final = v.filter(pl.col("circuit") == "final_circuit") if (v["circuit"] == "final_circuit").any() else v
         # an empty final circuit has nothing to ablate: the page says so instead of a verdict word
         assert final["verdict"][0] in text if final["n_heads"][0] else "no circuit" in text
+
+
+def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, workdir):
+    """results/models/{model}/lineage.parquet per run model: the toy run (step0 -> step4) raises no
+    flag; the local tiny-olmo's rev-a and rev-c are inits of two seeds (tiny.tiny_model), so rev-c
+    does not descend from rev-a. provenance.on_suspect: fail stops the lineage job naming it; drop
+    leaves it out of the trajectory. (Last in this module: it rewrites the trajectory.)"""
+    res = workdir / "results" / "models"
+    toy = tables.conform(pl.read_parquet(res / "tiny-toy" / "lineage.parquet"), "lineage")
+    assert toy["revision"].to_list() == ["step0", "step4"] and toy["flags"].list.len().sum() == 0
+    olmo = tables.conform(pl.read_parquet(res / "tiny-olmo" / "lineage.parquet"), "lineage")
+    by = {r["revision"]: r for r in olmo.iter_rows(named=True)}
+    assert by["rev-a"]["flags"] == [] and "not_descended_from_init" in by["rev-c"]["flags"]
+    assert by["rev-c"]["tokens"] == 3000 and by["rev-c"]["reference"] == "rev-a"
+    assert "lineage flag: model 'tiny-olmo' revision 'rev-c'" in (workdir / "logs" / "lineage" / "tiny-olmo.log").read_text()
+    cfg = yaml.safe_load((workdir / "config.yaml").read_text())
+    try:
+        cfg["provenance"] = {"on_suspect": "fail"}
+        (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        with pytest.raises(AssertionError, match="lineage"):
+            snakemake(workdir, "results/models/tiny-olmo/lineage.parquet", "--forcerun", "lineage")
+        log = (workdir / "logs" / "lineage" / "tiny-olmo.log").read_text()
+        assert "on_suspect is 'fail'" in log and "revision 'rev-c': not_descended_from_init" in log
+        cfg["provenance"] = {"on_suspect": "drop"}
+        (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        snakemake(workdir, "results/models/tiny-olmo/trajectory.parquet")
+        assert pl.read_parquet(res / "tiny-olmo" / "trajectory.parquet")["revision"].unique().to_list() == ["rev-a"]
+    finally:
+        cfg.pop("provenance")
+        (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))

@@ -6,7 +6,17 @@
 prints a ready ``models:`` config block with N log-spaced revisions of HF_ID (branch names are
 listed from the Hub, or read one per line from FILE, e.g. a recorded list, with no network);
 ``--list`` prints the sorted branch names instead, one per line (a recorded list for
-``models.NAME.branch_list``, the refinement pool of a hub model).
+``models.NAME.branch_list``, the refinement pool of a hub model). With ``--log-spaced`` the chosen
+branches (and main) are audited first (:mod:`headtrace.models.audit`: the Hub's file metadata, no
+download): a branch serving another's weights is marked with a comment, or left out and replaced
+by the next candidate with ``--skip-duplicates`` (which audits every branch); ``--recorded FILE``
+reads a recorded audit instead of the Hub, ``--no-audit`` skips it.
+
+    headtrace audit HF_ID [--revisions R ...] [--from-file LIST] [--recorded FILE]
+
+reports the branches that serve identical weight files or shards, and those with no loadable
+weights, as a table, from each branch's file list with its LFS sha256 (no weight is downloaded);
+exit 1 when any branch is flagged.
 
     headtrace summary [RESULTS]
 
@@ -39,6 +49,7 @@ from headtrace.cell import positional
 from headtrace.core import revisions as rv
 from headtrace.core import schema
 from headtrace.core.errors import ConfigError
+from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
 from headtrace.report import console
 from headtrace.runtime import locks
 
@@ -54,16 +65,59 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
     if args.list:  # the branch list file a hub model's refine pool can use (models.NAME.branch_list)
         sys.stdout.write("".join(f"{n}\n" for n in names))
         return 0
+    notes = {}
     if args.log_spaced:  # stage 2 (annealing) lies after stage 1: revisions.training_positions
+        audit_on = not args.no_audit and (args.recorded or not args.from_file)
+        if audit_on and args.skip_duplicates:  # audit every branch, choose among the healthy ones
+            bad = audit.flagged_branches(_audit_table(args.hf_id, (names + ["main"]) if args.recorded else None,
+                                                      args.recorded, optional=("main",)))
+            if bad:
+                print(f"headtrace: left out {len(bad)} branches the audit flags: "
+                      + ", ".join(f"{b} ({w})" for b, w in list(bad.items())[:8]) + (" …" if len(bad) > 8 else ""),
+                      file=sys.stderr)
+            names = [n for n in names if n not in bad]
         chosen = rv.choose_log_spaced(names, args.log_spaced, by=args.by, tokens_per_step=args.tokens_per_step)
+        if audit_on and not args.skip_duplicates and chosen:  # mark: audit the chosen and main
+            notes = audit.notes(_audit_table(args.hf_id, chosen + ["main"], args.recorded, optional=("main",),
+                                             all_branches=names))
+            if notes:
+                print(f"headtrace: the audit flags {len(notes)} of the chosen revisions (marked below; "
+                      "--skip-duplicates chooses others)", file=sys.stderr)
     else:
         chosen = [n for n in names if rv.parse_step(n) is not None]
     if not chosen:
         print(f"headtrace: no step<N> revisions found for {args.hf_id}", file=sys.stderr)
         return 1
     sys.stdout.write(rv.config_block(args.hf_id, args.name, chosen, family=args.family,
-                                     tokens_per_step=args.tokens_per_step))
+                                     tokens_per_step=args.tokens_per_step, notes=notes))
     return 0
+
+
+def _audit_table(hf_id: str, branches: list[str] | None, recorded: str | None, optional=(), all_branches=None):
+    """The audit of ``branches`` (None: all) from a recording, or from the Hub's metadata (network);
+    a branch in ``optional`` (main) is audited only where the recording has it."""
+    if recorded:
+        rec_id, trees = audit.load_recording(recorded)
+        if rec_id and rec_id != hf_id:
+            raise ValueError(f"recording {recorded} is of {rec_id}, not {hf_id}")
+        if branches is not None:
+            branches = [b for b in branches if b in trees or b not in optional]
+            missing = [b for b in branches if b not in trees]
+            if missing:
+                raise ValueError(f"recording {recorded} has no branch {', '.join(missing[:5])}")
+            trees = {b: trees[b] for b in branches}
+    else:
+        trees = audit.fetch_trees(hf_id, branches)
+    return audit.audit(trees, all_branches)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    branches = None
+    if args.revisions or args.from_file:
+        branches = list(dict.fromkeys((args.revisions or []) + (_read_names(args.from_file) if args.from_file else [])))
+    table = _audit_table(args.hf_id, branches, args.recorded)
+    print(audit.format_table(table, args.hf_id))
+    return 1 if audit.flagged_branches(table) else 0
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
@@ -161,7 +215,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="space by step or tokens (auto: tokens when every name has them)")
     r.add_argument("--list", action="store_true",
                    help="print every branch name, one per line (a recorded list for models.NAME.branch_list)")
+    r.add_argument("--skip-duplicates", action="store_true",
+                   help="--log-spaced: audit every branch and choose among those serving their own weights "
+                        "(default: audit the chosen ones and mark the flagged with a comment)")
+    r.add_argument("--no-audit", action="store_true", help="--log-spaced: do not audit the branches")
+    r.add_argument("--recorded", metavar="FILE", help="audit from a recording (headtrace.models.audit) instead of the Hub")
     r.set_defaults(func=_cmd_revisions)
+    a = sub.add_parser("audit", help="which branches of a Hub model serve identical weight files or shards (no download)")
+    a.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-2.8b")
+    a.add_argument("--revisions", nargs="+", metavar="R", help="branches to audit (default: every branch)")
+    a.add_argument("--from-file", metavar="LIST", help="branches to audit, one per line ('-' = stdin)")
+    a.add_argument("--recorded", metavar="FILE",
+                   help="read the branches' file metadata from a recording instead of the Hub (offline)")
+    a.set_defaults(func=_cmd_audit)
     s = sub.add_parser("summary", help="one-screen summary of a finished run (results/models/*/trajectory.parquet)")
     s.add_argument("results", nargs="?", default="results", help="results folder (default: results)")
     s.add_argument("--class-threshold", type=float, default=30.0)

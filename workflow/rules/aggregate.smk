@@ -23,6 +23,7 @@ rule trajectory:
         provenance=lambda wc: screened_paths("provenance", wc.model)
         if panel.model_spec(config, wc.model)["source"] in ("toy", "hub", "local")
         else [],
+        lineage=lineage_input_if_drop,  # provenance.on_suspect: drop leaves flagged revisions out
     output:
         PATHS["trajectory"],
     resources:
@@ -67,6 +68,7 @@ rule onset_bootstrap:
         CONDA_ENV
     input:
         counts=bootstrap_counts,
+        lineage=lambda wc: lineage_paths() if config["provenance"]["on_suspect"] == "drop" else [],
     output:
         PATHS["onset_bootstrap"],
     params:

@@ -49,6 +49,7 @@ PATHS = {
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
     "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
+    "lineage": "results/models/{model}/lineage.parquet",  # lineage.smk: is each revision the checkpoint it says
     "findings": "results/findings",
     "summary": "results/findings/summary.md",
     "summary_html": "results/findings/summary.html",
@@ -207,6 +208,7 @@ def all_targets():
             targets += cell_paths("pr", m)
     if ablation_enabled():  # the published final-checkpoint ablations (rule import_reference_ablation)
         targets += reference_ablations("verdict")
+    targets += [PATHS["lineage"].format(model=m) for m in models_by_source("toy", "hub", "local")]
     targets += findings_outputs()
     targets.append(PATHS["onsets"])
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
@@ -337,3 +339,21 @@ def run_model_ablations(wildcards=None):
     # the published ablations of reference models beside them
     return ([p for m in models_by_source("toy", "hub", "local") for p in screened_paths("ablation", m)]
             + reference_ablations())
+
+
+# ---- checkpoint lineage (lineage.smk) --------------------------------------------------------
+
+
+def lineage_paths(wildcards=None):
+    """Every run model's lineage table (reference models have no fingerprints, so no table)."""
+    return [PATHS["lineage"].format(model=m) for m in models_by_source("toy", "hub", "local")]
+
+
+def lineage_input_if_drop(wildcards):
+    """provenance.on_suspect: drop: the model's lineage table, which the trajectory job reads to
+    leave the flagged revisions out; nothing otherwise (warn and fail add no edge to the DAG)."""
+    if config["provenance"]["on_suspect"] != "drop":
+        return []
+    if panel.model_spec(config, wildcards.model)["source"] not in ("toy", "hub", "local"):
+        return []
+    return [PATHS["lineage"].format(model=wildcards.model)]

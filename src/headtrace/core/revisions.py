@@ -410,13 +410,15 @@ def config_block(
     tokens_per_step: int | str | None = None,
     tokens_from_name: bool | None = None,
     tokens: dict[str, int] | None = None,
+    notes: dict[str, str] | None = None,
 ) -> str:
     """A YAML block for the ``models:`` section of a headtrace config (indented under ``models:``).
 
     Tokens: ``tokens_from_name: true`` when every revision that has a step carries a token count
     in its name (OLMo style) or when asked; else ``tokens_per_step`` when given or known for the
     suite (:data:`KNOWN_TOKENS_PER_STEP`, e.g. Pythia); an explicit ``tokens`` map is written as
-    given. Otherwise a comment says what to fill in.
+    given. Otherwise a comment says what to fill in. ``notes``: revision -> a comment written after
+    it (``headtrace revisions`` marks the branches the audit flags, :mod:`headtrace.models.audit`).
     """
     name = model_name or hf_id.rsplit("/", 1)[-1].lower().replace(".", "_")
     revisions = list(dict.fromkeys(revisions))
@@ -435,7 +437,13 @@ def config_block(
         f"    family: {_scalar(family)}",
         "    revisions:",
     ]
-    lines += [f"      - {_scalar(r)}" + (f"  # {stage_label(r)}" if stage_label(r) else "") for r in revisions]
+    notes = notes or {}
+
+    def comment(r: str) -> str:
+        parts = [p for p in (stage_label(r), notes.get(r)) if p]
+        return f"  # {'; '.join(parts)}" if parts else ""
+
+    lines += [f"      - {_scalar(r)}" + comment(r) for r in revisions]
     if tokens_from_name:
         lines.append("    tokens_from_name: true")
     if tokens_per_step is not None:

@@ -477,6 +477,26 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "floor": pl.Float64,
         "n_samples": pl.Int32,
     },
+    # results/models/{model}/lineage.parquet: one row per revision whose cell wrote a fingerprint
+    # (headtrace.findings.lineage): what it shares with other revisions, its distance from the model's
+    # earliest and previous revision (relative to the weights' scale, sqrt(2) = independent) and flags.
+    "lineage": {
+        **CELL_KEY,
+        "order": pl.Int32,  # position in training order (0 = earliest)
+        "reference": pl.String,  # the earliest revision that is no duplicate: dist_from_first's origin
+        "previous": pl.String,  # the previous revision that is no duplicate
+        "shares": pl.List(pl.String),  # revisions sharing a weight file, shard or matrix with this one
+        "duplicate_of": pl.String,  # every file or tensor equals this revision's (flag duplicate_of)
+        "shares_shard_with": pl.List(pl.String),  # later revisions whose shard/matrices this one serves
+        "dist_from_first": pl.Float64,  # ||r - reference|| / rms(||r||, ||reference||), matrices only
+        "dist_from_previous": pl.Float64,
+        "cos_from_first": pl.Float64,  # per-matrix cosine to the reference (0: independent)
+        "cos_sd": pl.Float64,  # its sketch noise were the two independent
+        "detour": pl.Float64,  # (d(prev, r) + d(r, next)) / d(prev, next); null at the ends
+        "n_matrices": pl.Int32,  # matrices compared with the reference
+        "flags": pl.List(pl.String),  # duplicate_of, shares_shard_with, not_descended_from_init, discontinuous
+        "detail": pl.String,  # the evidence, in words
+    },
 }
 
 
@@ -533,6 +553,7 @@ LOCATIONS: dict[str, str] = {
     "provenance": "results/cells/{model}/{revision}/provenance.parquet",
     "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
     "trajectory": "results/models/{model}/trajectory.parquet",
+    "lineage": "results/models/{model}/lineage.parquet",
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
     "positional": "results/cells/{model}/{revision}/positional.parquet",

@@ -1,0 +1,399 @@
+"""Checkpoint lineage: which revisions of a model really are the checkpoints their names say.
+
+Public suites have served wrong weights under a revision's name: 76 of pythia-2.8b's 154 step
+branches serve ``main``'s ``model.safetensors`` (EleutherAI/pythia#205), pythia-12b's
+``step50000``/``step58000`` serve the final checkpoint's first shard beside their own other shards
+(#206), and PolyPythias ``pythia-160m-weight-seed{1,2}`` from ``step1`` on do not descend from
+their own ``step0`` (#203). A trajectory over such revisions shows milestones that are no training
+at all. This module reads the cells' ``fingerprint`` tables (:mod:`headtrace.models.fingerprint`:
+one row per weight file and per stored tensor with its sha256, L2 norm and a 64-long CountSketch
+whose projection depends only on the tensor's name and size) and, per model, returns one
+``lineage`` row per revision (schema in :mod:`headtrace.core.tables`). Pure functions, no model.
+
+**Which tensors.** Distances and tensor sharing use the *matrices*: stored tensors of two or more
+dimensions with a sketch. Their initialisation is random and zero-mean, so two independent inits
+are orthogonal and an identical matrix means a common origin. One-dimensional tensors (norm gains
+initialised to ones, biases to zeros) are the same in every fresh init and would make any two
+inits look related; they are left out (they also hold a negligible share of the parameters).
+
+**Distance.** For revisions ``a`` and ``b``: ``D² = Σ_t ||s_t(a) − s_t(b)||²`` over the matrices
+``t`` both store with the same size (0 for a tensor whose sha256 is equal), an unbiased estimate of
+``||a − b||²`` (a CountSketch is linear and its projection is shared); ``A² = Σ_t norm_t(a)²``,
+``B²`` likewise (exact). The table's distance is **relative to the parameters' scale**,
+``rel = D / sqrt((A² + B²) / 2)``: 0 for identical weights, **√2 ≈ 1.414 for independent
+zero-mean weights whatever their norms** (``||a − b||² = A² + B²`` when ``<a, b> = 0``), 2 for
+``b = −a``. One global ratio rather than a per-tensor median: it weights each tensor by its size,
+so it reads as "how far the parameter vector moved", and its independence value is exact.
+
+**Descent from the init** is a test of independence on the per-matrix cosines
+``cos_t = (A_t² + B_t² − D_t²) / (2 A_t B_t)`` (1: same direction, 0: independent). A CountSketch
+of length ``m`` estimates ``D_t²`` with variance ``(2/m)(||v||⁴ − ||v||₄⁴) ≤ 2||v||⁴/m``, so were the
+two revisions independent (``D_t² = A_t² + B_t²``) ``cos_t`` would scatter around 0 with
+``sd0_t = sqrt(2/m) (A_t² + B_t²) / (2 A_t B_t)`` (exact norms only: the weights do not depend on the
+sketches being tested). The table's ``cos_from_first`` is the mean of the ``cos_t`` weighted by
+``1/sd0_t²`` and ``cos_sd = 1/sqrt(Σ 1/sd0_t²)`` its standard deviation under independence
+(≈ 0.18/sqrt(number of matrices)). One global cosine would weight the embedding (the largest matrix,
+and the noisiest) by its size and leave a 2-layer toy model undecidable; each matrix votes here.
+
+**Flags** (:data:`FLAGS`), decided per model on its revisions in training order
+(:func:`headtrace.core.revisions.training_order_key`):
+
+* ``duplicate_of`` — every weight file (the same sha256 set) or every stored tensor equals another
+  revision's. In a group of identical revisions the latest in training order is taken as the
+  checkpoint (every published case serves the final checkpoint under earlier names, #205) and
+  each other member is ``duplicate_of`` it.
+* ``shares_shard_with`` — some weight file (a shard), or some matrix, equals another revision's
+  that is not a duplicate of it: the earlier revision of the pair is flagged and names the later
+  (#206). A matrix left unchanged over consecutive revisions (a frozen or never-routed weight) is
+  not sharing: a matrix counts only when a revision between the two holds a different value.
+* ``not_descended_from_init`` — the revision is as far from the model's earliest (non-duplicate)
+  revision as independent inits are from each other: ``cos_from_first < max(Z · cos_sd, COS_FLOOR)``. The
+  calibration is in docs/integrity.md (toy seeds: independent pairs give |cos| ≤ a few sd; every
+  healthy toy revision lies far above).
+* ``discontinuous`` — the revision leaves the path of training: its *detour*
+  ``(d(prev, r) + d(r, next)) / d(prev, next)`` exceeds :data:`DETOUR` (two consecutive steps of any
+  direction that are not opposed give at most √2 ≈ 1.41; a revision carrying weights from
+  elsewhere gives far more), or its distance from the init *falls back*: it lies below the largest
+  distance of an earlier unflagged revision by more than ``max(Z · sd, FALLBACK · that distance)``.
+  Neighbours are the non-duplicate revisions; the first and last have no detour.
+
+Models without fingerprints (the published reference panel) give no rows.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+from headtrace.core import tables
+from headtrace.core.revisions import training_order_key
+
+__all__ = ["FLAGS", "Z", "COS_FLOOR", "DETOUR", "FALLBACK", "lineage", "model_lineage", "pair_stats",
+           "suspect_map", "flagged", "drop_flagged", "check_on_suspect", "EMPTY"]
+
+FLAGS = ("duplicate_of", "shares_shard_with", "not_descended_from_init", "discontinuous")
+Z = 4.0  # sketch-noise multiples a difference must exceed to count (one-sided, p ≈ 3e-5 under normal noise)
+COS_FLOOR = 0.05  # cosine to the init below which a revision counts as independent, however small the noise
+DETOUR = 2.0  # (d(prev,r) + d(r,next)) / d(prev,next) above which r leaves the path (orthogonal steps: ≤ √2)
+FALLBACK = 0.05  # relative fall of the distance from the init that counts (beside Z sketch sd)
+
+LINEAGE_COLUMNS = tables.SCHEMAS["lineage"]
+EMPTY = pl.DataFrame(schema=LINEAGE_COLUMNS)
+
+
+# ---- per-model arrays ------------------------------------------------------------------------
+
+
+class _Model:
+    """One model's fingerprints as aligned arrays: revisions (training order) x matrices."""
+
+    def __init__(self, fp: pl.DataFrame, revisions: list[str]):
+        self.revisions = revisions
+        idx = {r: i for i, r in enumerate(revisions)}
+        files = fp.filter(pl.col("kind") == "file")
+        self.files: list[dict[str, str]] = [{} for _ in revisions]  # file name -> sha256
+        for r, name, sha in files.select("revision", "name", "sha256").iter_rows():
+            self.files[idx[r]][name] = sha
+        tens = fp.filter(pl.col("kind") == "tensor")
+        self.tensors: list[dict[str, str]] = [{} for _ in revisions]  # every tensor: name -> sha256
+        self.tensor_file: list[dict[str, str]] = [{} for _ in revisions]
+        for r, name, sha, file in tens.select("revision", "name", "sha256", "file").iter_rows():
+            self.tensors[idx[r]][name] = sha
+            self.tensor_file[idx[r]][name] = file
+        mats = tens.filter((pl.col("shape").list.len() >= 2) & pl.col("sketch").is_not_null()
+                           & (pl.col("sketch").list.len() > 0))
+        names = sorted(set(mats["name"].to_list()))
+        self.names = names
+        col = {n: j for j, n in enumerate(names)}
+        m = int(mats["sketch"].list.len().max()) if mats.height else 0
+        self.m = m
+        R, T = len(revisions), len(names)
+        self.sketch = np.zeros((R, T, max(m, 1)))
+        self.norm2 = np.zeros((R, T))
+        self.numel = np.full((R, T), -1, dtype=np.int64)
+        self.sha = np.full((R, T), None, dtype=object)
+        for r, name, sha, numel, norm, sk in mats.select("revision", "name", "sha256", "numel", "norm",
+                                                         "sketch").iter_rows():
+            i, j = idx[r], col[name]
+            if len(sk) != m:
+                raise ValueError(f"fingerprint of revision '{r}': tensor '{name}' has a sketch of length {len(sk)}, "
+                                 f"others {m}")
+            self.sketch[i, j] = sk
+            self.norm2[i, j] = float(norm) ** 2
+            self.numel[i, j] = int(numel)
+            self.sha[i, j] = sha
+
+
+def pair_stats(mod: _Model, a: int, b: int) -> dict:
+    """Relative distance, mean per-matrix cosine and their sketch noise between revisions ``a`` and
+    ``b`` of ``mod`` over the matrices both store with the same size (module docstring)."""
+    both = (mod.numel[a] >= 0) & (mod.numel[a] == mod.numel[b])
+    if not both.any():
+        return {"rel": math.nan, "rel_sd": math.nan, "cos": math.nan, "cos_sd": math.nan, "n": 0}
+    diff = mod.sketch[a, both] - mod.sketch[b, both]
+    d2 = np.einsum("tm,tm->t", diff, diff)
+    same = np.array([x is not None and x == y for x, y in zip(mod.sha[a, both], mod.sha[b, both])], dtype=bool)
+    d2[same] = 0.0
+    a2, b2 = mod.norm2[a, both], mod.norm2[b, both]
+    var_t = 2.0 * d2 ** 2 / mod.m  # Var(D̂_t²), plug-in
+    D2, A2, B2, var = float(d2.sum()), float(a2.sum()), float(b2.sum()), float(var_t.sum())
+    scale = (A2 + B2) / 2
+    rel = math.sqrt(D2 / scale) if scale > 0 else math.nan
+    rel_sd = math.sqrt(var) / (2 * rel * scale) if rel and scale > 0 else 0.0
+    ab_t = np.sqrt(a2 * b2)
+    ok = ab_t > 0
+    if not ok.any():
+        return {"rel": rel, "rel_sd": rel_sd, "cos": math.nan, "cos_sd": math.nan, "n": int(both.sum())}
+    cos_t = (a2[ok] + b2[ok] - d2[ok]) / (2 * ab_t[ok])
+    # the sketch noise of cos_t were the two independent (D_t² = A_t² + B_t²): exact norms only, so
+    # the weights do not depend on the sketches being tested
+    sd0_t = math.sqrt(2.0 / mod.m) * (a2[ok] + b2[ok]) / (2 * ab_t[ok])
+    w = 1.0 / sd0_t ** 2
+    return {"rel": rel, "rel_sd": rel_sd, "cos": float((w * cos_t).sum() / w.sum()),
+            "cos_sd": float(1.0 / math.sqrt(w.sum())), "n": int(ok.sum())}
+
+
+# ---- sharing -----------------------------------------------------------------------------------
+
+
+def _groups(keys: list) -> list[list[int]]:
+    """Indices with equal (non-empty) keys, groups of two or more."""
+    by: dict = {}
+    for i, k in enumerate(keys):
+        if k:
+            by.setdefault(k, []).append(i)
+    return [g for g in by.values() if len(g) > 1]
+
+
+def _duplicates(mod: _Model) -> dict[int, int]:
+    """revision index -> index of the revision it duplicates (the latest of its group)."""
+    R = len(mod.revisions)
+    parent = list(range(R))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    file_keys = [tuple(sorted(f.values())) for f in mod.files]
+    tensor_keys = [tuple(sorted(t.items())) for t in mod.tensors]
+    for g in _groups(file_keys) + _groups(tensor_keys):
+        for i in g[1:]:
+            parent[find(i)] = find(g[0])
+    members: dict[int, list[int]] = {}
+    for i in range(R):
+        members.setdefault(find(i), []).append(i)
+    out = {}
+    for g in members.values():
+        if len(g) > 1:
+            keep = max(g)  # training order: the latest
+            out.update({i: keep for i in g if i != keep})
+    return out
+
+
+def _shared(mod: _Model, dup: dict[int, int]) -> tuple[dict[int, dict[int, list[str]]], dict[int, set[int]]]:
+    """``(evidence, shares)``: ``evidence[i][j]`` = what revision ``i`` shares with the later ``j``
+    (file names, or ``"N matrices"``), for the flag; ``shares[i]`` = every revision sharing anything."""
+    R = len(mod.revisions)
+    root = [dup.get(i, i) for i in range(R)]
+    shares: dict[int, set[int]] = {i: set() for i in range(R)}
+    evidence: dict[int, dict[int, list[str]]] = {i: {} for i in range(R)}
+    # files (shards)
+    holders: dict[str, list[int]] = {}
+    for i, f in enumerate(mod.files):
+        for sha in set(f.values()):
+            holders.setdefault(sha, []).append(i)
+    for sha, idx in holders.items():
+        for i in idx:
+            shares[i].update(j for j in idx if j != i)
+        last = idx[-1]  # the latest revision holding it is taken as its owner
+        for i in idx[:-1]:
+            if root[i] != root[last]:
+                evidence[i].setdefault(last, []).extend(n for n, s in mod.files[i].items() if s == sha)
+    # matrices, except runs of consecutive revisions (a weight not updated)
+    for t in range(len(mod.names)):
+        col = mod.sha[:, t]
+        by: dict[str, list[int]] = {}
+        for i, s in enumerate(col):
+            if s is not None:
+                by.setdefault(s, []).append(i)
+        for sha, idx in by.items():
+            last = idx[-1]
+            for i in idx[:-1]:
+                between = [k for k in range(i + 1, last) if col[k] is not None]
+                if all(col[k] == sha for k in between):
+                    continue  # a run: unchanged from i to the latest holder
+                shares[i].add(last)
+                shares[last].add(i)
+                if root[i] != root[last]:
+                    evidence[i].setdefault(last, []).append(mod.names[t])
+    return evidence, shares
+
+
+def _describe_evidence(mod: _Model, i: int, j: int, items: list[str]) -> str:
+    files = [x for x in items if x in mod.files[i]]
+    mats = [x for x in items if x not in mod.files[i]]
+    parts = []
+    if files:
+        parts.append(f"{', '.join(sorted(set(files)))} = {mod.revisions[j]}'s")
+    if mats and not files:
+        in_files = sorted({mod.tensor_file[i].get(x) or "?" for x in mats})
+        parts.append(f"{len(set(mats))} of {len(mod.names)} matrices (in {', '.join(in_files)}) = "
+                     f"{mod.revisions[j]}'s")
+    return "; ".join(parts)
+
+
+# ---- the table ---------------------------------------------------------------------------------
+
+
+def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = None, *, z: float = Z,
+                  cos_floor: float = COS_FLOOR, detour: float = DETOUR, fallback: float = FALLBACK) -> pl.DataFrame:
+    """The ``lineage`` rows of one model from its ``fingerprint`` rows (every revision's); ``tokens``:
+    revision -> training tokens (training order and the table's tokens column)."""
+    if fp.is_empty():
+        return EMPTY.clone()
+    models = fp["model"].unique().to_list()
+    if len(models) != 1:
+        raise ValueError(f"model_lineage takes one model's fingerprints, got {sorted(models)}")
+    model = models[0]
+    tokens = dict(tokens or {})
+    revs = sorted(fp["revision"].unique().to_list(), key=lambda r: training_order_key(r, tokens.get(r)))
+    mod = _Model(fp, revs)
+    R = len(revs)
+    dup = _duplicates(mod)
+    evidence, shares = _shared(mod, dup)
+    seq = [i for i in range(R) if i not in dup]  # the path of training: non-duplicates
+    ref = seq[0]
+    prev_of = {}
+    for i in range(R):
+        earlier = [k for k in seq if k < i]
+        prev_of[i] = earlier[-1] if earlier else None
+    from_first = {i: pair_stats(mod, ref, i) for i in range(R)}
+    from_prev = {i: pair_stats(mod, prev_of[i], i) if prev_of[i] is not None else None for i in range(R)}
+
+    flags: dict[int, list[str]] = {i: [] for i in range(R)}
+    details: dict[int, list[str]] = {i: [] for i in range(R)}
+    for i, j in dup.items():
+        flags[i].append("duplicate_of")
+        details[i].append(f"every weight file or tensor = {revs[j]}'s")
+    shard_with = {i: sorted(evidence[i], key=lambda j: j) for i in range(R)}
+    for i in range(R):
+        if shard_with[i]:
+            flags[i].append("shares_shard_with")
+            details[i] += [_describe_evidence(mod, i, j, evidence[i][j]) for j in shard_with[i]]
+    for i in range(R):
+        if i == ref:
+            continue
+        s = from_first[i]
+        if s["n"] and not math.isnan(s["cos"]) and s["cos"] < max(z * s["cos_sd"], cos_floor):
+            flags[i].append("not_descended_from_init")
+            details[i].append(f"cosine to {revs[ref]} {s['cos']:.3f} (sketch sd {s['cos_sd']:.3f}): "
+                              f"as far as independent inits (relative distance {s['rel']:.3f}, √2 = independent)")
+    detours: dict[int, float] = {}
+    for a, i in enumerate(seq[1:-1], start=1):
+        p, n = seq[a - 1], seq[a + 1]
+        d1, d2, d13 = pair_stats(mod, p, i)["rel"], pair_stats(mod, i, n)["rel"], pair_stats(mod, p, n)["rel"]
+        det = (d1 + d2) / d13 if d13 > 0 else (math.inf if d1 + d2 > 0 else 1.0)
+        detours[i] = det
+        if det > detour:
+            flags[i].append("discontinuous")
+            details[i].append(f"detour {det:.2f} > {detour:g}: {revs[p]}→{revs[i]} {d1:.3f} + {revs[i]}→{revs[n]} "
+                              f"{d2:.3f} against {revs[p]}→{revs[n]} {d13:.3f}")
+    best, best_i = 0.0, ref
+    for i in seq[1:]:
+        s = from_first[i]
+        if "discontinuous" not in flags[i] and s["n"] and best > 0:
+            margin = max(z * math.hypot(s["rel_sd"], from_first[best_i]["rel_sd"]), fallback * best)
+            if s["rel"] < best - margin:
+                flags[i].append("discontinuous")
+                details[i].append(f"distance from {revs[ref]} falls back to {s['rel']:.3f} from {best:.3f} "
+                                  f"({revs[best_i]})")
+        if not ({"discontinuous", "not_descended_from_init"} & set(flags[i])) and s["rel"] > best:
+            best, best_i = s["rel"], i
+
+    rows = []
+    for i, r in enumerate(revs):
+        p = from_prev[i]
+        rows.append({
+            "model": model, "revision": r, "tokens": tokens.get(r), "order": i,
+            "reference": revs[ref], "previous": revs[prev_of[i]] if prev_of[i] is not None else None,
+            "shares": [revs[j] for j in sorted(shares[i])],
+            "duplicate_of": revs[dup[i]] if i in dup else None,
+            "shares_shard_with": [revs[j] for j in shard_with[i]],
+            "dist_from_first": from_first[i]["rel"], "dist_from_previous": p["rel"] if p else None,
+            "cos_from_first": from_first[i]["cos"], "cos_sd": from_first[i]["cos_sd"],
+            "detour": detours.get(i), "n_matrices": from_first[i]["n"],
+            "flags": [f for f in FLAGS if f in flags[i]],
+            "detail": "; ".join(details[i]) or None,
+        })
+    return pl.DataFrame(rows, schema=LINEAGE_COLUMNS)
+
+
+def lineage(fingerprints: pl.DataFrame, tokens: Mapping[tuple[str, str], int | None] | None = None,
+            **rules) -> pl.DataFrame:
+    """The ``lineage`` table of every model in ``fingerprints`` (a concatenation of cells'
+    ``fingerprint`` tables); ``tokens``: ``(model, revision) -> tokens``."""
+    if fingerprints.is_empty():
+        return EMPTY.clone()
+    tokens = tokens or {}
+    out = []
+    for model in fingerprints["model"].unique(maintain_order=True).to_list():
+        fp = fingerprints.filter(pl.col("model") == model)
+        out.append(model_lineage(fp, {r: t for (m, r), t in tokens.items() if m == model}, **rules))
+    return pl.concat(out)
+
+
+# ---- what the report and the workflow read -----------------------------------------------------
+
+
+def flag_labels(row: Mapping) -> list[str]:
+    """A row's flags as the report shows them: ``duplicate_of main``, ``shares_shard_with main``,
+    ``not_descended_from_init``, ``discontinuous``."""
+    out = []
+    for f in row["flags"] or []:
+        if f == "duplicate_of" and row.get("duplicate_of"):
+            out.append(f"duplicate_of {row['duplicate_of']}")
+        elif f == "shares_shard_with" and row.get("shares_shard_with"):
+            out.append(f"shares_shard_with {', '.join(row['shares_shard_with'])}")
+        else:
+            out.append(f)
+    return out
+
+
+def suspect_map(table: pl.DataFrame | None) -> dict[tuple[str, str], list[str]]:
+    """``(model, revision) -> flag labels`` of every flagged revision of a lineage table (what the
+    report marks statements resting on); empty for None or an empty table."""
+    if table is None or table.is_empty():
+        return {}
+    return {(r["model"], r["revision"]): flag_labels(r) for r in table.iter_rows(named=True) if r["flags"]}
+
+
+def flagged(table: pl.DataFrame | None) -> pl.DataFrame:
+    """The flagged rows of a lineage table."""
+    if table is None or table.is_empty():
+        return EMPTY.clone()
+    return table.filter(pl.col("flags").list.len() > 0)
+
+
+def drop_flagged(df: pl.DataFrame, table: pl.DataFrame | None) -> pl.DataFrame:
+    """``df`` (any table with ``model`` and ``revision``) without the rows of flagged revisions."""
+    bad = flagged(table)
+    if bad.is_empty() or df.is_empty():
+        return df
+    return df.join(bad.select("model", "revision"), on=["model", "revision"], how="anti")
+
+
+def check_on_suspect(table: pl.DataFrame, on_suspect: str) -> list[str]:
+    """One line per flagged revision; raises ``ValueError`` listing them when ``on_suspect`` is
+    ``fail`` (``warn`` / ``drop`` return the lines for the log)."""
+    if on_suspect not in ("warn", "drop", "fail"):
+        raise ValueError(f"provenance.on_suspect must be warn, drop or fail, got {on_suspect!r}")
+    lines = [f"model '{r['model']}' revision '{r['revision']}': {', '.join(flag_labels(r))}"
+             + (f" ({r['detail']})" if r["detail"] else "") for r in flagged(table).iter_rows(named=True)]
+    if lines and on_suspect == "fail":
+        raise ValueError("provenance.on_suspect is 'fail' and the lineage check flagged these revisions "
+                         "(docs/integrity.md: dropping or replacing a flagged revision):\n  " + "\n  ".join(lines))
+    return lines

@@ -1,0 +1,137 @@
+"""The lineage section of the report: is each revision the checkpoint its name says?
+
+Renders the ``lineage`` tables (``results/models/{model}/lineage.parquet``,
+:mod:`headtrace.findings.lineage`) as
+
+* a *banner* (:func:`banner_markdown`, :func:`banner_html`): one line per flagged revision, for the
+  first screen of ``summary.md`` / ``summary.html`` (empty when nothing is flagged);
+* a *section* per model (:func:`section_markdown`, :func:`section_html`): every revision with its
+  distance from the model's earliest revision and from the previous one, its cosine to the earliest,
+  the revisions it shares files, shards or matrices with, and its flags;
+* :func:`suspect`: ``(model, revision) -> flag labels``, the mapping with which the headline and the
+  summary mark each statement resting on a flagged revision.
+
+Pure functions of the table; nothing is recomputed here.
+"""
+from __future__ import annotations
+
+import html as _html
+from pathlib import Path
+
+import polars as pl
+
+from headtrace.core import tables
+from headtrace.findings import lineage as _lineage
+from headtrace.report.format import fmt_tokens
+
+__all__ = ["read", "suspect", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
+
+INTEGRITY_DOC = "docs/integrity.md"
+_MEANING = {
+    "duplicate_of": "every weight file or tensor is another revision's",
+    "shares_shard_with": "a shard or matrix is a later revision's",
+    "not_descended_from_init": "as far from the model's earliest revision as an independent init",
+    "discontinuous": "leaves the path of training",
+}
+
+
+def read(results="results") -> pl.DataFrame | None:
+    """Every model's lineage table under a results folder (``results/models/*/lineage.parquet``),
+    concatenated; None when there is none (a run of reference models only, or before this check)."""
+    paths = sorted(Path(results).glob("models/*/lineage.parquet"))
+    return tables.read_many(paths) if paths else None
+
+
+def suspect(table: pl.DataFrame | None):
+    """``(model, revision) -> ["duplicate_of main", ...]`` for every flagged revision (empty mapping
+    when nothing is flagged or there is no table): what the headline and summary mark."""
+    return _lineage.suspect_map(table)
+
+
+def _num(x, digits=3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _line(r: dict) -> str:
+    return f"{r['model']} {r['revision']}: {', '.join(_lineage.flag_labels(r))}"
+
+
+def banner_markdown(table: pl.DataFrame | None, on_suspect: str = "warn") -> str:
+    """A short block for the top of summary.md listing each flagged revision ("" when none)."""
+    bad = _lineage.flagged(table)
+    if bad.is_empty():
+        return ""
+    what = {"warn": "the findings below include them; statements resting on them are marked",
+            "drop": "the findings below leave them out (provenance.on_suspect: drop)",
+            "fail": "the run stops on them (provenance.on_suspect: fail)"}[on_suspect]
+    lines = [f"- **{_line(r)}**" + (f" — {r['detail']}" if r["detail"] else "")
+             for r in bad.sort("model", "order").iter_rows(named=True)]
+    return (f"> **Checkpoint lineage: {bad.height} revision{'s' if bad.height != 1 else ''} flagged** "
+            f"({what}; {INTEGRITY_DOC}):\n>\n" + "\n".join("> " + ln for ln in lines) + "\n")
+
+
+def banner_html(table: pl.DataFrame | None, on_suspect: str = "warn") -> str:
+    """The banner as an HTML fragment (``<div class="lineage-banner">``; "" when nothing is flagged)."""
+    bad = _lineage.flagged(table)
+    if bad.is_empty():
+        return ""
+    items = "".join(f"<li><b>{_html.escape(_line(r))}</b>"
+                    + (f" — {_html.escape(r['detail'])}" if r["detail"] else "") + "</li>"
+                    for r in bad.sort("model", "order").iter_rows(named=True))
+    mode = {"warn": "statements resting on them are marked", "drop": "the findings leave them out",
+            "fail": "the run stops on them"}[on_suspect]
+    return (f'<div class="lineage-banner" style="border:2px solid #b00;padding:0.4em 0.8em;margin:0.5em 0">'
+            f"<b>Checkpoint lineage: {bad.height} revision{'s' if bad.height != 1 else ''} flagged</b> "
+            f"({mode}; see {INTEGRITY_DOC})<ul>{items}</ul></div>")
+
+
+def _rows(g: pl.DataFrame) -> list[list[str]]:
+    out = []
+    for r in g.sort("order").iter_rows(named=True):
+        out.append([r["revision"], fmt_tokens(r["tokens"]), _num(r["dist_from_first"]), _num(r["dist_from_previous"]),
+                    f"{_num(r['cos_from_first'], 2)} ± {_num(r['cos_sd'], 2)}",
+                    ", ".join(r["shares"] or []) or "—", ", ".join(_lineage.flag_labels(r)) or "—"])
+    return out
+
+
+_HEAD = ["revision", "tokens", "from first", "from previous", "cosine to first", "shares with", "flags"]
+
+
+def section_markdown(table: pl.DataFrame | None) -> str:
+    """The lineage section of summary.md: per model, a table of its revisions ("" without a table)."""
+    if table is None or table.is_empty():
+        return ""
+    text = ["## Checkpoint lineage\n",
+            "Per revision: its distance from the model's earliest revision and from the previous one "
+            "(relative to the weights' scale: 0 = identical, √2 ≈ 1.41 = independent weights), its cosine to "
+            "the earliest (± its sketch noise; 0 = independent), the revisions it shares a weight file, shard "
+            f"or matrix with, and its flags ({INTEGRITY_DOC}).\n"]
+    for model in table["model"].unique(maintain_order=True).to_list():
+        g = table.filter(pl.col("model") == model)
+        rows = _rows(g)
+        md = ["| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
+        md += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        n_bad = _lineage.flagged(g).height
+        text.append(f"**{model}** (reference {g['reference'][0]}; "
+                    f"{'no revision flagged' if not n_bad else f'{n_bad} flagged'}):\n\n" + "\n".join(md) + "\n")
+    return "\n".join(text)
+
+
+def section_html(table: pl.DataFrame | None) -> str:
+    """The lineage section as an HTML fragment (``<section id="lineage">``; "" without a table)."""
+    if table is None or table.is_empty():
+        return ""
+    parts = ['<section id="lineage"><h2>Checkpoint lineage</h2>',
+             "<p>Distance from the model's earliest revision and from the previous one, relative to the "
+             "weights' scale (0 = identical, √2 ≈ 1.41 = independent weights); cosine to the earliest "
+             f"(0 = independent); shared files, shards or matrices; flags ({_html.escape(INTEGRITY_DOC)}).</p>"]
+    for model in table["model"].unique(maintain_order=True).to_list():
+        g = table.filter(pl.col("model") == model)
+        head = "".join(f"<th>{_html.escape(h)}</th>" for h in _HEAD)
+        body = []
+        for row in _rows(g):
+            style = ' style="background:#fdd"' if row[-1] != "—" else ""
+            body.append(f"<tr{style}>" + "".join(f"<td>{_html.escape(c)}</td>" for c in row) + "</tr>")
+        parts.append(f"<h3>{_html.escape(model)}</h3><table><tr>{head}</tr>{''.join(body)}</table>")
+    parts.append("</section>")
+    return "".join(parts)

@@ -1,0 +1,292 @@
+"""Checkpoint lineage (headtrace.findings.lineage) on toy checkpoints trained here.
+
+A tiny GPT-NeoX toy model is trained for a few steps (the repo's toy recipe, headtrace.models.toy)
+and every checkpoint is saved as three safetensors shards, then fingerprinted with
+headtrace.models.fingerprint as the capture job does. The healthy trajectory raises no flag; four
+broken panels built from it (a copy of another revision, the final's first shard, a re-init from
+another seed, a later revision's matrices in one shard) each raise the right flag, and the report
+module shows them in its banner.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from headtrace.core import tables
+from headtrace.findings import lineage
+from headtrace.models import fingerprint
+from headtrace.models.toy import recipe as toy_recipe
+from headtrace.models.toy import train as toy
+from headtrace.report import lineage as report_lineage
+
+ARCH = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy_recipe.VOCAB_SIZE,
+        "max_position_embeddings": 64, "rotary_pct": 1.0}
+OPTIM = {"lr": 1e-3, "warmup": 2, "batch_size": 4, "seq_len": 32, "weight_decay": 0.01, "log_every": 0}
+DATA = {"kind": "repeat", "token_low": 0, "token_high": 256, "repeat_min": 4, "repeat_max": 10}
+STEPS = [0, 1, 2, 4, 6, 8, 12, 16, 24, 32]
+N_SHARDS = 3
+
+
+def save_sharded(state: dict, folder: Path, n: int = N_SHARDS) -> list[Path]:
+    """``state`` as ``n`` safetensors shards with an index, in key order (as save_pretrained shards)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = list(state)
+    size = math.ceil(len(keys) / n)
+    files, weight_map = [], {}
+    for k in range(n):
+        name = f"model-{k + 1:05d}-of-{n:05d}.safetensors"
+        part = {key: state[key] for key in keys[k * size:(k + 1) * size]}
+        save_file(part, str(folder / name), metadata={"format": "pt"})
+        weight_map.update({key: name for key in part})
+        files.append(folder / name)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return files
+
+
+def shards(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.safetensors"))
+
+
+def fp(folder: Path, revision: str, model: str = "toy") -> pl.DataFrame:
+    return tables.conform(fingerprint.fingerprint_rows(shards(folder), model, revision), "fingerprint")
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    """``{revision: sharded folder}`` of a toy run, plus a re-init of another seed."""
+    root = tmp_path_factory.mktemp("lineage")
+    dirs = toy.train("gpt_neox", root / "train", arch=ARCH, data=DATA, optim=OPTIM, max_steps=STEPS[-1],
+                     checkpoint_steps=STEPS, seed=0, progress=False)
+    out = {}
+    for d in dirs:
+        save_sharded(load_file(d / "model.safetensors"), root / "sharded" / d.name)
+        out[d.name] = root / "sharded" / d.name
+    other = toy.train("gpt_neox", root / "seed7-train", arch=ARCH, data=DATA, optim=OPTIM, max_steps=0,
+                      checkpoint_steps=[0], seed=7, progress=False)  # the same recipe's init, seed 7
+    save_sharded(load_file(other[0] / "model.safetensors"), root / "seed7")
+    out["seed7"] = root / "seed7"
+    return root, out
+
+
+def fingerprints(panel) -> dict[str, pl.DataFrame]:
+    _, folders = panel
+    return {r: fp(f, r) for r, f in folders.items() if r != "seed7"}
+
+
+@pytest.fixture(scope="module")
+def healthy_fps(panel):
+    return fingerprints(panel)
+
+
+def run(fps: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    table = lineage.lineage(pl.concat(list(fps.values())))
+    return tables.conform(table, "lineage")
+
+
+def no_flags(table: pl.DataFrame) -> bool:
+    return int(table["flags"].list.len().sum()) == 0
+
+
+def flags_of(table: pl.DataFrame) -> dict[str, list[str]]:
+    return {r: f for r, f in table.select("revision", "flags").iter_rows()}
+
+
+def test_healthy_trajectory_raises_no_flag(healthy_fps):
+    table = run(healthy_fps)
+    assert table["revision"].to_list() == [f"step{s}" for s in STEPS]  # training order
+    assert no_flags(table), table.filter(pl.col("flags").list.len() > 0)
+    d = table["dist_from_first"].to_list()
+    assert d[0] == 0 and all(b > a for a, b in zip(d[1:], d[2:]))  # moves away from the init
+    assert all(x < math.sqrt(2) for x in d)
+    assert (table["cos_from_first"][1:] > 0.5).all() and table["reference"].unique().to_list() == ["step0"]
+    assert table["previous"].to_list() == [None] + [f"step{s}" for s in STEPS[:-1]]
+    assert report_lineage.banner_markdown(table) == "" and report_lineage.banner_html(table) == ""
+    assert report_lineage.suspect(table) == {}
+    assert "no revision flagged" in report_lineage.section_markdown(table)
+
+
+def test_distance_estimates_the_true_distance(panel, healthy_fps):
+    """The sketch distance agrees with the exact one over the same matrices (within its noise)."""
+    _, folders = panel
+    a, b = ({k: v for f in shards(folders[r]) for k, v in load_file(f).items()} for r in ("step0", "step32"))
+    mats = [k for k in a if a[k].ndim >= 2]
+    d2 = sum(float(((a[k].astype("float64") - b[k]) ** 2).sum()) for k in mats)
+    scale = (sum(float((a[k].astype("float64") ** 2).sum()) for k in mats)
+             + sum(float((b[k].astype("float64") ** 2).sum()) for k in mats)) / 2
+    true = math.sqrt(d2 / scale)
+    est = run(healthy_fps).filter(pl.col("revision") == "step32")["dist_from_first"][0]
+    assert abs(est - true) < 0.25 * true, (est, true)
+
+
+def test_files_equal_to_another_revision_are_a_duplicate(panel, healthy_fps):
+    _, folders = panel
+    fps = dict(healthy_fps)
+    fps["step4"] = fp(folders["step32"], "step4")  # step4's branch serves step32's files (#205)
+    table = run(fps)
+    row = table.filter(pl.col("revision") == "step4").row(0, named=True)
+    assert row["flags"] == ["duplicate_of"] and row["duplicate_of"] == "step32"
+    assert "step4" in table.filter(pl.col("revision") == "step32")["shares"][0].to_list()
+    assert not table.filter(pl.col("revision") == "step32")["flags"][0].to_list()  # the original is not flagged
+    others = table.filter(~pl.col("revision").is_in(["step4"]))
+    assert no_flags(others), others.filter(pl.col("flags").list.len() > 0)
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"]}
+
+
+def test_first_shard_equal_to_the_final_shares_a_shard(panel, healthy_fps, tmp_path):
+    _, folders = panel
+    bad = tmp_path / "step8"
+    shutil.copytree(folders["step8"], bad)
+    first = shards(bad)[0]
+    shutil.copyfile(shards(folders["step32"])[0], first)  # #206: the final checkpoint's first shard
+    fps = dict(healthy_fps)
+    fps["step8"] = fp(bad, "step8")
+    table = run(fps)
+    row = table.filter(pl.col("revision") == "step8").row(0, named=True)
+    assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
+    assert first.name in row["detail"] and row["duplicate_of"] is None
+    assert set(flags_of(table)) == set(fps)
+    assert all(not f for r, f in flags_of(table).items() if r != "step8")
+
+
+def test_reinit_from_another_seed_is_not_descended(panel, healthy_fps):
+    _, folders = panel
+    fps = dict(healthy_fps)
+    fps["step12"] = fp(folders["seed7"], "step12")  # re-initialised from seed 7
+    table = run(fps)
+    row = table.filter(pl.col("revision") == "step12").row(0, named=True)
+    assert "not_descended_from_init" in row["flags"]
+    assert abs(row["cos_from_first"]) < lineage.Z * row["cos_sd"]
+    assert abs(row["dist_from_first"] - math.sqrt(2)) < 0.2  # as far as an independent init
+    assert "discontinuous" in row["flags"]  # and off the path between step8 and step16
+    assert all(not f for r, f in flags_of(table).items() if r != "step12")
+
+
+def test_later_matrices_in_one_shard_are_shared_and_discontinuous(panel, healthy_fps, tmp_path):
+    _, folders = panel
+    own = load_file(shards(folders["step6"])[1])
+    later = load_file(shards(folders["step32"])[1])
+    mats = [k for k in own if own[k].ndim >= 2]
+    mixed = {k: (later[k] if k in mats else own[k]) for k in own}  # its own vectors, step32's matrices
+    bad = tmp_path / "step6"
+    shutil.copytree(folders["step6"], bad)
+    save_file(mixed, str(shards(bad)[1]), metadata={"format": "pt"})
+    assert fingerprint.file_sha256(shards(bad)[1]) != fingerprint.file_sha256(shards(folders["step32"])[1])
+    fps = dict(healthy_fps)
+    fps["step6"] = fp(bad, "step6")
+    table = run(fps)
+    row = table.filter(pl.col("revision") == "step6").row(0, named=True)
+    assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
+    assert f"{len(mats)} of" in row["detail"]
+    assert "discontinuous" in row["flags"] and row["detour"] > lineage.DETOUR
+    assert all(not f for r, f in flags_of(table).items() if r != "step6")
+    md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
+    assert "toy step6: shares_shard_with step32, discontinuous" in md and "1 revision flagged" in md
+    assert "toy step6: shares_shard_with step32, discontinuous" in page and 'class="lineage-banner"' in page
+
+
+def test_independent_inits_are_not_descended_and_calibrated():
+    """Fresh inits of the toy recipe's model, six seeds: every pair is independent; the cosine's
+    null noise predicts their spread (|z| < Z for every pair, mean near 0)."""
+    import numpy as np
+
+    rows = []
+    for seed in range(6):
+        m = toy.build_model("gpt_neox", ARCH, seed=seed)
+        rows.append(_state_rows(m, f"s{seed}"))
+    fps = pl.concat(rows)
+    mod = lineage._Model(fps, [f"s{i}" for i in range(6)])
+    z = [lineage.pair_stats(mod, i, j) for i in range(6) for j in range(i + 1, 6)]
+    zs = np.array([s["cos"] / s["cos_sd"] for s in z])
+    assert (np.abs(zs) < lineage.Z).all(), zs
+    assert abs(zs.mean()) < 3 / math.sqrt(len(zs)) * 1.5, zs  # centred on 0
+    assert all(abs(s["rel"] - math.sqrt(2)) < 0.1 for s in z)
+
+
+def _state_rows(model, revision: str) -> pl.DataFrame:
+    """Fingerprint rows of an in-memory model's state dict (one file row, named model.safetensors)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        model.save_pretrained(d, safe_serialization=True)
+        path = Path(d) / "model.safetensors"
+        return tables.conform(fingerprint.fingerprint_rows([path], "x", revision), "fingerprint")
+
+
+def test_no_fingerprints_no_rows_and_on_suspect(healthy_fps, panel):
+    assert lineage.lineage(pl.DataFrame(schema=tables.SCHEMAS["fingerprint"])).is_empty()
+    assert report_lineage.section_markdown(None) == "" and report_lineage.suspect(None) == {}
+    _, folders = panel
+    fps = dict(healthy_fps)
+    fps["step4"] = fp(folders["step32"], "step4")
+    table = run(fps)
+    assert lineage.check_on_suspect(table, "warn") == lineage.check_on_suspect(table, "drop")
+    with pytest.raises(ValueError, match=r"revision 'step4': duplicate_of step32"):
+        lineage.check_on_suspect(table, "fail")
+    assert lineage.check_on_suspect(run(healthy_fps), "fail") == []
+    with pytest.raises(ValueError, match="on_suspect"):
+        lineage.check_on_suspect(table, "ignore")
+    traj = pl.DataFrame({"model": ["toy"] * 3 + ["other"], "revision": ["step2", "step4", "step8", "step4"]})
+    assert lineage.drop_flagged(traj, table).rows() == [("toy", "step2"), ("toy", "step8"), ("other", "step4")]
+
+
+def test_a_frozen_matrix_is_no_sharing(healthy_fps):
+    """A matrix unchanged over consecutive revisions (frozen, never routed) shares nothing; the
+    same matrix back after a revision that changed it does."""
+    fps = {r: df for r, df in healthy_fps.items()}
+    name = fps["step0"].filter((pl.col("kind") == "tensor") & (pl.col("shape").list.len() >= 2))["name"][0]
+
+    def frozen(df, src):
+        keep = src.filter(pl.col("name") == name).select("sha256", "norm", "sketch").row(0)
+        return df.with_columns(
+            pl.when(pl.col("name") == name).then(pl.lit(keep[0])).otherwise(pl.col("sha256")).alias("sha256"),
+            pl.when(pl.col("name") == name).then(pl.lit(keep[1])).otherwise(pl.col("norm")).alias("norm"),
+            pl.when(pl.col("name") == name).then(pl.lit(pl.Series([keep[2]]))).otherwise(pl.col("sketch"))
+            .alias("sketch"))
+
+    fps["step1"] = frozen(fps["step1"], fps["step0"])
+    fps["step2"] = frozen(fps["step2"], fps["step0"])
+    assert no_flags(run(fps))
+    fps["step8"] = frozen(fps["step8"], fps["step0"])  # step4 and step6 changed it: step8 has step0's back
+    table = run(fps)
+    bad = table.filter(pl.col("flags").list.len() > 0)
+    assert bad["revision"].to_list() == ["step0", "step1", "step2"]  # the earlier holders name the latest
+    assert all(r["flags"] == ["shares_shard_with"] and r["shares_shard_with"] == ["step8"]
+               for r in bad.iter_rows(named=True))
+
+
+def test_reference_skips_a_duplicated_first_revision_and_edge_cases(healthy_fps):
+    """#205 served main's weights under step0 too: the reference is then the earliest revision that
+    is no duplicate. A model with one revision, or with file rows only, gets rows and no flag."""
+    fps = {r: df for r, df in healthy_fps.items() if r in ("step0", "step2", "step4", "step8", "step32")}
+    fps["step0"] = healthy_fps["step32"].with_columns(pl.lit("step0").alias("revision"))
+    table = run(fps)
+    assert table.filter(pl.col("revision") == "step0")["duplicate_of"][0] == "step32"
+    assert table["reference"].unique().to_list() == ["step2"]
+    assert flags_of(table) == {"step0": ["duplicate_of"], "step2": [], "step4": [], "step8": [], "step32": []}
+    assert table.filter(pl.col("revision") == "step2")["dist_from_first"][0] == 0
+    one = run({"step4": healthy_fps["step4"]})
+    assert one.height == 1 and no_flags(one) and one["previous"][0] is None
+    files_only = run({r: df.filter(pl.col("kind") == "file") for r, df in healthy_fps.items()})
+    assert no_flags(files_only) and files_only["n_matrices"].max() == 0
+    with pytest.raises(ValueError, match="one model"):
+        lineage.model_lineage(pl.concat([healthy_fps["step0"], healthy_fps["step2"].with_columns(pl.lit("b").alias("model"))]))
+
+
+def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
+    assert report_lineage.read(tmp_path) is None
+    fps = dict(healthy_fps)
+    fps["step4"] = healthy_fps["step32"].with_columns(pl.lit("step4").alias("revision"))
+    tables.write(run(fps), tmp_path / "models" / "toy" / "lineage.parquet", schema="lineage")
+    tables.write(run(healthy_fps).with_columns(pl.lit("other").alias("model")),
+                 tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
+    table = report_lineage.read(tmp_path)
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"]}
+    md = report_lineage.section_markdown(table)
+    assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 1 flagged)" in md
+    assert '<section id="lineage">' in report_lineage.section_html(table)

@@ -1,0 +1,31 @@
+# Checkpoint lineage (docs/integrity.md): per model, whether each revision is the checkpoint its name
+# says, from the capture jobs' fingerprint tables.
+
+
+localrules:
+    lineage,
+
+
+rule lineage:
+    """One model's lineage: shared files, shards and matrices between its revisions, distances from
+    its earliest and previous revision, and the flags duplicate_of, shares_shard_with,
+    not_descended_from_init, discontinuous (headtrace.findings.lineage)."""
+    conda:
+        CONDA_ENV
+    input:
+        # every screened revision's (configured + refined): input functions resolve the rounds
+        fingerprints=lambda wc: screened_paths("fingerprint", wc.model),
+        provenance=lambda wc: screened_paths("provenance", wc.model),  # tokens of each cell
+    output:
+        PATHS["lineage"],
+    wildcard_constraints:
+        model=RUN_MODELS,
+    params:
+        on_suspect=config["provenance"]["on_suspect"],
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/lineage/{model}.log",
+    script:
+        f"{SCRIPTS}/lineage.py"

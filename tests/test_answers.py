@@ -256,13 +256,6 @@ def test_statements_resting_on_a_flagged_revision_are_marked():
     assert HL.DAGGER not in HL.markdown(rows) and 'id="flags"' not in html.page(rows, HL.sentences(rows), F, V)
 
 
-def test_suspect_from_a_lineage_table():
-    t = pl.DataFrame({"model": ["m", "m", "m"], "revision": ["a", "b", "c"],
-                      "duplicate_of": [None, "a", None], "not_descended_from_init": [False, False, True]})
-    assert A.suspect_from_table(t, ["duplicate_of", "not_descended_from_init"]) == {
-        ("m", "b"): ["duplicate_of a"], ("m", "c"): ["not_descended_from_init"]}
-
-
 def test_summary_html_first_screen_says_where_the_causal_test_decided(tmp_path):
     F, V = toy_run()
     rows = html.write(F, V, tmp_path / "summary.html")

@@ -44,12 +44,14 @@ rule findings:
         positional=positional_tables,  # the screen check section of summary.md
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
         verdicts=run_model_verdicts,  # the headline section at the top of summary.md
+        lineage=lineage_paths,  # checkpoint lineage: the banner, the marks and the section
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
     params:
         **findings_params(),
         families=model_families(),
+        on_suspect=config["provenance"]["on_suspect"],
     conda:
         CONDA_ENV
     resources:
@@ -144,6 +146,7 @@ rule summary_html:
         findings=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         onsets=PATHS["onsets"],
         verdicts=run_model_verdicts,
+        lineage=lineage_paths,  # checkpoint lineage: the banner on the first screen, the marks, the section
         figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
     output:
         page=PATHS["summary_html"],
@@ -156,6 +159,7 @@ rule summary_html:
     params:
         captions=str(Path(workflow.basedir) / "workflow" / "report"),
         families=model_families(),
+        on_suspect=config["provenance"]["on_suspect"],
     conda:
         CONDA_ENV
     resources:

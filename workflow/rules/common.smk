@@ -13,8 +13,6 @@ from headtrace import experiments  # noqa: E402
 from headtrace.panel import config as panel
 from headtrace.panel import refine
 from headtrace.core import revisions
-from headtrace.models import context  # torch-free: config.json reader (the headline's resolved family)
-from headtrace.models.layout import local_checkpoint_path
 
 validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
@@ -310,26 +308,8 @@ def run_model_verdicts(wildcards=None):
 
 
 def model_families():
-    """The family each model's headline row names: as configured, or as ``family: auto`` resolves it
-    (a local checkpoint's config.json ``model_type``, read as the config check reads it); the
-    published panel: its reference file; a hub model on auto: 'auto (hub)' (its config is fetched by
-    the job)."""
-    out = {}
-    for m in MODELS:
-        spec = panel.model_spec(config, m)
-        fam = spec.get("family")
-        if fam and fam != "auto":
-            out[m] = fam
-        elif spec.get("published"):
-            out[m] = f"published ({spec['published']})"
-        elif spec.get("source") == "local":
-            cfgs = [context.read_config(f"{local_checkpoint_path(spec, r)}/config.json") or {}
-                    for r in spec.get("revisions", [])]
-            types = sorted({c["model_type"] for c in cfgs if c.get("model_type")})
-            out[m] = "/".join(types) if types else "auto (local)"
-        else:
-            out[m] = f"auto ({spec.get('source', '?')})"
-    return out
+    """The family each model's headline row names (:func:`headtrace.panel.config.families_shown`)."""
+    return panel.families_shown(config)
 
 
 def run_model_ablations(wildcards=None):

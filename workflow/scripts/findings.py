@@ -6,23 +6,27 @@ from headtrace.core import tables
 from headtrace.findings import compute
 from headtrace.panel import refine
 from headtrace.report import headline, summary
+from headtrace.report import lineage as report_lineage
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     params = dict(snakemake.params)
     families = params.pop("families", None)  # the headline's family column only
+    on_suspect = params.pop("on_suspect")  # provenance.on_suspect: what the lineage banner says of flagged revisions
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     findings["f3_onsets"] = tables.read(snakemake.input.onsets)
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
-    # (model, revision) -> checkpoint-integrity flags; None until the lineage table is wired in
-    # (headtrace.report.answers.suspect_from_table): statements resting on a flagged revision get a dagger
-    suspect = None
-    rows = headline.headline_rows(findings, verdicts, families=families, suspect=suspect)
+    # the checkpoint-lineage tables: a banner naming every flagged revision above the answers, and
+    # statements resting on a flagged revision marked (headtrace.report.lineage, .answers)
+    lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
+    rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage))
     text = summary.render(traj, findings, **params)
-    text = headline.insert(text, headline.markdown(rows, headline.sentences(rows)))  # the answers first
+    answers = report_lineage.banner_markdown(lineage, on_suspect) + headline.markdown(rows, headline.sentences(rows))
+    text = headline.insert(text, answers)  # the answers first
+    text += "\n" + report_lineage.section_markdown(lineage)
     text += "\n" + refine.summary_section(findings["f3_onsets"])
     if snakemake.input.positional:
         flags = positional.circuit_flags(tables.read_many(snakemake.input.positional), traj)

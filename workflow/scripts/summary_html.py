@@ -16,6 +16,7 @@ with logs.to_file(snakemake.log[0]):
         rst = Path(snakemake.params.captions) / f"{Path(png).stem}.rst"
         cap = html.rst_to_html(rst.read_text()) if rst.exists() else ""
         figures.append((Path(os.path.relpath(png, out.parent)).as_posix(), Path(png).stem, cap))
-    suspect = None  # (model, revision) -> checkpoint-integrity flags: the lineage table's, once wired in
+    lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
     html.write(findings, verdicts, out, headline_html=snakemake.output.headline, brief_html=snakemake.output.brief,
-               families=snakemake.params.families, figures=figures, suspect=suspect)
+               families=snakemake.params.families, figures=figures, lineage=lineage,
+               on_suspect=snakemake.params.on_suspect)

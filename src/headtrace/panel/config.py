@@ -129,6 +129,28 @@ def probe_limits(config: dict, model: str) -> context.Limits | None:
     return None
 
 
+def families_shown(config: dict) -> dict[str, str]:
+    """The family each model's headline row names: as configured, or as ``family: auto`` resolves it
+    (a local checkpoint's config.json ``model_type``, read as the config check reads it); the
+    published panel: its reference file; a hub model on auto: 'auto (hub)' (its config is fetched by
+    the job)."""
+    out = {}
+    for m in model_names(config):
+        spec = model_spec(config, m)
+        fam = spec.get("family")
+        if fam and fam != "auto":
+            out[m] = fam
+        elif spec.get("published"):
+            out[m] = f"published ({spec['published']})"
+        elif spec.get("source") == "local":
+            types = sorted({c["model_type"] for c in (context.read_config(w) or {} for w in _config_jsons_of(config, m))
+                            if c.get("model_type")})
+            out[m] = "/".join(types) if types else "auto (local)"
+        else:
+            out[m] = f"auto ({spec.get('source', '?')})"
+    return out
+
+
 def _config_jsons_of(config: dict, model: str) -> list[str]:
     spec = model_spec(config, model)
     return [f"{local_checkpoint_path(spec, revision)}/config.json" for revision in spec["revisions"]]

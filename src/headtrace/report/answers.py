@@ -27,8 +27,8 @@ brackets fill in only a table without one. Printed bounds are rounded outward
 **Checkpoint integrity** (``suspect``): a mapping ``(model, revision) -> [flag, ...]`` (e.g.
 ``"duplicate_of step900"``, ``"not_descended_from_init"``). Every statement records the revisions it
 rests on (``rests_on``); one resting on a flagged revision carries the flags, and the renderers
-mark it (a dagger and a note naming the flag). Nothing in the workflow fills it yet: the lineage
-table's per-revision flags are meant to go there (:func:`suspect_from_table`).
+mark it (a dagger and a note naming the flag). The workflow fills it from the checkpoint-lineage
+tables (:func:`headtrace.report.lineage.suspect`).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ import polars as pl
 from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "build", "model_answers",
-           "run_answer", "suspect_from_table", "verdict_of", "verdict_word", "underpowered_why",
+           "run_answer", "verdict_of", "verdict_word", "underpowered_why",
            "effect_text", "fmt_metric", "CIRCUIT_MILESTONE", "SINK_MILESTONES", "DECIDED",
            "INDUCTION_CIRCUITS"]
 
@@ -547,26 +547,6 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
     return out
 
 
-def suspect_from_table(lineage: pl.DataFrame | None, flag_columns: Iterable[str]) -> dict[tuple[str, str], list[str]]:
-    """``(model, revision) -> ['column value', ...]`` from a per-revision table (the lineage table):
-    every non-null, non-false value of ``flag_columns`` becomes a flag ('duplicate_of step900',
-    'not_descended_from_init')."""
-    out: dict[tuple[str, str], list[str]] = {}
-    if lineage is None or not lineage.height:
-        return out
-    cols = [c for c in flag_columns if c in lineage.columns]
-    for r in lineage.iter_rows(named=True):
-        fl = []
-        for c in cols:
-            x = r[c]
-            if x is None or x is False or _nan(x):
-                continue
-            fl.append(c if x is True else f"{c} {x}")
-        if fl:
-            out[(r["model"], r["revision"])] = fl
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # the run's statements
 
@@ -715,5 +695,5 @@ def run_answer(answers: list[ModelAnswer]) -> RunAnswer:
 def build(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None = None, *,
           families: Mapping[str, str] | None = None, suspect: Suspect | None = None, **kw) -> RunAnswer:
     """The :class:`RunAnswer` of a run from its findings tables and verdict rows. ``suspect``:
-    ``(model, revision) -> flags`` (checkpoint integrity; to be wired to the lineage table)."""
+    ``(model, revision) -> flags`` (checkpoint integrity: :func:`headtrace.report.lineage.suspect`)."""
     return run_answer(model_answers(findings, verdicts, families=families, suspect=suspect, **kw))

@@ -10,6 +10,7 @@ import polars as pl
 from headtrace.cell import positional
 from headtrace.report import answers as A
 from headtrace.report import headline as HL
+from headtrace.report import lineage as RL
 
 
 def _findings(results: Path) -> dict[str, pl.DataFrame]:
@@ -28,6 +29,8 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     if not trajectories:
         return f"no trajectories under {results}/models: has the workflow run?"
     lines = ["headtrace summary", ""]
+    if suspect is None:  # the checkpoint-lineage tables the workflow wrote (none: nothing flagged)
+        suspect = RL.suspect(RL.read(results))
     vtable = _verdict_table(results)
     F = _findings(results)
     run = None

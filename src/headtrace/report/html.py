@@ -19,6 +19,7 @@ import polars as pl
 
 from headtrace.core import tables
 from headtrace.report import answers as A
+from headtrace.report import lineage as RL
 from headtrace.report import headline as HL
 from headtrace.report.format import fmt_tokens
 
@@ -274,37 +275,45 @@ def _model_section(r: dict, F: Mapping[str, pl.DataFrame], verdicts: pl.DataFram
 
 def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame],
          verdicts: pl.DataFrame | None = None, *, figures: Iterable[tuple[str, str, str]] = (),
-         title: str = "headtrace — when do attention circuits form?") -> str:
-    """The whole page. ``figures``: (relative image path, title, caption HTML) in display order."""
+         title: str = "headtrace — when do attention circuits form?", lineage: pl.DataFrame | None = None,
+         on_suspect: str = "warn") -> str:
+    """The whole page. ``figures``: (relative image path, title, caption HTML) in display order.
+    ``lineage``: the checkpoint-lineage tables (:mod:`headtrace.findings.lineage`): a banner naming
+    every flagged revision above the headline, and a section after the models'."""
     figures = list(figures)
+    section = RL.section_html(lineage)
     nav = ['<a href="#headline">headline</a>'] + (['<a href="#figures">figures</a>'] if figures else []) + [
-        f'<a href="#model-{_e(r["model"])}">{_e(r["model"])}</a>' for r in rows]
+        f'<a href="#model-{_e(r["model"])}">{_e(r["model"])}</a>' for r in rows] + (
+        ['<a href="#lineage">lineage</a>'] if section else [])
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_e(title)}</title><style>{CSS}{HEADLINE_CSS}</style></head><body>",
              f'<h1 id="top">{_e(title)}</h1>', "<nav>" + "".join(nav) + "</nav>",
-             headline_fragment(rows, sents)]
+             RL.banner_html(lineage, on_suspect), headline_fragment(rows, sents)]
     if figures:
         parts.append('<h2 id="figures">Figures</h2>')
         for src, name, cap in figures:
             parts.append(f'<figure id="fig-{_e(name)}"><img src="{_e(src)}" alt="{_e(name)}" loading="lazy">'
                          f"<figcaption>{cap}</figcaption></figure>")
     parts += [_model_section(r, findings, verdicts) for r in rows]
+    parts += [section] if section else []
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, out_html, *, headline_html=None,
           brief_html=None, families: Mapping[str, str] | None = None, figures: Iterable[tuple[str, str, str]] = (),
-          suspect: A.Suspect | None = None) -> list[dict]:
+          lineage: pl.DataFrame | None = None, on_suspect: str = "warn") -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
-    result of ``snakemake --report``); return the headline rows. ``suspect``: ``(model, revision) ->
-    flags`` of the checkpoint-integrity check (:mod:`headtrace.report.answers`)."""
-    rows = HL.headline_rows(findings, verdicts, families=families, suspect=suspect)
+    result of ``snakemake --report``); return the headline rows. ``lineage``: the checkpoint-lineage
+    tables (:func:`headtrace.report.lineage.read`): the banner of flagged revisions on the first
+    screen, and every statement resting on a flagged revision marked (:mod:`headtrace.report.answers`)."""
+    rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage))
     sents = HL.sentences(rows)
-    tables.write_text(page(rows, sents, findings, verdicts, figures=figures), out_html)
+    tables.write_text(page(rows, sents, findings, verdicts, figures=figures, lineage=lineage,
+                           on_suspect=on_suspect), out_html)
     if headline_html is not None:  # a fragment: the report's "Answers" result and its front page embed it
-        frag = headline_fragment(rows, sents, link_models=False)
+        frag = RL.banner_html(lineage, on_suspect) + headline_fragment(rows, sents, link_models=False)
         tables.write_text(f'<meta charset="utf-8"><title>headtrace headline</title><style>{HEADLINE_CSS}</style>\n'
                           f'<div class="ht"><h3>What this run found</h3></div>\n{frag}\n<p class="note">Figures and a '
                           "section per model: <code>results/findings/summary.html</code> (opens on its own).</p>\n",

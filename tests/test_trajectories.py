@@ -167,9 +167,9 @@ def test_f3_brackets_and_censored_gaps(F):
     ge, go = gaps["olmoe"], gaps["olmo"]
     assert ge["earlier_left_censored"] and ge["gap_bound"] == "lower bound" and ge["gap_hi"] is None
     assert ge["gap_lo"] == pytest.approx(209 / 20) and ge["censored"] and not go["censored"]
-    assert T.gap_label(ge["gap_lo"], ge["gap_hi"]) == "≥ 10.4×"
+    assert S.bound_label(ge["gap_lo"], ge["gap_hi"]) == "≥ 10×"
     assert go["gap_bound"] == "interval" and go["gap_lo"] == pytest.approx(117 / 23) and go["gap_hi"] == pytest.approx(26.4)
-    assert T.gap_label(go["gap_lo"], go["gap_hi"]) == "5.1–26.4×"
+    assert S.bound_label(go["gap_lo"], go["gap_hi"]) == "5.0–27×"
     for r in gaps.values():  # the point lies inside its interval
         assert r["gap_lo"] <= r["gap_ratio"] and (r["gap_hi"] is None or r["gap_ratio"] <= r["gap_hi"])
     md = S._f3_section(F, F["f4_recall"], 50.0)
@@ -188,7 +188,7 @@ def test_f3_gap_bounds_hand_built():
     both = T.f3_gaps(ms.with_columns(pl.lit(False).alias("left_censored"), pl.lit(5).cast(pl.Int64).alias("lo_tokens")),
                      later="b", earlier="a").row(0, named=True)
     assert both["gap_bound"] == "interval" and both["gap_lo"] == pytest.approx(0.5) and both["gap_hi"] == pytest.approx(80)
-    assert T.gap_label(None, None) == "unknown" and T.gap_label(None, 3.0) == "≤ 3.0×"
+    assert S.bound_label(None, None) == "unknown" and S.bound_label(None, 3.0) == "≤ 3.0×"
 
 
 def test_f3_gap_table_pairs():

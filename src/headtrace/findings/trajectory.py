@@ -292,20 +292,6 @@ def f3_gaps(milestones: pl.DataFrame, later: str = "first_token_50pct",
     return conform(out, "f3_gaps")
 
 
-def gap_label(gap_lo: float | None, gap_hi: float | None, digits: int = 1) -> str:
-    """The gap as the checkpoints bound it: "5.1–26.4×" (interval), "≥ 10.4×" (lower bound),
-    "≤ 3.0×" (upper bound) or "unknown". The bounds are open (each crossing lies strictly after its
-    bracket's lower revision), so rounding to ``digits`` is for reading, not a claim at the ends."""
-    f = (lambda x: f"{x:.{digits}f}")
-    if gap_lo is not None and gap_hi is not None:
-        return f"{f(gap_lo)}–{f(gap_hi)}×"
-    if gap_lo is not None:
-        return f"≥ {f(gap_lo)}×"
-    if gap_hi is not None:
-        return f"≤ {f(gap_hi)}×"
-    return "unknown"
-
-
 def f3_gap_table(milestones: pl.DataFrame, pairs=GAPS) -> pl.DataFrame:
     """``f3_gaps`` for every (later, earlier) milestone pair, pair by pair in the given order.
     A pair naming a milestone the table lacks is an error (a typo would otherwise read as
@@ -384,7 +370,7 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
-    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "f3_gap_table", "gap_label", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "f3_gap_table", "final_circuit", "f4_recall", "f4_recall_milestones",
     "specialized_fraction",
     "with_rev_index",
 ]

@@ -343,8 +343,13 @@ def test_verdict_known_answers():
     assert c["upper_bound_saturates"] and c["causal"] and c["heads"] == ["L1H0", "L1H1"]
     f = v["final_circuit"]  # 0.37: 3 of 20 draws (top1 0.36) are at least as damaging
     assert f["control"] == "matched_random" and f["p_value"] == pytest.approx(5 / 21) and not f["causal"]
+    assert c["not_causal_reason"] is None and c["underpowered_reason"] is None
+    # the 1-head final circuit borrows the 2-head circuit's control: underpowered, not a missed criterion
+    assert f["verdict"] == "underpowered" and f["not_causal_reason"] is None
     p = v["previous_token_circuit"]  # one draw more damaging; upper bound does not saturate
     assert p["p_value"] == pytest.approx(2 / 21) and not p["causal"]
+    # 0.10 <= 0.5 x 0.40 holds; effect 0.30 >= 2 x mean(0.35, 0, ..., 0) = 0.035 holds; p = 2/21 fails
+    assert p["not_causal_reason"] == "p = 0.095 > alpha = 0.05"
     assert p["upper_bound_top1"] == 0.30 and not p["upper_bound_saturates"]
 
 
@@ -371,6 +376,8 @@ def test_verdict_edge_cases():
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
     c = ablation.verdict(table_of(rows)).row(0, named=True)
     assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
+    # 0 <= 0.5 x 0 and 0 >= 2 x 0 hold: only the effect and p fail
+    assert c["not_causal_reason"] == "no positive effect (top1 effect 0.000); p = 1.000 > alpha = 0.05"
     assert not c["upper_bound_saturates"]
     # too few draws: p can never reach 0.05
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},

@@ -73,19 +73,21 @@ def gaps(rows):
 
 
 def vrow(model, rev, tokens, *, circuit="final_circuit", heads=("L1H0",), verdict="causal", p=0.014,
-         n_sets=70, space=70, exact=True, reason=None, effect=0.4):
+         n_sets=70, space=70, exact=True, reason=None, effect=0.4, why_not=None):
     return {"model": model, "revision": rev, "tokens": tokens, "circuit": circuit, "n_heads": len(heads),
             "heads": list(heads), "metric": "top1", "baseline_top1": 0.6, "ablated_top1": 0.2, "effect": effect,
             "effect_lo": effect - 0.1, "effect_hi": effect + 0.1, "p_value": p if n_sets else math.nan,
             "n_distinct_draws": n_sets, "n_matched_sets": space, "control_exact": exact,
             "min_p": 1 / (n_sets + 1) if n_sets else math.nan, "random_top1_mean": 0.55, "random_effect_mean": 0.05,
             "upper_bound": "upper_bound", "upper_bound_top1": 0.0, "upper_bound_share": 0.5,
-            "verdict": verdict, "causal": verdict == "causal", "underpowered_reason": reason}
+            "verdict": verdict, "causal": verdict == "causal", "underpowered_reason": reason,
+            "not_causal_reason": why_not}
 
 
 def vtable(rows):
     return pl.DataFrame(rows, schema_overrides={"n_matched_sets": pl.Int64, "control_exact": pl.Boolean,
                                                 "underpowered_reason": pl.String, "p_value": pl.Float64,
+                                                "not_causal_reason": pl.String,
                                                 "min_p": pl.Float64})
 
 
@@ -108,7 +110,8 @@ def toy_run():
         vrow("toy", "s3", 26400, heads=("L1H0", "L1H1", "L1H2", "L1H3", "L1H4", "L1H5", "L1H6", "L1H7"),
              verdict="underpowered", p=math.nan, n_sets=0, space=0, exact=False,
              reason="no matched set: too few free heads (L1: 8 circuit heads, 0 free)"),
-        vrow("full", "f2", 200, verdict="not_causal", p=0.4, n_sets=20, space=1820, exact=False),
+        vrow("full", "f2", 200, verdict="not_causal", p=0.4, n_sets=20, space=1820, exact=False,
+             why_not="p = 0.400 > alpha = 0.05"),
         vrow("never", "n2", 20, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False),
     ])
     return F, V
@@ -132,7 +135,8 @@ def test_every_sentence_matches_the_tables():
     assert decided.startswith("The causal test")
     assert ("toy: causal at s2 (smallest p = 0.014 = 1/71: the 4-head circuit at s2, over all 70 matched sets "
             "(exact))") in decided
-    assert "full: not causal at f2" in decided and "20 of 1820 matched sets (sampled)" in decided
+    # a not_causal verdict carries the criteria it missed (the verdict's not_causal_reason)
+    assert "full: not causal at f2 (p = 0.400 > alpha = 0.05)" in decided and "20 of 1820 matched sets (sampled)" in decided
     assert "it decided at no revision of never" in decided
     assert final == ("Ablating the final circuit at the last revision: not causal in full; underpowered in toy; "
                      "no circuit to ablate in never.")
@@ -157,6 +161,10 @@ def test_headline_cells_state_the_decided_revisions_and_rounded_bounds():
     assert toy["verdict"] == "underpowered" and toy["reason"].startswith("no matched set: too few free heads")
     assert "smallest p" not in toy["short_reason"]  # never the min-p sentence for a full layer
     assert rows["never"]["decided_text"] == "nowhere" and rows["never"]["verdict_text"] == "no circuit"
+    assert rows["full"]["decided_text"].startswith("not causal at f2 (p = 0.400 > alpha = 0.05); smallest p = 0.400")
+    assert rows["full"]["reason"].endswith("; not causal: p = 0.400 > alpha = 0.05")
+    full_row = V.filter(pl.col("model") == "full").row(0, named=True)
+    assert console.verdict_line(full_row).endswith("verdict: not causal (p = 0.400 > alpha = 0.05)")
     assert rows["full"]["gap_text"] == "≥ 1.0× (circuit already at the first revision)"
 
 

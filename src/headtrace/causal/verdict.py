@@ -24,7 +24,8 @@ smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space
 - ``causal``: non-empty circuit AND ``effect > 0`` AND (top-1/top-5 only) ``ablated <=
   max_ablated_fraction x baseline`` (0.5) AND ``p_value <= alpha`` (0.05) AND ``effect >=
   min_effect_ratio x max(random_effect_mean, 0)`` (2).
-- ``not_causal``: otherwise (including an empty circuit: nothing was ablated).
+- ``not_causal``: otherwise (including an empty circuit: nothing was ablated). For a non-empty
+  circuit ``not_causal_reason`` names the criteria it missed, with its numbers (``missed_criteria``).
 
 **Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
 evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets". When
@@ -95,19 +96,59 @@ def permutation_p(effect: float, set_effects: Sequence[float]) -> float:
     return (1 + int((e >= effect).sum())) / (1 + e.size)
 
 
+ALPHA = 0.05
+MAX_ABLATED_FRACTION = 0.5
+MIN_EFFECT_RATIO = 2.0
+
+
 def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, n_sets: int,
-           random_effect_mean: float, metric: str = "top1", alpha: float = 0.05,
-           max_ablated_fraction: float = 0.5, min_effect_ratio: float = 2.0) -> str:
+           random_effect_mean: float, metric: str = "top1", alpha: float = ALPHA,
+           max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO) -> str:
     """The three-way verdict (module docstring) from one circuit's numbers."""
     if n_heads == 0:
         return "not_causal"
     if n_sets == 0 or min_p(n_sets) > alpha:
         return "underpowered"
-    ok = (effect > 0 and not math.isnan(p_value) and p_value <= alpha
-          and effect >= min_effect_ratio * max(random_effect_mean, 0.0))
-    if metric in ("top1", "top5"):
-        ok = ok and ablated <= max_ablated_fraction * baseline
-    return "causal" if ok else "not_causal"
+    missed = missed_criteria(effect=effect, baseline=baseline, ablated=ablated, p_value=p_value,
+                             random_effect_mean=random_effect_mean, metric=metric, alpha=alpha,
+                             max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
+    return "not_causal" if missed else "causal"
+
+
+def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: float, random_effect_mean: float,
+                    metric: str = "top1", alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
+                    min_effect_ratio: float = MIN_EFFECT_RATIO) -> tuple[str, ...]:
+    """The criteria of ``causal`` a circuit with a usable control misses (empty: causal), in the
+    module docstring's order: ``"effect"`` (no positive effect), ``"ablated"`` (top-1/top-5 only: the
+    metric after ablation above ``max_ablated_fraction`` of its baseline), ``"p"`` (``p_value >
+    alpha`` or undefined), ``"ratio"`` (the effect below ``min_effect_ratio`` times the matched-random
+    mean). A NaN fails the criterion it enters."""
+    out = []
+    if not effect > 0:
+        out.append("effect")
+    if metric in ("top1", "top5") and not ablated <= max_ablated_fraction * baseline:
+        out.append("ablated")
+    if math.isnan(p_value) or not p_value <= alpha:
+        out.append("p")
+    if not effect >= min_effect_ratio * max(random_effect_mean, 0.0):
+        out.append("ratio")
+    return tuple(out)
+
+
+def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, ablated: float, p_value: float,
+                      random_effect_mean: float, metric: str, alpha: float = ALPHA,
+                      max_ablated_fraction: float = MAX_ABLATED_FRACTION,
+                      min_effect_ratio: float = MIN_EFFECT_RATIO) -> str:
+    """The ``missed_criteria`` in words, with the circuit's numbers in the metric's units (top-1 /
+    top-5 as fractions): 'top1 after ablation 0.297 > 0.5 x baseline 0.500; effect 0.203 < ...'."""
+    words = {
+        "effect": f"no positive effect ({metric} effect {effect:.3f})",
+        "ablated": f"{metric} after ablation {ablated:.3f} > {max_ablated_fraction:g} x baseline {baseline:.3f}",
+        "p": f"p = {p_value:.3f} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
+        "ratio": (f"effect {effect:.3f} < {min_effect_ratio:g} x matched-random mean effect "
+                  f"{random_effect_mean:.3f}"),
+    }
+    return "; ".join(words[m] for m in missed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,8 +260,8 @@ def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], uppe
     return "no matched control"
 
 
-def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0.05,
-            max_ablated_fraction: float = 0.5, min_effect_ratio: float = 2.0,
+def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = ALPHA,
+            max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
             saturation_fraction: float = 0.1) -> pl.DataFrame:
     """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell."""
     if metric not in DECISION_METRICS:
@@ -259,10 +300,17 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
             problem = control_problem(cell, rname, heads, uname) if n_heads else None
             if problem and "per-layer sizes" in problem:
                 v = "underpowered"  # never judged against another circuit's control
-            reason = None
+            reason = not_reason = None
             if v == "underpowered":
                 reason = problem or (f"{n_distinct} distinct matched set(s): min p = 1/{n_distinct + 1} = "
                                      f"{min_p(n_distinct):.3f} > alpha = {alpha:g}")
+            elif v == "not_causal" and n_heads:
+                not_reason = not_causal_reason(
+                    missed_criteria(effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean,
+                                    metric=metric, alpha=alpha, max_ablated_fraction=max_ablated_fraction,
+                                    min_effect_ratio=min_effect_ratio),
+                    effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean, metric=metric,
+                    alpha=alpha, max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
             rows.append({
                 "model": key[0], "revision": key[1], "tokens": key[2], "circuit": circuit_name,
                 "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
@@ -279,6 +327,7 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = 0
                 "class_control": cname, "class_p_value": c_p, "class_random_effect_mean": c_mean,
                 "n_class_matched_sets": c_space,
                 "underpowered_reason": reason,
+                "not_causal_reason": not_reason,
                 "control_sizes_match": None if not n_heads or not n_distinct else not bool(problem),
                 "n_sequences": n_seq, "baseline_top1_control": b_copy["top1_control"],
                 "baseline_top1_context": b_copy["top1_context"],

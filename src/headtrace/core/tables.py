@@ -163,6 +163,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "class_random_effect_mean": pl.Float64,
         "n_class_matched_sets": pl.Int64,
         "underpowered_reason": pl.String,  # why the test cannot decide (null unless underpowered)
+        "not_causal_reason": pl.String,  # the causal criteria a non-empty not_causal circuit missed
         "control_sizes_match": pl.Boolean,  # the control's sets have the circuit's per-layer sizes
         "n_sequences": pl.Int32,  # probe sequences the ablation ran on
         # unablated model: share of sequences whose top-1 is the shuffled-B control token / another

@@ -198,6 +198,7 @@ class Verdict:
     exact: bool | None  # every set of the space evaluated (None: unknown)
     min_p: float | None
     why: str | None  # why the test cannot decide (underpowered only)
+    why_not: str | None = None  # the causal criteria a decided not_causal circuit missed (not_causal only)
     upper_share: float | None = None
     saturates: bool | None = None
     row: Mapping = field(default_factory=dict, compare=False, repr=False)
@@ -282,6 +283,8 @@ class ModelAnswer:
             stats += f"; {100 * v.upper_share:.0f}% of the upper bound's effect"
         if v.word == "underpowered":
             return f"{v.why}; {stats}"
+        if v.why_not:
+            return f"{stats}; not causal: {v.why_not}"
         return stats
 
     def short_reason(self) -> str:
@@ -295,6 +298,23 @@ class ModelAnswer:
                                              if v.n_sets and not _nan(v.p) else "")
 
     # -- decided verdicts over revisions
+    def decided_words(self) -> str:
+        """'causal at s2, s3; not causal at s1 (top1 after ablation 0.297 > 0.5 x baseline 0.500)':
+        the revisions per decided verdict, each ``not_causal`` one with the criteria it missed
+        (revisions that missed the same ones share the clause)."""
+        by: dict[str, list[str]] = {}
+        why: dict[str, list[str]] = {}
+        for v in self.decided:
+            if v.word == "not_causal":
+                why.setdefault(v.why_not or "", [])
+                if v.revision not in why[v.why_not or ""]:
+                    why[v.why_not or ""].append(v.revision)
+            elif v.revision not in by.setdefault(v.word, []):
+                by[v.word].append(v.revision)
+        out = [f"causal at {_names(by['causal'])}"] if by.get("causal") else []
+        out += [f"not causal at {_names(revs)}" + (f" ({reason})" if reason else "") for reason, revs in why.items()]
+        return "; ".join(out)
+
     @property
     def causal_at(self) -> tuple[Verdict, ...]:
         return tuple(v for v in self.decided if v.word == "causal")
@@ -397,6 +417,7 @@ def verdict_of(v: Mapping) -> Verdict:
         n_sets=int(v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
         exact=None if exact is None else bool(exact), min_p=_get(v, "min_p"),
         why=underpowered_why(v) if word == "underpowered" else None,
+        why_not=(v.get("not_causal_reason") or None) if word == "not_causal" else None,
         upper_share=_get(v, "upper_bound_share"), saturates=v.get("upper_bound_saturates"), row=dict(v))
 
 
@@ -612,14 +633,8 @@ def _where_decided(answers: list[ModelAnswer]) -> Statement:
     for a in ablated:
         if not a.decided:
             continue
-        by: dict[str, list[str]] = {}
-        for v in a.decided:
-            by.setdefault(v.word, [])
-            if v.revision not in by[v.word]:
-                by[v.word].append(v.revision)
         best = a.best
-        words = "; ".join(f"{w.replace('_', ' ')} at {_names(by[w])}" for w in DECIDED if by.get(w))
-        bit = f"{a.model}: {words}"
+        bit = f"{a.model}: {a.decided_words()}"
         if best is not None:
             bit += (f" (smallest {best.p_text()}: the {len(best.heads)}-head {best.circuit.replace('_', ' ')} at "
                     f"{best.revision}, over {best.control_text()})")

@@ -146,6 +146,8 @@ def verdict_line(v: dict) -> str:
         out += f"; verdict: underpowered ({underpowered_reason(v)}: the test cannot decide here)"
     else:
         out += f"; verdict: {verdict.replace('_', ' ')}"
+        if verdict == "not_causal" and v.get("not_causal_reason"):
+            out += f" ({v['not_causal_reason']})"
     return out
 
 

@@ -59,12 +59,7 @@ def decided_text(a: A.ModelAnswer) -> str:
     """'causal at step1000, step2000; p ≥ 0.014 (all 70 sets, exact)' / '—' (decided nowhere)."""
     if not a.decided:
         return "—" if a.final is None else "nowhere"
-    by: dict[str, list[str]] = {}
-    for v in a.decided:
-        by.setdefault(v.word, [])
-        if v.revision not in by[v.word]:
-            by[v.word].append(v.revision)
-    out = "; ".join(f"{w.replace('_', ' ')} at {', '.join(by[w])}" for w in A.DECIDED if by.get(w))
+    out = a.decided_words()
     b = a.best
     if b is not None:
         out += f"; smallest p = {b.p:.3f} at {b.revision} ({b.control_text()})"

@@ -377,7 +377,7 @@ def test_verdict_edge_cases():
     c = ablation.verdict(table_of(rows)).row(0, named=True)
     assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
     # 0 <= 0.5 x 0 and 0 >= 2 x 0 hold: only the effect and p fail
-    assert c["not_causal_reason"] == "no positive effect (top1 effect 0.000); p = 1.000 > alpha = 0.05"
+    assert c["not_causal_reason"] == "no positive effect (top1 effect 0.000) and p = 1.000 > alpha = 0.05"
     assert not c["upper_bound_saturates"]
     # too few draws: p can never reach 0.05
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},

@@ -136,7 +136,7 @@ def test_every_sentence_matches_the_tables():
     assert ("toy: causal at s2 (smallest p = 0.014 = 1/71: the 4-head circuit at s2, over all 70 matched sets "
             "(exact))") in decided
     # a not_causal verdict carries the criteria it missed (the verdict's not_causal_reason)
-    assert "full: not causal at f2 (p = 0.400 > alpha = 0.05)" in decided and "20 of 1820 matched sets (sampled)" in decided
+    assert "full: not causal at f2, as p = 0.400 > alpha = 0.05 (smallest p = 0.400" in decided and "20 of 1820 matched sets (sampled)" in decided
     assert "it decided at no revision of never" in decided
     assert final == ("Ablating the final circuit at the last revision: not causal in full; underpowered in toy; "
                      "no circuit to ablate in never.")
@@ -161,7 +161,7 @@ def test_headline_cells_state_the_decided_revisions_and_rounded_bounds():
     assert toy["verdict"] == "underpowered" and toy["reason"].startswith("no matched set: too few free heads")
     assert "smallest p" not in toy["short_reason"]  # never the min-p sentence for a full layer
     assert rows["never"]["decided_text"] == "nowhere" and rows["never"]["verdict_text"] == "no circuit"
-    assert rows["full"]["decided_text"].startswith("not causal at f2 (p = 0.400 > alpha = 0.05); smallest p = 0.400")
+    assert rows["full"]["decided_text"].startswith("not causal at f2, as p = 0.400 > alpha = 0.05; smallest p = 0.400")
     assert rows["full"]["reason"].endswith("; not causal: p = 0.400 > alpha = 0.05")
     full_row = V.filter(pl.col("model") == "full").row(0, named=True)
     assert console.verdict_line(full_row).endswith("verdict: not causal (p = 0.400 > alpha = 0.05)")

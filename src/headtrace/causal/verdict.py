@@ -140,7 +140,7 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
                       max_ablated_fraction: float = MAX_ABLATED_FRACTION,
                       min_effect_ratio: float = MIN_EFFECT_RATIO) -> str:
     """The ``missed_criteria`` in words, with the circuit's numbers in the metric's units (top-1 /
-    top-5 as fractions): 'top1 after ablation 0.297 > 0.5 x baseline 0.500; effect 0.203 < ...'."""
+    top-5 as fractions), joined by 'and': 'top1 after ablation 0.297 > 0.5 x baseline 0.500'."""
     words = {
         "effect": f"no positive effect ({metric} effect {effect:.3f})",
         "ablated": f"{metric} after ablation {ablated:.3f} > {max_ablated_fraction:g} x baseline {baseline:.3f}",
@@ -148,7 +148,7 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
         "ratio": (f"effect {effect:.3f} < {min_effect_ratio:g} x matched-random mean effect "
                   f"{random_effect_mean:.3f}"),
     }
-    return "; ".join(words[m] for m in missed)
+    return " and ".join(words[m] for m in missed)
 
 
 # --------------------------------------------------------------------------------------------

@@ -299,7 +299,7 @@ class ModelAnswer:
 
     # -- decided verdicts over revisions
     def decided_words(self) -> str:
-        """'causal at s2, s3; not causal at s1 (top1 after ablation 0.297 > 0.5 x baseline 0.500)':
+        """'causal at s2 and s3; not causal at s1, as top1 after ablation 0.297 > 0.5 x baseline 0.500':
         the revisions per decided verdict, each ``not_causal`` one with the criteria it missed
         (revisions that missed the same ones share the clause)."""
         by: dict[str, list[str]] = {}
@@ -312,7 +312,7 @@ class ModelAnswer:
             elif v.revision not in by.setdefault(v.word, []):
                 by[v.word].append(v.revision)
         out = [f"causal at {_names(by['causal'])}"] if by.get("causal") else []
-        out += [f"not causal at {_names(revs)}" + (f" ({reason})" if reason else "") for reason, revs in why.items()]
+        out += [f"not causal at {_names(revs)}" + (f", as {reason}" if reason else "") for reason, revs in why.items()]
         return "; ".join(out)
 
     @property

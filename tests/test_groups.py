@@ -174,3 +174,50 @@ def test_members_of_other_geometry_fail_the_group_job():
     traj = pl.concat([traj, traj.filter(pl.col("model") == "A").with_columns(model=pl.lit("E")), wide])
     with pytest.raises(ValueError, match=r"groups\.toy\.members\.E: 4 layers x 8 heads, but A has 4 x 4"):
         groups.check_geometry(traj, ["A", "E"], "toy")
+
+
+# ---- the report: a row per group before its members', its sentence, its section -----------------
+
+def test_headline_puts_the_group_row_before_its_members_and_words_it_once(G):
+    from headtrace.report import answers as A
+    from headtrace.report import headline as HL
+    from headtrace.report import html
+
+    traj = _traj()
+    f = all_findings(traj, gaps=PAIRS)
+    g, = A.group_answers({"toy": G})
+    assert g.order_text() == ("induction 3 heads before first token 50pct in 3 of 3 seeds whose brackets order them "
+                              "(1 without findings); exact two-sided binomial p = 0.25 against 50%, the smallest "
+                              "3 decided seeds allow")
+    assert g.gap_text().startswith("median gap [4.0×, ∞] over 3 seeds; smallest [2.0×, 8.0×], largest [4.0×, ∞]")
+    assert g.circuit_text() == "Jaccard median 0.20 over 3 pairs; 2 of 6 circuit heads recur in more than one seed"
+    assert g.onset_text("induction_3_heads") == "median [100, 200] (3 of 4 seeds; 1 left-censored)"
+    rows = HL.headline_rows(f, None, groups=[g])
+    assert [r["model"] for r in rows] == ["toy (seeds 0, 1, 2, 3)", "A", "B", "C"]
+    sents = HL.sentences(rows)
+    assert sents[-1] == g.statement().text and "in 3 of 3 seeds" in sents[-1]
+    md = HL.markdown(rows, sents)
+    assert md.index("**toy (seeds 0, 1, 2, 3)**") < md.index("| A |")
+    page = html.page(rows, sents, f, group_tables={"toy": G})
+    assert page.index('<tr class="group" data-group="toy">') < page.index('<tr data-model="A">')
+    assert '<a href="#group-toy">' in page and '<section id="group-toy">' in page  # one click away
+    section = page[page.index('<section id="group-toy">'):]
+    section = section[:section.index("</section>")]
+    assert section.count('<figure class="overlay">') == 4 and section.count("<polyline") == 4 * 3  # 3 members each
+
+
+def test_console_reads_the_group_tables(G, tmp_path):
+    from headtrace.core import tables
+    from headtrace.report import console
+
+    traj = _traj()
+    f = all_findings(traj, gaps=PAIRS)
+    for m in MEMBERS:
+        tables.write(traj.filter(pl.col("model") == m), tmp_path / "models" / m / "trajectory.parquet")
+    for name, df in f.items():
+        tables.write(df, tmp_path / "findings" / f"{name}.parquet")
+    for name, df in G.items():
+        tables.write(df, tmp_path / "groups" / "toy" / f"{name}.parquet")
+    out = console.summary(tmp_path)
+    assert "group toy (4 seeds): induction 3 heads before first token 50pct in 3 of 3 seeds" in out.replace("\n  ", " ")
+    assert "Across the 4 seeds of toy" in out.replace("\n  ", " ")

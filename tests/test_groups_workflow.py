@@ -64,7 +64,7 @@ def ran(workdir):
 
 def test_dry_run_lists_the_group_jobs(ran):
     counts = job_counts(ran[0])
-    assert counts["group_findings"] == 1 and counts["group_cross_seed_table"] == 1
+    assert counts["group_cross_seed_table"] == 1 and counts["findings"] == 1  # the findings job writes the group tables
     assert counts["group_cross_seed_ablation"] == 2 and counts["cross_seed_ablation"] == 2
     assert counts["train_toy"] == 2
 
@@ -105,3 +105,18 @@ def test_a_group_of_two_geometries_fails_before_any_job(tmp_path):
     assert "groups.tiny.members.tiny-wide: geometry differs from tiny-toy (heads 8 vs 4, d_head 4 vs 8" \
         in proc.stdout + proc.stderr
     assert "Job stats" not in proc.stdout
+
+
+def test_the_first_screen_shows_the_group_row_before_its_members(ran, workdir):
+    page = (workdir / "results" / "findings" / "summary.html").read_text()
+    assert page.index('<tr class="group" data-group="tiny">') < page.index('<tr data-model="tiny-toy">') \
+        < page.index('<tr data-model="tiny-toy-seed1">')
+    assert '<section id="group-tiny">' in page and "Cross-seed ablation" in page
+    head = (workdir / "results" / "findings" / "headline.html").read_text()
+    assert 'data-group="tiny"' in head and "Across the 2 seeds of tiny" in head
+    md = (workdir / "results" / "findings" / "summary.md").read_text()
+    assert "**tiny (seeds 0, 1)**" in md and "Across the 2 seeds of tiny" in md
+    # the sentence's words are the html's: one structure behind both
+    sent = next(line[2:] for line in md.splitlines() if line.startswith("- Across the 2 seeds of tiny"))
+    import html as H
+    assert H.escape(sent) in page

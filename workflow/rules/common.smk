@@ -345,12 +345,15 @@ GROUPS = panel.groups(config)
 CROSS_SEED_GROUPS = [g for g in GROUPS if ablation_enabled() and panel.group_settings(config, g)["cross_seed_ablation"]]
 
 
-def group_targets():
+def group_table_paths():
+    """Every seed group's tables (written by the findings job: headtrace.findings.groups)."""
     from headtrace.findings.groups import GROUP_TABLES
 
-    out = [f"{PATHS['groups']}/{g}/{name}.parquet" for g in GROUPS for name in GROUP_TABLES]
-    out += [PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS]
-    return out
+    return [f"{PATHS['groups']}/{g}/{name}.parquet" for g in GROUPS for name in GROUP_TABLES]
+
+
+def group_targets():
+    return group_table_paths() + [PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS]
 
 
 # ---- checkpoint lineage (lineage.smk) --------------------------------------------------------

@@ -1,38 +1,13 @@
 # Seed groups (config `groups:`): one recipe trained with different seeds, answered as one.
-# The group findings read the members' own findings tables and trajectories (nothing is re-run);
-# the group cross-seed ablation runs the seed experiment's script (experiments.smk) over the
-# group's members. Outputs under results/groups/{group}/.
-from headtrace.findings import groups as group_stats  # noqa: E402
+# The group tables are written by the findings job (aggregate.smk: headtrace.findings.groups over
+# the members' own findings; nothing is re-run); here, the group cross-seed ablation, which runs
+# the seed experiment's scripts (experiments.smk) over the group's members.
+# Outputs under results/groups/{group}/.
 
 
-# Light tables over the findings: run on the submit host.
+# A light table over finished ablations: run on the submit host.
 localrules:
-    group_findings,
     group_cross_seed_table,
-
-
-rule group_findings:
-    """A group's statistics (headtrace.findings.groups) from its members' findings and trajectories."""
-    input:
-        findings=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
-        trajectories=lambda wc: [PATHS["trajectory"].format(model=m) for m in GROUPS[wc.group]],
-    output:
-        **{name: f"{PATHS['groups']}/{{group}}/{name}.parquet" for name in group_stats.GROUP_TABLES},
-    wildcard_constraints:
-        group=_alternation(GROUPS),
-    params:
-        members=lambda wc: GROUPS[wc.group],
-        pairs=config["findings"]["gaps"],
-        induction_threshold=config["screen"]["induction_threshold"],
-    conda:
-        CONDA_ENV
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    log:
-        "logs/groups/{group}/findings.log",
-    script:
-        f"{SCRIPTS}/group_findings.py"
 
 
 rule group_cross_seed_ablation:

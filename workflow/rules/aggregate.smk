@@ -46,7 +46,7 @@ rule findings:
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
         verdicts=run_model_verdicts,  # the headline section at the top of summary.md
         lineage=lineage_paths,  # checkpoint lineage: the banner, the marks and the section
-        cross_seed=[PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS],  # the groups' sentences
+        cross_seed=list(group_cross_seed_paths().values()),  # the groups' sentences
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
@@ -57,6 +57,7 @@ rule findings:
         families=model_families(),
         on_suspect=config["provenance"]["on_suspect"],
         groups=GROUPS,
+        cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
     conda:
         CONDA_ENV
     resources:
@@ -154,7 +155,7 @@ rule summary_html:
         lineage=lineage_paths,  # checkpoint lineage: the banner on the first screen, the marks, the section
         figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
         groups=group_table_paths(),  # a row per seed group before its members' rows, and its section
-        cross_seed=[PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS],
+        cross_seed=list(group_cross_seed_paths().values()),
     output:
         page=PATHS["summary_html"],
         headline=report(
@@ -167,6 +168,7 @@ rule summary_html:
         captions=str(Path(workflow.basedir) / "workflow" / "report"),
         families=model_families(),
         on_suspect=config["provenance"]["on_suspect"],
+        cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
     conda:
         CONDA_ENV
     resources:

@@ -15,6 +15,7 @@ with logs.to_file(snakemake.log[0]):
     families = params.pop("families", None)  # the headline's family column only
     on_suspect = params.pop("on_suspect")  # provenance.on_suspect: what the lineage banner says of flagged revisions
     group_members = params.pop("groups")  # seed groups: group -> {member: seed}
+    cross_seed_of = params.pop("cross_seed_of")  # group -> its cross-seed ablation table (an input)
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
@@ -25,7 +26,7 @@ with logs.to_file(snakemake.log[0]):
     for g, out in group_tables.items():
         for name, df in out.items():
             tables.write(df, Path(snakemake.output.summary).parents[1] / "groups" / g / f"{name}.parquet", schema=name)
-    cross_seed = {Path(p).parent.name: tables.read(p) for p in snakemake.input.cross_seed}
+    cross_seed = {g: tables.read(p) for g, p in cross_seed_of.items()}
     groups = answers.group_answers(group_tables, families=families, cross_seed=cross_seed)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     findings["f3_onsets"] = tables.read(snakemake.input.onsets)

@@ -28,6 +28,14 @@ def _groups(results: Path, families: Mapping[str, str] | None) -> list[A.GroupAn
     tables = {g: t for g, t in tables.items() if {"group_members", "group_summary", "group_gaps",
                                                     "group_milestones"} <= set(t)}
     cross = {g: t.pop("group_cross_seed") for g, t in tables.items() if "group_cross_seed" in t}
+    exp = results / "experiments" / "cross_seed_ablation.parquet"
+    if exp.exists():  # a group whose cross-seed ablation is the seed experiment's (as the workflow reads it)
+        e = pl.read_parquet(exp)
+        ran = dict(zip(e["model"].to_list(), e["model_seed"].to_list()))
+        for g, t in tables.items():
+            mem = t["group_members"]
+            if g not in cross and ran == dict(zip(mem["member"].to_list(), mem["seed"].to_list())):
+                cross[g] = e
     return A.group_answers(tables, families=families, cross_seed=cross)
 
 

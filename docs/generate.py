@@ -37,8 +37,8 @@ def render_config(schema: dict) -> str:
     out = []
     for name, prop in schema["properties"].items():
         node = _resolve(schema, prop)
-        if name == "models":
-            prefix, node = "models.NAME", _resolve(schema, node["additionalProperties"])
+        if name in ("models", "groups"):
+            prefix, node = f"{name}.NAME", _resolve(schema, node["additionalProperties"])
         else:
             prefix = name
         out.append(f"### `{prefix}`\n")

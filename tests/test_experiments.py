@@ -57,6 +57,25 @@ def test_expand_models_seeds_and_shift():
     assert repr(cfg["models"]) == before
 
 
+@pytest.mark.parametrize("chosen, expect", [
+    (["step0", "step10", "step100"], ["step0", "step10", "step100"]),
+    ("all", ["step0", "step1", "step10", "step100"]),
+    (["step0", "step1"], "end with the final revision of 'toy', 'step100'"),
+    (["step10", "step0", "step100"], "list them in the training order of 'toy'"),
+    (["step0", "step5", "step100"], "['step5'] are not revisions of 'toy'"),
+])
+def test_seed_models_take_a_chosen_subset_of_the_base_s_revisions(chosen, expect):
+    cfg = _base_config()
+    cfg["experiments"] = {"seeds": {"base": "toy", "seeds": [1], "revisions": chosen}}
+    if isinstance(expect, str):
+        with pytest.raises(ValueError, match=expect.replace("[", r"\[").replace("]", r"\]")):
+            E.expand_models(cfg)
+        return
+    spec = E.expand_models(cfg)["models"]["toy-seed1"]
+    assert spec["revisions"] == expect
+    assert spec.get("refine") == (None if chosen == "all" else {"enabled": False})
+
+
 def test_derived_models_follow_a_phased_token_axis():
     """A base toy whose curriculum trains on fewer tokens a step: its seed models keep the derived
     tokens_schedule, and the continuation's tokens start from the base's final tokens."""

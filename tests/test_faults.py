@@ -23,6 +23,7 @@ import polars as pl
 import pytest
 import yaml
 
+from headtrace import experiments
 from headtrace.core import durable, tables
 from headtrace.core.tables import CLASS_COLUMNS
 from headtrace.findings.compute import all_findings
@@ -38,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def config(name="config.yaml"):
-    return copy.deepcopy(yaml.safe_load((ROOT / "config" / name).read_text()))
+    """A shipped config as the workflow reads it: the experiments' models added (a group may name them)."""
+    return experiments.expand_models(copy.deepcopy(yaml.safe_load((ROOT / "config" / name).read_text())))
 
 
 # ---- 1. probe vs context length ----------------------------------------------------------------

@@ -4,13 +4,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from headtrace import experiments
 from headtrace.panel import config as panel
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load(name):
-    return yaml.safe_load((ROOT / "config" / name).read_text())
+    """A shipped config as the workflow reads it: the experiments' models added (a group may name them)."""
+    return experiments.expand_models(yaml.safe_load((ROOT / "config" / name).read_text()))
 
 
 def test_shipped_configs_pass_the_checks():
@@ -105,3 +107,59 @@ def test_held_out_seed_may_equal_the_probe_seed_only_with_same():
     panel.check(cfg)
     cfg["ablation"].update(probe_seed=cfg["probe"]["seed"] + 7, probe="held_out")
     panel.check(cfg)
+
+
+# ---- seed groups (config key groups) -------------------------------------------------------
+
+def _seeded(cfg, name, seed, **arch):
+    spec = copy.deepcopy(cfg["models"]["toy-neox"])
+    spec["train"] = {**spec["train"], "seed": seed, "arch": {**spec["train"]["arch"], **arch}}
+    cfg["models"][name] = spec
+
+
+def test_a_seed_group_of_toy_members_with_other_revisions_passes():
+    cfg = copy.deepcopy(load("config.yaml"))
+    _seeded(cfg, "neox-s1", 1)
+    cfg["models"]["neox-s1"]["revisions"] = ["step0", "step1500"]  # a member may have fewer revisions
+    cfg["groups"] = {"neox": {"members": {"toy-neox": 0, "neox-s1": 1}}}
+    panel.check(cfg)
+    assert panel.groups(cfg) == {"neox": {"toy-neox": 0, "neox-s1": 1}}
+    assert panel.group_of(cfg) == {"toy-neox": "neox", "neox-s1": "neox"}
+    assert panel.geometry(cfg, "neox-s1")[0] == {"layers": 4, "heads": 12, "d_head": 16, "vocab": 258, "context": 256}
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda c: _seeded(c, "neox-s1", 1, n_layers=3), "groups.neox.members.neox-s1: geometry differs from toy-neox (layers 3 vs 4"),
+    (lambda c: _seeded(c, "neox-s1", 1, n_heads=8), "groups.neox.members.neox-s1: geometry differs from toy-neox (heads 8 vs 12, d_head 24 vs 16"),
+    (lambda c: (_seeded(c, "neox-s1", 1), c["models"]["neox-s1"].update(family="olmo")),
+     "groups.neox.members.neox-s1: family 'olmo' differs from 'gpt_neox' of toy-neox"),
+    (lambda c: _seeded(c, "neox-s1", 7), "groups.neox.members.neox-s1: seed 1, but the toy trains with train.seed 7"),
+    (lambda c: (_seeded(c, "neox-s1", 1), c["models"].pop("neox-s1")), "groups.neox.members.neox-s1: no such model"),
+    (lambda c: (_seeded(c, "neox-s1", 1), c["models"].update(**{"neox-s1": {"source": "hub", "hf_id": "a/b",
+                "tokens_per_step": 1, "revisions": ["step1"]}})), "groups.neox.members.neox-s1: its family is not known"),
+    (lambda c: (_seeded(c, "neox-s1", 1), c["groups"].update(other={"members": {"neox-s1": 1, "toy-olmo": 0}})),
+     "groups.other.members.neox-s1: already a member of group 'neox'"),
+])
+def test_a_group_whose_members_differ_is_refused_naming_the_member(mutate, message):
+    cfg = copy.deepcopy(load("config.yaml"))
+    cfg["groups"] = {"neox": {"members": {"toy-neox": 0, "neox-s1": 1}}}
+    mutate(cfg)
+    with pytest.raises(panel.ConfigError, match=message.replace(".", r"\.").replace("'", ".").replace("(", r"\(")):
+        panel.check(cfg)
+
+
+def test_a_local_member_s_geometry_is_read_from_its_checkpoint(tmp_path):
+    import json
+    cfg = copy.deepcopy(load("config.yaml"))
+    for name, heads in (("a", 12), ("b", 8)):
+        (tmp_path / name / "step1").mkdir(parents=True)
+        (tmp_path / name / "step1" / "config.json").write_text(json.dumps(
+            {"model_type": "gpt_neox", "num_hidden_layers": 4, "num_attention_heads": heads, "hidden_size": 192,
+             "vocab_size": 258, "max_position_embeddings": 256}))
+        cfg["models"][f"local-{name}"] = {"source": "local", "path": str(tmp_path / name), "family": "gpt_neox",
+                                           "tokens_per_step": 10, "revisions": ["step1"]}
+    cfg["groups"] = {"g": {"members": {"toy-neox": 0, "local-a": 1}}}
+    panel.check(cfg)  # a toy and a local member of one geometry
+    cfg["groups"] = {"g": {"members": {"toy-neox": 0, "local-a": 1, "local-b": 2}}}
+    with pytest.raises(panel.ConfigError, match=r"groups\.g\.members\.local-b: geometry differs from toy-neox \(heads 8 vs 12, d_head 24 vs 16"):
+        panel.check(cfg)

@@ -36,7 +36,8 @@ rule trajectory:
 
 
 rule findings:
-    """Findings F1-F5 and the PR integral over every model of the panel, and summary.md."""
+    """Findings F1-F5 and the PR integral over every model of the panel, the seed groups' tables
+    over their members' findings, and summary.md."""
     input:
         trajectories=expand(PATHS["trajectory"], model=MODELS),
         onset_bootstrap=PATHS["onset_bootstrap"],
@@ -45,13 +46,18 @@ rule findings:
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
         verdicts=run_model_verdicts,  # the headline section at the top of summary.md
         lineage=lineage_paths,  # checkpoint lineage: the banner, the marks and the section
+        cross_seed=list(group_cross_seed_paths().values()),  # the groups' sentences
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
+        # the seed groups' tables (headtrace.findings.groups), from the findings above: none without groups
+        groups=group_table_paths(),
     params:
         **findings_params(),
         families=model_families(),
         on_suspect=config["provenance"]["on_suspect"],
+        groups=GROUPS,
+        cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
     conda:
         CONDA_ENV
     resources:
@@ -148,6 +154,8 @@ rule summary_html:
         verdicts=run_model_verdicts,
         lineage=lineage_paths,  # checkpoint lineage: the banner on the first screen, the marks, the section
         figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
+        groups=group_table_paths(),  # a row per seed group before its members' rows, and its section
+        cross_seed=list(group_cross_seed_paths().values()),
     output:
         page=PATHS["summary_html"],
         headline=report(
@@ -160,6 +168,7 @@ rule summary_html:
         captions=str(Path(workflow.basedir) / "workflow" / "report"),
         families=model_families(),
         on_suspect=config["provenance"]["on_suspect"],
+        cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
     conda:
         CONDA_ENV
     resources:

@@ -67,6 +67,11 @@ PATHS = {
     "exp_noise_floor_null": "results/experiments/noise_floor_null.parquet",
     "exp_summary": "results/experiments/summary.md",
     "exp_figure": "results/experiments/figures/exp_{name}.png",
+    # Seed groups (groups.smk): the group tables, the group cross-seed ablation, the group figures
+    "groups": "results/groups",
+    "group_cross_seed_model": "results/groups/{group}/cross_seed/{model}.parquet",
+    "group_cross_seed": "results/groups/{group}/group_cross_seed.parquet",
+    "group_figure": "results/groups/{group}/figures/{name}.png",
     # Wall time and memory of every model pass (Snakemake's benchmark files).
     "benchmark": "results/benchmarks/{rule}/{model}/{revision}.tsv",
 }
@@ -210,6 +215,7 @@ def all_targets():
     targets += findings_outputs()
     targets.append(PATHS["onsets"])
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
+    targets += group_targets()  # defined in groups.smk
     return targets
 
 
@@ -230,6 +236,16 @@ def checkpoint_input(wildcards):
         return PATHS["checkpoints"].format(model=wildcards.model)
     if source == "hub":
         return PATHS["fetched"].format(**wildcards)
+    return []
+
+
+def checkpoint_input_final(model):
+    """What a job loading ``model``'s final revision needs first (rules without a revision wildcard)."""
+    source = panel.model_spec(config, model)["source"]
+    if source == "toy":
+        return PATHS["checkpoints"].format(model=model)
+    if source == "hub":
+        return PATHS["fetched"].format(model=model, revision=panel.final_revision(config, model))
     return []
 
 
@@ -319,6 +335,38 @@ def run_model_ablations(wildcards=None):
     # the published ablations of reference models beside them
     return ([p for m in models_by_source("toy", "hub", "local") for p in screened_paths("ablation", m)]
             + reference_ablations())
+
+
+# ---- seed groups (groups.smk) ----------------------------------------------------------------
+
+GROUPS = panel.groups(config)
+# Groups whose cross-seed ablation runs: asked for (groups.NAME.cross_seed_ablation) with the
+# ablation on; the config check has made sure the members share family and geometry.
+CROSS_SEED_GROUPS = [g for g in GROUPS if ablation_enabled() and panel.group_settings(config, g)["cross_seed_ablation"]]
+
+
+def group_table_paths():
+    """Every seed group's tables (written by the findings job: headtrace.findings.groups)."""
+    from headtrace.findings.groups import GROUP_TABLES
+
+    return [f"{PATHS['groups']}/{g}/{name}.parquet" for g in GROUPS for name in GROUP_TABLES]
+
+
+def group_cross_seed_paths():
+    """Group -> the cross-seed ablation table its answers read: its own (groups.smk), or, where its
+    own is off and its members and seeds are the seed experiment's, that experiment's table (the same
+    computation over the same inputs: tests/test_groups_workflow.py). Groups with neither: absent."""
+    out = {g: PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS}
+    seed_models = experiments.seed_models(config)
+    seeds = {m: experiments.model_seed(config, m) for m in seed_models}
+    for g, members in GROUPS.items():
+        if g not in out and seeds and dict(members) == seeds:
+            out[g] = PATHS["exp_cross_seed"]
+    return out
+
+
+def group_targets():
+    return group_table_paths() + [PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS]
 
 
 # ---- checkpoint lineage (lineage.smk) --------------------------------------------------------

@@ -4,8 +4,9 @@ from pathlib import Path
 from headtrace.cell import positional
 from headtrace.core import tables
 from headtrace.findings import compute
+from headtrace.findings import groups as group_stats
 from headtrace.panel import refine
-from headtrace.report import headline, summary
+from headtrace.report import answers, headline, summary
 from headtrace.report import lineage as report_lineage
 from headtrace.runtime import logs
 
@@ -13,16 +14,28 @@ with logs.to_file(snakemake.log[0]):
     params = dict(snakemake.params)
     families = params.pop("families", None)  # the headline's family column only
     on_suspect = params.pop("on_suspect")  # provenance.on_suspect: what the lineage banner says of flagged revisions
+    group_members = params.pop("groups")  # seed groups: group -> {member: seed}
+    cross_seed_of = params.pop("cross_seed_of")  # group -> its cross-seed ablation table (an input)
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
+    # the seed groups' tables, from the members' findings just computed (results/groups/{group}/)
+    group_tables = {g: group_stats.group_findings(g, members, findings, traj, params["gaps"],
+                                                  induction_threshold=params["induction_threshold"])
+                    for g, members in group_members.items()}
+    for g, out in group_tables.items():
+        for name, df in out.items():
+            tables.write(df, Path(snakemake.output.summary).parents[1] / "groups" / g / f"{name}.parquet", schema=name)
+    cross_seed = {g: tables.read(p) for g, p in cross_seed_of.items()}
+    groups = answers.group_answers(group_tables, families=families, cross_seed=cross_seed)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     findings["f3_onsets"] = tables.read(snakemake.input.onsets)
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
     # the checkpoint-lineage tables: a banner naming every flagged revision above the answers, and
     # statements resting on a flagged revision marked (headtrace.report.lineage, .answers)
     lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
-    rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage))
+    rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage),
+                                  groups=groups)
     text = summary.render(traj, findings, **params)
     answers = report_lineage.banner_markdown(lineage, on_suspect) + headline.markdown(rows, headline.sentences(rows))
     text = headline.insert(text, answers)  # the answers first

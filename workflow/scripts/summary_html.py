@@ -17,6 +17,10 @@ with logs.to_file(snakemake.log[0]):
         cap = html.rst_to_html(rst.read_text()) if rst.exists() else ""
         figures.append((Path(os.path.relpath(png, out.parent)).as_posix(), Path(png).stem, cap))
     lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
+    group_tables = {}  # results/groups/{group}/{name}.parquet
+    for p in snakemake.input.groups:
+        group_tables.setdefault(Path(p).parent.name, {})[Path(p).stem] = tables.read(p)
+    cross_seed = {g: tables.read(p) for g, p in snakemake.params.cross_seed_of.items()}  # inputs too
     html.write(findings, verdicts, out, headline_html=snakemake.output.headline, brief_html=snakemake.output.brief,
                families=snakemake.params.families, figures=figures, lineage=lineage,
-               on_suspect=snakemake.params.on_suspect)
+               on_suspect=snakemake.params.on_suspect, group_tables=group_tables, cross_seed=cross_seed)

@@ -498,6 +498,130 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "flags": pl.List(pl.String),  # duplicate_of, shares_shard_with, not_descended_from_init, discontinuous
         "detail": pl.String,  # the evidence, in words
     },
+    # Seed groups (headtrace.findings.groups; results/groups/{group}/{name}.parquet): a group's
+    # statistics over its members' own findings; n_used = the members a statistic rests on.
+    "group_summary": {
+        "group": pl.String,
+        "n_members": pl.Int32,
+        "n_present": pl.Int32,  # members with findings (a trajectory)
+        "floor_n_used": pl.Int32,
+        "floor_n_held": pl.Int32,  # F1: the zero-BOS floor held in this many of floor_n_used
+        "shape_n_used": pl.Int32,
+        "shape_modal": pl.String,  # F2: the commonest shape label (a tie: the first alphabetically, shape_tied)
+        "shape_n_agree": pl.Int32,
+        "shape_tied": pl.Boolean,
+        "circuit_n_used": pl.Int32,  # members with a final circuit (a trajectory)
+        "jaccard_n_pairs": pl.Int32,  # member pairs with a Jaccard (not both circuits empty)
+        "jaccard_median": pl.Float64,
+        "jaccard_min": pl.Float64,
+        "jaccard_max": pl.Float64,
+        "n_distinct_heads": pl.Int32,  # distinct (layer, head) in any member's final circuit
+        "n_recurring_heads": pl.Int32,  # of those, in more than one member's
+        "recurring_share": pl.Float64,
+    },
+    "group_members": {
+        "group": pl.String,
+        "member": pl.String,
+        "seed": pl.Int64,
+        "present": pl.Boolean,
+        "n_revisions": pl.Int32,
+        "final_revision": pl.String,
+        "final_tokens": pl.Int64,
+        "floor_holds": pl.Boolean,
+        "shape": pl.String,
+        "jump_share": pl.Float64,
+        "circuit": pl.List(pl.String),  # the final induction circuit, LxHy
+        "n_circuit": pl.Int32,
+    },
+    "group_milestones": {
+        "group": pl.String,
+        "milestone": pl.String,
+        "n_members": pl.Int32,
+        "n_used": pl.Int32,  # members with a bracket for the milestone
+        "n_reached": pl.Int32,
+        "n_left_censored": pl.Int32,
+        "n_right_censored": pl.Int32,
+        "median_lo": pl.Float64,  # the median onset (tokens) lies in [median_lo, median_hi]; null: unbounded
+        "median_hi": pl.Float64,
+        "range_lo": pl.Float64,  # the earliest lower end
+        "range_hi": pl.Float64,  # the latest upper end (null: a member never reached it)
+    },
+    "group_member_milestones": {
+        "group": pl.String,
+        "member": pl.String,
+        "seed": pl.Int64,
+        "milestone": pl.String,
+        "present": pl.Boolean,
+        "revision": pl.String,
+        "tokens": pl.Int64,
+        "lo_revision": pl.String,
+        "lo_tokens": pl.Int64,
+        "left_censored": pl.Boolean,
+        "right_censored": pl.Boolean,
+        "onset_lo": pl.Float64,  # the crossing lies in (onset_lo, onset_hi]; 0 when left-censored
+        "onset_hi": pl.Float64,  # null when right-censored
+    },
+    "group_gaps": {
+        "group": pl.String,
+        "later": pl.String,
+        "earlier": pl.String,
+        "n_members": pl.Int32,
+        "n_decided": pl.Int32,  # members whose brackets order the two milestones
+        "n_earlier_first": pl.Int32,
+        "n_later_first": pl.Int32,
+        "n_undecided": pl.Int32,
+        "n_absent": pl.Int32,
+        "p_sign": pl.Float64,  # exact two-sided binomial p of n_earlier_first of n_decided against 50%
+        "n_gap": pl.Int32,  # members whose gap has a bound
+        "median_gap_lo": pl.Float64,
+        "median_gap_hi": pl.Float64,
+        "smallest_gap_lo": pl.Float64,
+        "smallest_gap_hi": pl.Float64,
+        "largest_gap_lo": pl.Float64,
+        "largest_gap_hi": pl.Float64,
+    },
+    "group_member_gaps": {
+        "group": pl.String,
+        "member": pl.String,
+        "seed": pl.Int64,
+        "later": pl.String,
+        "earlier": pl.String,
+        "present": pl.Boolean,
+        "gap_ratio": pl.Float64,
+        "gap_lo": pl.Float64,
+        "gap_hi": pl.Float64,
+        "gap_bound": pl.String,
+        "order": pl.String,  # earlier first, later first, undecided, absent
+    },
+    "group_recall": {
+        "group": pl.String,
+        "member": pl.String,
+        "seed": pl.Int64,
+        "level_label": pl.String,
+        "present": pl.Boolean,
+        "revision": pl.String,
+        "tokens": pl.Int64,
+        "token_share": pl.Float64,
+    },
+    "group_recall_levels": {
+        "group": pl.String,
+        "level_label": pl.String,
+        "n_members": pl.Int32,
+        "n_used": pl.Int32,
+        "n_reached": pl.Int32,
+        "share_median": pl.Float64,
+        "share_min": pl.Float64,
+        "share_max": pl.Float64,
+    },
+    "group_jaccard": {
+        "group": pl.String,
+        "member_a": pl.String,
+        "member_b": pl.String,
+        "jaccard": pl.Float64,
+        "n_shared": pl.Int32,
+        "n_a": pl.Int32,
+        "n_b": pl.Int32,
+    },
 }
 
 
@@ -565,8 +689,9 @@ def markdown() -> str:
     """The output-schema section of docs/outputs.md: one line per table, columns with dtypes, in schema order."""
     lines = []
     for name, spec in SCHEMAS.items():
-        where = LOCATIONS.get(name, f"results/findings/{name}.parquet")
-        if name not in LOCATIONS and name not in _FINDINGS_TABLES:
+        where = LOCATIONS.get(name, f"results/groups/{{group}}/{name}.parquet" if name.startswith("group_")
+                              else f"results/findings/{name}.parquet")
+        if name not in LOCATIONS and name not in _FINDINGS_TABLES and not name.startswith("group_"):
             where = f"results/experiments/{name}.parquet"
         cols = ", ".join(f"`{c}` {_dtype_name(t)}" for c, t in spec.items())
         lines.append(f"- **`{where}`** — {cols}")

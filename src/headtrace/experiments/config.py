@@ -4,10 +4,12 @@
 model; the seed and data-shift models are added to ``config["models"]`` as ordinary ``source:
 toy`` models (so every per-cell rule - capture, PR, screen, ablation - runs on them unchanged):
 
-- ``experiments.seeds = {base: M, seeds: [1, 2], revisions: ends|all}`` adds ``M-seed1``,
+- ``experiments.seeds = {base: M, seeds: [1, 2], revisions: ends|all|[...]}`` adds ``M-seed1``,
   ``M-seed2``: M's spec with ``train.seed`` set (M itself is seed ``M.train.seed``, default 0);
   ``revisions: ends`` (default) keeps only M's first and final revision (training costs the same,
-  the per-cell jobs do not).
+  the per-cell jobs do not); a list keeps those of M's revisions (in M's order, ending with M's
+  final one, so the seeds' final circuits are compared at one step). Refinement stays off for the
+  seed models unless ``all``.
 - ``experiments.data_shift = {base: M, data: {...}, max_steps: N, n_checkpoints: n, optim: {...}}``
   adds ``M-shift``: trained by the ``train_shift`` rule from M's final checkpoint on the second
   corpus ``data`` (a ``toy.make_data`` spec, default the ``zipf`` kind) for N steps, checkpoints
@@ -77,10 +79,14 @@ def expand_models(config: dict) -> dict:
                 continue
             new = copy.deepcopy(spec)
             new["train"] = {**(new.get("train") or {}), "seed": int(seed)}
-            if seeds.get("revisions", "ends") == "ends" and len(spec["revisions"]) > 1:
+            chosen = seeds.get("revisions", "ends")
+            if chosen == "ends" and len(spec["revisions"]) > 1:
                 new["revisions"] = [spec["revisions"][0], spec["revisions"][-1]]
-                # two ends are for the cross-seed comparison, not a trajectory: refining the
-                # step0..final bracket would only add cells near step 0 (its log midpoint)
+            elif isinstance(chosen, list):
+                new["revisions"] = _chosen_revisions(chosen, list(spec["revisions"]), base)
+            if chosen != "all" and len(spec["revisions"]) > 1:
+                # a few revisions are for the cross-seed comparison and the group brackets, not a
+                # trajectory: refining them would add cells the demo budget has no room for
                 new["refine"] = {**(new.get("refine") or {}), "enabled": False}
             config["models"][name] = new
     shift = s["data_shift"]
@@ -109,6 +115,21 @@ def expand_models(config: dict) -> dict:
             new["train"] = train
             config["models"][name] = new
     return config
+
+
+def _chosen_revisions(chosen: Sequence[str], base_revisions: list[str], base: str) -> list[str]:
+    """``experiments.seeds.revisions`` as a list: base's revisions, in its order, ending with its final one."""
+    missing = [r for r in chosen if r not in base_revisions]
+    if missing:
+        raise ValueError(f"experiments.seeds.revisions: {missing} are not revisions of '{base}' "
+                         f"({', '.join(base_revisions)})")
+    idx = [base_revisions.index(r) for r in chosen]
+    if idx != sorted(idx):
+        raise ValueError(f"experiments.seeds.revisions: list them in the training order of '{base}'")
+    if chosen[-1] != base_revisions[-1]:
+        raise ValueError(f"experiments.seeds.revisions: end with the final revision of '{base}', '{base_revisions[-1]}' "
+                         "(the seeds' final circuits are compared at one step)")
+    return list(chosen)
 
 
 def seed_models(config: Mapping) -> list[str]:

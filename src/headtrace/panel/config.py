@@ -280,6 +280,7 @@ def check(config: dict) -> None:
         _check_fit(config, model)
         _check_toy_tokens(spec, where)
         _check_held_out_seed(config, {**PROBE_DEFAULTS, **probe_given(config, model)}, where)
+    check_groups(config)
 
 
 def _check_held_out_seed(config: dict, p: dict, where: str) -> None:
@@ -398,3 +399,109 @@ def _check_token_axis(config: dict, model: str) -> None:
                       f"{' and more' if len(missing) > 4 else ''}: the model sets none of tokens, tokens_per_step, "
                       f"tokens_schedule, tokens_from_name, and every finding and figure is drawn against training "
                       f"tokens; set {how}")
+
+
+# ---------------------------------------------------------------------------------------------
+# seed groups: one recipe trained with different seeds (config key ``groups``)
+
+# Geometry read from a checkpoint's config.json, by transformers config class (GPT-2 names its own).
+_GEOMETRY_KEYS = {
+    "layers": ("num_hidden_layers", "n_layer"),
+    "heads": ("num_attention_heads", "n_head"),
+    "width": ("hidden_size", "n_embd"),
+    "d_head": ("head_dim",),
+    "vocab": ("vocab_size",),
+}
+
+
+def groups(config: dict) -> dict[str, dict[str, int]]:
+    """Group name -> {member: seed}, in config order (empty when the config names none)."""
+    return {name: dict(g["members"]) for name, g in (config.get("groups") or {}).items()}
+
+
+def group_settings(config: dict, group: str) -> dict:
+    g = (config.get("groups") or {})[group]
+    return {"cross_seed_ablation": g.get("cross_seed_ablation", True), "members": dict(g["members"])}
+
+
+def group_of(config: dict) -> dict[str, str]:
+    """Member model -> its group."""
+    return {m: name for name, members in groups(config).items() for m in members}
+
+
+def geometry(config: dict, model: str) -> tuple[dict, str] | None:
+    """``({layers, heads, d_head, vocab, context}, where it was read)`` of a model, known before any job:
+    a toy's architecture, a local model's first revision's config.json on disk; None for a hub model
+    (its config.json comes with the fetch job) or a local one whose folders are not there yet. A key
+    the source does not name is left out."""
+    spec = model_spec(config, model)
+    if spec["source"] == "toy":
+        arch = context.toy_arch(config, model)
+        out = {"layers": arch.get("n_layers"), "heads": arch.get("n_heads"), "vocab": arch.get("vocab_size"),
+               "context": arch.get("max_position_embeddings")}
+        if arch.get("d_model") and arch.get("n_heads"):
+            out["d_head"] = arch["d_model"] // arch["n_heads"]
+        return {k: v for k, v in out.items() if v is not None}, f"the toy architecture of '{model}'"
+    if spec["source"] != "local":
+        return None
+    for where in _config_jsons_of(config, model):
+        cfg = context.read_config(where)
+        if cfg is None:
+            continue
+        got = {k: next((cfg[n] for n in names if isinstance(cfg.get(n), int)), None) for k, names in _GEOMETRY_KEYS.items()}
+        if got["d_head"] is None and got["width"] and got["heads"]:
+            got["d_head"] = got["width"] // got["heads"]
+        limit = context.limit_of(cfg)
+        got["context"] = limit[0] if limit else None
+        got.pop("width")
+        return {k: v for k, v in got.items() if v is not None}, where
+    return None
+
+
+def check_groups(config: dict) -> None:
+    """Every group: two members at least, each a toy, hub or local model of the panel, in one group
+    only, sharing the family (named, or read from a local checkpoint: a hub member of a group names
+    its family) and the geometry wherever it is known before any job (:func:`geometry`: layers,
+    heads, head width, vocabulary, context); a toy member's seed is its ``train.seed``. Raises one
+    ConfigError naming the member and what differs."""
+    seen: dict[str, str] = {}
+    shown = families_shown(config)
+    for name, members in groups(config).items():
+        where = f"groups.{name}.members"
+        first = None  # (member, family): the family every member must share
+        geo_ref = None  # (member, (geometry, where read)): the first member whose geometry is known
+        for m, seed in members.items():
+            if m not in config["models"]:
+                raise ConfigError(f"{where}.{m}: no such model in models (nor one the experiments block adds)")
+            if m in seen:
+                raise ConfigError(f"{where}.{m}: already a member of group '{seen[m]}'; a model belongs to one group")
+            seen[m] = name
+            spec = model_spec(config, m)
+            if spec["source"] == "reference":
+                raise ConfigError(f"{where}.{m}: a reference model (a published panel, no model is run) cannot be "
+                                  "a seed member; name the runs themselves (toy, hub or local)")
+            if spec["source"] == "toy":
+                own = int((spec.get("train") or {}).get("seed", 0))
+                if own != int(seed):
+                    raise ConfigError(f"{where}.{m}: seed {seed}, but the toy trains with train.seed {own}")
+            fam = shown[m]
+            if fam.startswith("auto"):
+                raise ConfigError(f"{where}.{m}: its family is not known before any job ({fam}); "
+                                  f"set models.{m}.family so the group's members can be checked alike")
+            if first is None:
+                first = (m, fam)
+            elif fam != first[1]:
+                raise ConfigError(f"{where}.{m}: family '{fam}' differs from '{first[1]}' of {first[0]}; a seed "
+                                  "group is one recipe trained with different seeds")
+            geo = geometry(config, m)
+            if geo is None:
+                continue
+            if geo_ref is None:
+                geo_ref = (m, geo)
+                continue
+            (base, base_where), (mine, mine_where) = geo_ref[1], geo
+            diff = [f"{k} {mine[k]} vs {base[k]}" for k in ("layers", "heads", "d_head", "vocab", "context")
+                    if k in mine and k in base and mine[k] != base[k]]
+            if diff:
+                raise ConfigError(f"{where}.{m}: geometry differs from {geo_ref[0]} ({', '.join(diff)}; read from "
+                                  f"{mine_where} and {base_where}); a seed group's members share their architecture")

@@ -20,6 +20,25 @@ def _findings(results: Path) -> dict[str, pl.DataFrame]:
             if (p := results / "findings" / f"{name}.parquet").exists()}
 
 
+def _groups(results: Path, families: Mapping[str, str] | None) -> list[A.GroupAnswer]:
+    """The seed groups' answers from results/groups/{group}/ (none when the run has no groups)."""
+    tables: dict[str, dict[str, pl.DataFrame]] = {}
+    for p in sorted(results.glob("groups/*/group_*.parquet")):
+        tables.setdefault(p.parent.name, {})[p.stem] = pl.read_parquet(p)
+    tables = {g: t for g, t in tables.items() if {"group_members", "group_summary", "group_gaps",
+                                                    "group_milestones"} <= set(t)}
+    cross = {g: t.pop("group_cross_seed") for g, t in tables.items() if "group_cross_seed" in t}
+    exp = results / "experiments" / "cross_seed_ablation.parquet"
+    if exp.exists():  # a group whose cross-seed ablation is the seed experiment's (as the workflow reads it)
+        e = pl.read_parquet(exp)
+        ran = dict(zip(e["model"].to_list(), e["model_seed"].to_list()))
+        for g, t in tables.items():
+            mem = t["group_members"]
+            if g not in cross and ran == dict(zip(mem["member"].to_list(), mem["seed"].to_list())):
+                cross[g] = e
+    return A.group_answers(tables, families=families, cross_seed=cross)
+
+
 def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
             families: Mapping[str, str] | None = None, suspect: A.Suspect | None = None) -> str:
     """A short text table per model: circuit formation, first-token heads, final ablation verdict;
@@ -35,7 +54,7 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     F = _findings(results)
     run = None
     if "f3_milestones" in F:
-        run = A.build(F, vtable, families=families, suspect=suspect)
+        run = A.build(F, vtable, families=families, suspect=suspect, groups=_groups(results, families))
         sents = [s.text + (" " + HL.DAGGER if s.flags else "") for s in run.statements]
         lines += ["What this run found:"] + [textwrap.fill(t, 110, initial_indent="- ", subsequent_indent="  ")
                                              for t in sents]
@@ -43,6 +62,11 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
             lines.append(textwrap.fill(f"{HL.DAGGER} rests on a flagged revision: " + "; ".join(run.flags), 110))
         lines.append("")
     answers = {a.model: a for a in run.models} if run else {}
+    for g in (run.groups if run else ()):  # one line per seed group, its members' rows below as usual
+        lines.append(textwrap.fill(f"group {g.group} ({g.n} seeds): {g.order_text()}; {g.gap_text()}; "
+                                   f"final circuits: {g.circuit_text()}", 110, subsequent_indent="  "))
+    if run and run.groups:
+        lines.append("")
     head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'BOS heads':>9}"
     lines += [head, "-" * len(head)]
     verdicts = _verdicts(vtable)

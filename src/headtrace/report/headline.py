@@ -73,13 +73,54 @@ def _mark(text: str, flags: tuple[str, ...]) -> str:
 def headline_rows(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None = None, *,
                   families: Mapping[str, str] | None = None, models: Iterable[str] | None = None,
                   circuit_milestone: str | None = None, sink_milestones: tuple[str, str] = SINK_MILESTONES,
-                  suspect: A.Suspect | None = None) -> list[dict]:
+                  suspect: A.Suspect | None = None, groups: Iterable[A.GroupAnswer] = ()) -> list[dict]:
     """One dict per model: ``answer`` (the :class:`~answers.ModelAnswer`), its parts under their old
     names, and the ``*_text`` cells of :data:`COLUMNS` (a dagger on a cell resting on a flagged
-    revision)."""
+    revision). ``groups``: each seed group gets a row (``group_row``, ``"group": True``) placed
+    before its members' rows, which follow it in the group's order."""
     ans = A.model_answers(findings, verdicts, families=families, models=models,
                           circuit_milestone=circuit_milestone, sink_milestones=sink_milestones, suspect=suspect)
-    return [row_of(a) for a in ans]
+    rows = [row_of(a) for a in ans]
+    groups = list(groups)
+    if not groups:
+        return rows
+    by = {r["model"]: r for r in rows}
+    out: list[dict] = []
+    placed: set[str] = set()
+    first = {m: g for g in groups for m, _ in g.members}
+    for r in rows:
+        g = first.get(r["model"])
+        if g is not None and g.group not in placed:  # the group's row where its first member would stand
+            placed.add(g.group)
+            out.append(group_row(g))
+            out += [by[m] for m, _ in g.members if m in by]
+        elif g is None:
+            out.append(r)
+    out += [group_row(g) for g in groups if g.group not in placed]  # a group none of whose members has findings
+    return out
+
+
+def group_row(g: A.GroupAnswer) -> dict:
+    """A seed group's headline row: the cells of :data:`COLUMNS`, each worded by :class:`~answers.GroupAnswer`."""
+    seeds = ", ".join(str(s) for _, s in g.members)
+    return {
+        "group": True, "answer": g, "model": f"{g.group} (seeds {seeds})", "group_name": g.group,
+        "family": g.family, "n_revisions": f"{g.n} seeds", "verdict": "group", "reason": g.agreement_text(),
+        "short_reason": g.cross_seed_text(), "heads": [], "verdict_row": None, "spread": None,
+        "circuit_text": g.onset_text(g.circuit_milestone), "sink10_text": g.onset_text(A.SINK_MILESTONES[0]),
+        "sink50_text": g.onset_text(g.sink_milestone), "gap_text": f"{g.order_text()}; {g.gap_text()}",
+        "heads_text": g.circuit_text(), "verdict_text": "—", "decided_text": g.cross_seed_text() or "—",
+        "spread_text": g.agreement_text(),
+    }
+
+
+def model_rows(rows: list[dict]) -> list[dict]:
+    """The models' rows of a headline (the groups' rows left out)."""
+    return [r for r in rows if not r.get("group")]
+
+
+def group_answers_of(rows: list[dict]) -> list[A.GroupAnswer]:
+    return [r["answer"] for r in rows if r.get("group")]
 
 
 def row_of(a: A.ModelAnswer) -> dict:
@@ -104,7 +145,7 @@ def row_of(a: A.ModelAnswer) -> dict:
 
 
 def run_of(rows: list[dict]) -> A.RunAnswer:
-    return A.run_answer([r["answer"] for r in rows])
+    return A.run_answer([r["answer"] for r in model_rows(rows)], group_answers_of(rows))
 
 
 def sentences(rows: list[dict] | A.RunAnswer) -> list[str]:
@@ -115,7 +156,7 @@ def sentences(rows: list[dict] | A.RunAnswer) -> list[str]:
 
 def flag_notes(rows: list[dict] | A.RunAnswer) -> list[str]:
     """One note per flagged revision that a statement or cell rests on: 'toy-neox step1000: duplicate_of step900'."""
-    answers = rows.models if isinstance(rows, A.RunAnswer) else [r["answer"] for r in rows]
+    answers = rows.models if isinstance(rows, A.RunAnswer) else [r["answer"] for r in model_rows(rows)]
     run = rows if isinstance(rows, A.RunAnswer) else run_of(rows)
     out = list(run.flags)
     for a in answers:
@@ -141,6 +182,12 @@ NOTE = ("Brackets (a–b]: first seen at the revision named (b tokens), not at t
         "most half the baseline; the upper bound is reported (the share of its effect), not required.")
 
 
+GROUP_NOTE = ("A seed group's row (before its members'): each milestone's median onset over the seeds as the interval "
+              "the members' brackets allow; the pair's order counted over the seeds whose brackets decide it, with "
+              "the exact two-sided binomial p against 50% (n seeds cannot give less than 2 × 0.5^n); the gap's "
+              "median as an interval; the final circuits' pairwise Jaccard (docs/statistics.md, seed groups).")
+
+
 def markdown(rows: list[dict], sents: list[str] | None = None) -> str:
     """The headline as the top section of summary.md: the sentences, then the table (verdict with
     its reason), then a note per flagged revision."""
@@ -153,13 +200,18 @@ def markdown(rows: list[dict], sents: list[str] | None = None) -> str:
              "| " + " | ".join(hdr) + " |", "|" + "|".join("---" for _ in hdr) + "|"]
     for r in rows:
         cells = [cell(r[k]) for k, _ in COLUMNS]
-        cells[[k for k, _ in COLUMNS].index("verdict_text")] = f"**{cell(r['verdict_text'])}** ({cell(r['reason'])})"
+        if r.get("group"):  # a seed group's row, in bold, before its members'
+            cells[0] = f"**{cells[0]}**"
+        else:
+            cells[[k for k, _ in COLUMNS].index("verdict_text")] = f"**{cell(r['verdict_text'])}** ({cell(r['reason'])})"
         lines.append("| " + " | ".join(cells) + " |")
     notes = flag_notes(rows)
     if notes:
         lines += ["", f"{DAGGER} Rests on a revision the checkpoint-integrity check flags: " + "; ".join(notes) + "."]
     lines += ["", NOTE + " Tables: `f3_milestones`, `f3_onsets`, `f3_gaps`, `f2_layer_spread`, "
               "`results/cells/*/*/verdict.parquet`.", ""]
+    if any(r.get("group") for r in rows):
+        lines[-1:-1] = [GROUP_NOTE + " Tables: `results/groups/NAME/`.", ""]
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ import polars as pl
 
 from headtrace.core import tables
 from headtrace.report import answers as A
+from headtrace.report import group_html as GH
 from headtrace.report import lineage as RL
 from headtrace.report import headline as HL
 from headtrace.report.format import fmt_tokens
@@ -39,6 +40,7 @@ figcaption{font-size:12.5px;color:#333;max-width:1100px}
 .note{color:#666;font-size:12px}
 .v-causal{background:#d9f2d9;font-weight:600} .v-not_causal{background:#f8d7d7;font-weight:600}
 .v-underpowered{background:#fff1c9;font-weight:600} .v-none{color:#777}
+.overlays{display:flex;flex-wrap:wrap;gap:12px} figure.overlay{margin:4px 0}
 .why{display:block;font-weight:normal;font-size:11px;color:#444;white-space:normal;max-width:300px}
 """
 
@@ -56,6 +58,7 @@ HEADLINE_CSS = """
 .ht .rev{display:block;font-size:11px;color:#666}
 .ht .v-causal{background:#d9f2d9;font-weight:600} .ht .v-not_causal{background:#f8d7d7;font-weight:600}
 .ht .v-underpowered{background:#fff1c9;font-weight:600} .ht .v-none{color:#777}
+.ht table.headline tr.group td{background:#eef4fb;white-space:normal;max-width:300px}
 .ht .why{display:block;font-weight:normal;font-size:11px;color:#444;white-space:normal;max-width:300px}
 .ht .note{color:#666;font-size:12px;max-width:1250px}
 """
@@ -92,6 +95,13 @@ def headline_fragment(rows: list[dict], sents: list[str], *, link_models: bool =
     head = "".join(f"<th>{_e(h)}</th>" for _, h in HL.COLUMNS)
     body = []
     for r in rows:
+        if r.get("group"):  # a seed group's row, before its members': every cell worded by answers.GroupAnswer
+            name = r["group_name"]
+            first = (f'<td><b><a href="#group-{_e(name)}">{_e(r["model"])}</a></b></td>' if link_models
+                     else f"<td><b>{_e(r['model'])}</b></td>")
+            cells = [first] + [f'<td class="wrap">{_e(r[key])}</td>' for key, _ in HL.COLUMNS[1:]]
+            body.append(f'<tr class="group" data-group="{_e(name)}">' + "".join(cells) + "</tr>")
+            continue
         cells = []
         for key, _ in HL.COLUMNS:
             if key == "verdict_text":
@@ -123,6 +133,8 @@ def headline_fragment(rows: list[dict], sents: list[str], *, link_models: bool =
     out.append('<p class="note">' + _e(HL.NOTE) + " Tables: <code>results/findings/f3_milestones</code>, "
                "<code>f3_onsets</code>, <code>f3_gaps</code>, <code>f2_layer_spread</code>, "
                "<code>results/cells/*/*/verdict.parquet</code>.</p>")
+    if any(r.get("group") for r in rows):
+        out.append('<p class="note">' + _e(HL.GROUP_NOTE) + " Tables: <code>results/groups/NAME/</code>.</p>")
     out.append("</div>")
     return "\n".join(out)
 
@@ -131,6 +143,9 @@ def brief_fragment(rows: list[dict], sents: list[str]) -> str:
     """The sentences and a four-column table, for the report's front page (a narrow column beside
     the rule graph): model, first induction circuit, first-token 50%, verdict."""
     body = "".join(
+        (f'<tr class="group" data-group="{_e(r["group_name"])}"><td><b>{_e(r["model"])}</b></td>'
+         f'<td>{_e(r["circuit_text"])}</td><td>{_e(r["sink50_text"])}</td><td class="v-none">{_e(r["gap_text"])}</td></tr>')
+        if r.get("group") else
         f'<tr data-model="{_e(r["model"])}"><td>{_e(r["model"])}</td><td>{_e(HL.bracket_tokens(r["circuit"]))}</td>'
         f'<td>{_e(HL.bracket_tokens(r["sink50"]))}</td>'
         f'<td class="{"v-" + r["verdict"] if r["verdict"] in ("causal", "not_causal", "underpowered") else "v-none"}">'
@@ -276,13 +291,15 @@ def _model_section(r: dict, F: Mapping[str, pl.DataFrame], verdicts: pl.DataFram
 def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame],
          verdicts: pl.DataFrame | None = None, *, figures: Iterable[tuple[str, str, str]] = (),
          title: str = "headtrace — when do attention circuits form?", lineage: pl.DataFrame | None = None,
-         on_suspect: str = "warn") -> str:
+         on_suspect: str = "warn", group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
+         cross_seed: Mapping[str, pl.DataFrame] | None = None) -> str:
     """The whole page. ``figures``: (relative image path, title, caption HTML) in display order.
     ``lineage``: the checkpoint-lineage tables (:mod:`headtrace.findings.lineage`): a banner naming
     every flagged revision above the headline, and a section after the models'."""
     figures = list(figures)
     section = RL.section_html(lineage)
     nav = ['<a href="#headline">headline</a>'] + (['<a href="#figures">figures</a>'] if figures else []) + [
+        f'<a href="#group-{_e(r["group_name"])}">{_e(r["group_name"])} (group)</a>' if r.get("group") else
         f'<a href="#model-{_e(r["model"])}">{_e(r["model"])}</a>' for r in rows] + (
         ['<a href="#lineage">lineage</a>'] if section else [])
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -295,7 +312,9 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
         for src, name, cap in figures:
             parts.append(f'<figure id="fig-{_e(name)}"><img src="{_e(src)}" alt="{_e(name)}" loading="lazy">'
                          f"<figcaption>{cap}</figcaption></figure>")
-    parts += [_model_section(r, findings, verdicts) for r in rows]
+    parts += [GH.group_section(r["answer"], findings, (group_tables or {}).get(r["group_name"]),
+                               (cross_seed or {}).get(r["group_name"])) if r.get("group")
+              else _model_section(r, findings, verdicts) for r in rows]
     parts += [section] if section else []
     parts.append("</body></html>")
     return "\n".join(parts)
@@ -303,15 +322,21 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
 
 def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, out_html, *, headline_html=None,
           brief_html=None, families: Mapping[str, str] | None = None, figures: Iterable[tuple[str, str, str]] = (),
-          lineage: pl.DataFrame | None = None, on_suspect: str = "warn") -> list[dict]:
+          lineage: pl.DataFrame | None = None, on_suspect: str = "warn",
+          group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
+          cross_seed: Mapping[str, pl.DataFrame] | None = None) -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
     result of ``snakemake --report``); return the headline rows. ``lineage``: the checkpoint-lineage
     tables (:func:`headtrace.report.lineage.read`): the banner of flagged revisions on the first
-    screen, and every statement resting on a flagged revision marked (:mod:`headtrace.report.answers`)."""
-    rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage))
+    screen, and every statement resting on a flagged revision marked (:mod:`headtrace.report.answers`).
+    ``group_tables``: seed group -> its tables by name (``results/groups/{group}/``); ``cross_seed``:
+    group -> its cross-seed ablation table: a headline row per group before its members' rows, and
+    a section per group (:mod:`headtrace.report.group_html`)."""
+    groups = A.group_answers(group_tables or {}, families=families, cross_seed=cross_seed)
+    rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage), groups=groups)
     sents = HL.sentences(rows)
     tables.write_text(page(rows, sents, findings, verdicts, figures=figures, lineage=lineage,
-                           on_suspect=on_suspect), out_html)
+                           on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed), out_html)
     if headline_html is not None:  # a fragment: the report's "Answers" result and its front page embed it
         frag = RL.banner_html(lineage, on_suspect) + headline_fragment(rows, sents, link_models=False)
         tables.write_text(f'<meta charset="utf-8"><title>headtrace headline</title><style>{HEADLINE_CSS}</style>\n'

@@ -81,6 +81,20 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_ab": pl.Int32,
         "positional_induction": pl.Boolean,
     },
+    # results/cells/{model}/{revision}/measures.parquet: the field's own measures per probe and head
+    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha and the share of sequences in
+    # which the head is a sink at 0.3, Olsson et al.'s prefix-matching score (null: the probe has no
+    # repeats), the OV copying score (null: not computed).
+    "measures": {
+        **HEAD_KEY,
+        "probe": pl.String,
+        "sink_alpha": pl.Float64,
+        "sink_share": pl.Float64,
+        "prefix_matching": pl.Float64,
+        "copying": pl.Float64,
+        "n_sequences": pl.Int32,
+        "seq_len": pl.Int32,
+    },
     # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
     # F3 milestones read (same resample index = same draw of sequences at every revision).
     "bootstrap_milestones": {
@@ -557,6 +571,7 @@ LOCATIONS: dict[str, str] = {
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
     "positional": "results/cells/{model}/{revision}/positional.parquet",
+    "measures": "results/cells/{model}/{revision}/measures.parquet",
 }
 
 

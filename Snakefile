@@ -24,6 +24,7 @@ include: "workflow/rules/lineage.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/refine.smk"
 include: "workflow/rules/experiments.smk"
+include: "workflow/rules/measures.smk"
 
 
 rule all:

@@ -41,6 +41,9 @@ PATHS = {
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
     "positional": "results/cells/{model}/{revision}/positional.parquet",
+    "measures": "results/cells/{model}/{revision}/measures.parquet",  # the field's own measures (docs/measures.md)
+    "text_probe": "results/probes/{model}/text_batch.parquet",
+    "measures_findings": "results/findings/measures",  # measures.smk: over training, onsets, comparisons
     "onset_bootstrap": "results/findings/f3_onset_bootstrap.parquet",
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
@@ -209,6 +212,8 @@ def all_targets():
     targets += [PATHS["lineage"].format(model=m) for m in models_by_source("toy", "hub", "local")]
     targets += findings_outputs()
     targets.append(PATHS["onsets"])
+    if MEASURES and models_by_source("toy", "hub", "local"):
+        targets += [f"{PATHS['measures_findings']}/{name}.parquet" for name in MEASURES_TABLES]
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
     return targets
 
@@ -245,6 +250,35 @@ def tokens_param(wildcards):
 
 def final_screen(wildcards):
     return PATHS["screen"].format(model=wildcards.model, revision=panel.final_revision(config, wildcards.model))
+
+
+# ---- the field's own measures (measures.smk, docs/measures.md) --------------------------------
+
+MEASURES = panel.measures_on(config)
+TEXT_PROBE = panel.text_settings(config)  # None: no text probe
+
+
+def text_probe_input(wildcards):
+    """The text probe of a model, when the config names a text file."""
+    return PATHS["text_probe"].format(model=wildcards.model) if TEXT_PROBE else []
+
+
+def text_probe_checkpoint(wildcards):
+    """The checkpoint whose tokenizer builds a model's text probe: its first revision's (none for a
+    named tokenizer or a toy's bytes)."""
+    if panel.text_tokenizer(config, wildcards.model) is not None:
+        return []
+    first = panel.revisions_of(config, wildcards.model)[0]
+    return checkpoint_input(type("W", (), {"model": wildcards.model, "revision": first})())
+
+
+def measures_params(wildcards):
+    """The capture job's measures: the repeated-random probe's arguments, the text tokenizer (None:
+    the checkpoint's own); None when measures are off."""
+    if not MEASURES:
+        return None
+    return {"repeated": panel.repeated_kwargs(config, wildcards.model),
+            "tokenizer": panel.text_tokenizer(config, wildcards.model) if TEXT_PROBE else None}
 
 
 def log_path(rule_name, per_cell=True):

@@ -115,11 +115,10 @@ def run(model, family: families.Family, tokens: np.ndarray, *, batch_size: int, 
     return PatternResult(alpha=collector.alpha.cpu().numpy(), prefix=prefix_out, n_sequences=int(n), seq_len=int(t))
 
 
-def measures_table(results: dict[str, PatternResult], model_name: str, revision: str, tokens: int | None,
-                   copying: np.ndarray | None = None) -> pl.DataFrame:
+def measures_table(results: dict[str, PatternResult], model_name: str, revision: str, tokens: int | None) -> pl.DataFrame:
     """One row per (probe, layer, head), schema ``measures``: the sink alpha (mean over sequences), the
-    share of sequences in which the head is a sink at 0.3, the prefix-matching score (null where the
-    probe has none), and the copying score of the head's weights (``copying``: (n_layers, n_heads), or null)."""
+    share of sequences in which the head is a sink at 0.3, and the prefix-matching score (null where the
+    probe has no repeats)."""
     frames = []
     for probe_name, r in results.items():
         n_layers, n_heads = r.alpha.shape[1:]
@@ -129,10 +128,27 @@ def measures_table(results: dict[str, PatternResult], model_name: str, revision:
         data["sink_share"] = measures.is_sink(r.alpha, measures.SINK_EPS).mean(0).ravel().astype(np.float64)
         data["prefix_matching"] = (np.full(n_layers * n_heads, np.nan) if r.prefix is None
                                    else np.nanmean(r.prefix, 0).ravel())
-        data["copying"] = (np.full(n_layers * n_heads, np.nan) if copying is None
-                           else np.asarray(copying, np.float64).ravel())
         data["n_sequences"] = np.full(n_layers * n_heads, r.n_sequences, np.int32)
         data["seq_len"] = np.full(n_layers * n_heads, r.seq_len, np.int32)
-        frames.append(pl.DataFrame(data).with_columns(pl.col("prefix_matching").fill_nan(None),
-                                                      pl.col("copying").fill_nan(None)))
+        frames.append(pl.DataFrame(data).with_columns(pl.col("prefix_matching").fill_nan(None)))
     return tables.conform(pl.concat(frames, how="vertical_relaxed"), "measures")
+
+
+def cell_measures(model, family: families.Family, *, repeated: np.ndarray | None, text: np.ndarray | None,
+                  batch_size: int, device, name: str, revision: str, tokens: int | None) -> pl.DataFrame:
+    """The ``measures`` table of one cell: the repeated-random probe (sink alpha and prefix matching) and,
+    when given, the text probe (sink alpha), each ``(n, T)`` token ids as fed. The capture job and
+    ``headtrace.analyze`` both call this."""
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    for what, ids in (("repeated-random", repeated), ("text", text)):
+        if ids is not None and vocab is not None and int(np.max(ids)) >= int(vocab):
+            raise ValueError(f"the {what} probe's token ids reach {int(np.max(ids))} but model '{name}' revision "
+                             f"'{revision}' has a vocabulary of {vocab}: the probe was tokenised for another model")
+    results: dict[str, PatternResult] = {}
+    if repeated is not None:
+        results["repeated"] = run(model, family, repeated, batch_size=batch_size, device=device, prefix=True)
+    if text is not None:
+        results["text"] = run(model, family, text, batch_size=batch_size, device=device)
+    if not results:
+        raise ValueError("cell_measures: neither a repeated-random nor a text probe")
+    return measures_table(results, name, revision, tokens)

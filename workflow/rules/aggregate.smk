@@ -45,6 +45,7 @@ rule findings:
         experiments=lambda wc: [PATHS["exp_summary"]] if EXPERIMENT_TARGETS else [],
         verdicts=run_model_verdicts,  # the headline section at the top of summary.md
         lineage=lineage_paths,  # checkpoint lineage: the banner, the marks and the section
+        measures=measures_tables,  # the text sink rate of the headline (measures.smk)
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
@@ -148,6 +149,7 @@ rule summary_html:
         verdicts=run_model_verdicts,
         lineage=lineage_paths,  # checkpoint lineage: the banner on the first screen, the marks, the section
         figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
+        measures=measures_tables,  # the text sink rate of the headline (measures.smk)
     output:
         page=PATHS["summary_html"],
         headline=report(

@@ -212,7 +212,7 @@ def all_targets():
     targets += [PATHS["lineage"].format(model=m) for m in models_by_source("toy", "hub", "local")]
     targets += findings_outputs()
     targets.append(PATHS["onsets"])
-    if MEASURES and models_by_source("toy", "hub", "local"):
+    if MEASURES_RUN:
         targets += [f"{PATHS['measures_findings']}/{name}.parquet" for name in MEASURES_TABLES]
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
     return targets
@@ -222,6 +222,7 @@ def findings_outputs():
     outputs = [PATHS["summary"], PATHS["summary_html"]] + [f"{PATHS['figures']}/{name}.png" for name in FIGURES]
     if ablation_enabled() and models_by_source("toy", "hub", "local", "reference"):
         outputs.append(f"{PATHS['figures']}/ablation.png")
+    outputs += [f"{PATHS['figures']}/{name}.png" for name in MEASURES_FIGURES] if MEASURES_RUN else []
     return outputs
 
 
@@ -255,7 +256,13 @@ def final_screen(wildcards):
 # ---- the field's own measures (measures.smk, docs/measures.md) --------------------------------
 
 MEASURES = panel.measures_on(config)
+MEASURES_RUN = MEASURES and bool(models_by_source("toy", "hub", "local"))  # a model here runs the measures
 TEXT_PROBE = panel.text_settings(config)  # None: no text probe
+
+
+def measures_tables(wildcards=None):
+    """The measures findings tables (the headline's text sink rate), when a model here runs them."""
+    return [f"{PATHS['measures_findings']}/{name}.parquet" for name in MEASURES_TABLES] if MEASURES_RUN else []
 
 
 def text_probe_input(wildcards):

@@ -2,6 +2,7 @@
 # measures over training. The per-cell measures.parquet is written by the capture job (cells.smk).
 
 MEASURES_TABLES = ["measures_over_training", "measures_onsets", "measures_comparison"]
+MEASURES_FIGURES = ["measures_sink", "measures_prefix"]
 
 
 rule text_probe:
@@ -47,3 +48,23 @@ rule measures_findings:
         "logs/measures_findings/measures_findings.log",
     script:
         f"{SCRIPTS}/measures_findings.py"
+
+
+rule measures_figures:
+    """The synthetic first-token fraction beside the text sink rate, and the induction circuit beside
+    the prefix-matching heads, over training (a panel per model)."""
+    conda:
+        CONDA_ENV
+    input:
+        over=f"{PATHS['measures_findings']}/measures_over_training.parquet",
+    output:
+        sink=report(f"{PATHS['figures']}/measures_sink.png", caption="../report/measures_sink.rst", category="Findings"),
+        prefix=report(f"{PATHS['figures']}/measures_prefix.png", caption="../report/measures_prefix.rst",
+                      category="Findings"),
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    log:
+        "logs/measures_figures/measures_figures.log",
+    script:
+        f"{SCRIPTS}/measures_figures.py"

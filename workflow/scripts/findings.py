@@ -18,6 +18,7 @@ with logs.to_file(snakemake.log[0]):
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     findings["f3_onsets"] = tables.read(snakemake.input.onsets)
+    findings.update({Path(p).stem: tables.read(p) for p in snakemake.input.measures})  # the text sink rate
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
     # the checkpoint-lineage tables: a banner naming every flagged revision above the answers, and
     # statements resting on a flagged revision marked (headtrace.report.lineage, .answers)

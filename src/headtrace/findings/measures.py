@@ -88,7 +88,7 @@ def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
     o = tr.with_rev_index(over.filter(pl.col("eps") == eps0)).sort("model", "rev_index")
     specs = ([(f"text_sink_{round(100 * p)}pct", "text_sink_rate", p - 1e-12) for p in fractions]
              + [(f"prefix_{k}_heads", "n_prefix_heads", k) for k in induction_counts])
-    for model, g in o.group_by("model", maintain_order=True):
+    for (model,), g in o.group_by("model", maintain_order=True):
         revs, toks = g["revision"].to_list(), g["tokens"].to_list()
         for name, col, thr in specs:
             if g[col].null_count() == g.height:
@@ -166,7 +166,7 @@ def comparison(over: pl.DataFrame, measure_onsets: pl.DataFrame, f3: pl.DataFram
     o = tr.with_rev_index(over.filter(pl.col("eps") == eps0)).sort("model", "rev_index")
     both = pl.concat([f3.select(SCHEMAS["f3_milestones"].keys()), measure_onsets], how="vertical_relaxed") \
         if f3.height else measure_onsets
-    for model, g in o.group_by("model", maintain_order=True):
+    for (model,), g in o.group_by("model", maintain_order=True):
         pair = g.drop_nulls(["first_token_fraction", "text_sink_rate"])
         if pair.height:
             rc = rank_correlation(pair["first_token_fraction"].to_numpy(), pair["text_sink_rate"].to_numpy(),

@@ -5,6 +5,11 @@ MEASURES_TABLES = ["measures_over_training", "measures_onsets", "measures_compar
 MEASURES_FIGURES = ["measures_sink", "measures_prefix"]
 
 
+# The text probe reads a file and a tokenizer, no model: run on the submit host.
+localrules:
+    text_probe,
+
+
 rule text_probe:
     """The text probe of one model: the text file(s) tokenised once with its tokenizer."""
     conda:

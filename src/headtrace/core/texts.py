@@ -1,6 +1,8 @@
 """The documents of the text probe, read from the file(s) the config names (docs/measures.md).
 
-``text_probe.file`` is a path or a glob pattern (``docs/*.md``): plain text (any other suffix; the
+``text_probe.file`` is a path or a glob pattern (``docs/*.md``), relative to the working directory or,
+when it matches nothing there, to the headtrace checkout (so the demo's ``docs/*.md`` is found from any
+working directory): plain text (any other suffix; the
 whole file is one document), JSON Lines (``.jsonl``: one document per line, its ``column`` field) or
 Parquet (``.parquet``: its ``column`` column). Files are read in sorted order. An empty result (no file,
 or no non-blank document) is an error naming the pattern.
@@ -13,12 +15,18 @@ from pathlib import Path
 
 import polars as pl
 
+from headtrace.core.schema import SCHEMA_PATH
+
+CHECKOUT = SCHEMA_PATH.parents[1]  # the headtrace checkout (config/schema.yaml's repository)
+
 
 def files_of(pattern: str) -> list[Path]:
     """The files ``pattern`` names (a path or a glob), sorted; an error naming it when there are none."""
     found = sorted(Path(p) for p in glob.glob(str(pattern)) if Path(p).is_file())
+    if not found and not Path(pattern).is_absolute():
+        found = sorted(Path(p) for p in glob.glob(str(CHECKOUT / pattern)) if Path(p).is_file())
     if not found:
-        raise ValueError(f"text_probe.file: no file matches '{pattern}'")
+        raise ValueError(f"text_probe.file: no file matches '{pattern}' (in the working directory or in {CHECKOUT})")
     return found
 
 

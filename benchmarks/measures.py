@@ -9,7 +9,8 @@ text probe (100 x 64 byte tokens of docs/*.md, sink alpha). Every method is warm
   baseline   headtrace.cell.capture.run on the synthetic probe (head outputs + class masses)
   repeated   headtrace.cell.patterns.run on the repeated-random probe, prefix=True
   text       headtrace.cell.patterns.run on the text probe
-  measures   repeated + text: what one capture job adds (headtrace.cell.patterns.cell_measures)
+  copying    headtrace.cell.patterns.copying: every head's OV copying score from the weights
+  measures   repeated + text + copying: what one capture job adds (headtrace.cell.patterns.cell_measures)
 
 Usage: .venv/bin/python benchmarks/measures.py [--threads 1] [--repeats 5] [--layers 4] [--heads 12]
 """
@@ -57,6 +58,7 @@ def main() -> None:
         "baseline": lambda: capture.run(model, family, synthetic, batch_size=bs, progress=False),
         "repeated": lambda: patterns.run(model, family, repeated, batch_size=bs, prefix=True),
         "text": lambda: patterns.run(model, family, text, batch_size=bs),
+        "copying": lambda: patterns.copying(model, family),
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
     for f in runs.values():  # warm-up
@@ -67,10 +69,10 @@ def main() -> None:
             f()
             times[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
-    med["measures"] = med["repeated"] + med["text"]
+    med["measures"] = med["repeated"] + med["text"] + med["copying"]
     print(f"# {args.layers} layers x {args.heads} heads, hidden {args.hidden}, {args.threads} thread(s), "
           f"median of {args.repeats}; synthetic {synthetic.tokens.shape}, repeated {repeated.shape}, text {text.shape}")
-    for name in ("baseline", "repeated", "text", "measures"):
+    for name in ("baseline", "repeated", "text", "copying", "measures"):
         print(f"{name:9s} {1000 * med[name]:8.1f} ms   / baseline = {med[name] / med['baseline']:.3f}")
 
 

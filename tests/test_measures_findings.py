@@ -20,9 +20,10 @@ def _cells() -> pl.DataFrame:
         for k, (layer, head) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
             prefix = 0.9 if (layer, head) == (1, 0) and i >= 2 else 0.05 * k
             rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="repeated",
-                             sink_alpha=0.2, sink_share=0.0, prefix_matching=prefix, n_sequences=5, seq_len=64))
+                             sink_alpha=0.2, sink_share=0.0, prefix_matching=prefix, copying=0.5, n_sequences=5,
+                             seq_len=64))
             rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="text",
-                             sink_alpha=text_alpha[i][k], sink_share=0.0, prefix_matching=None, n_sequences=5,
+                             sink_alpha=text_alpha[i][k], sink_share=0.0, prefix_matching=None, copying=0.5, n_sequences=5,
                              seq_len=64))
     return tables.conform(pl.DataFrame(rows), "measures")
 

@@ -82,3 +82,39 @@ def test_repeated_random_probe():
         probe.repeated_random(length=20, token_low=0, token_high=10)
     with pytest.raises(ValueError, match="bos_token_id"):
         probe.repeated_random(prepend_bos=True)
+
+
+@pytest.mark.parametrize("name", FAMILY_NAMES)
+def test_ov_weights_reproduce_the_heads_and_copying_equals_its_dense_definition(name):
+    """On a one-token input every head attends to itself, so its output (the out projection's input) is
+    its value vector: x @ W_V[h] + b; and the out projection is sum_h z_h @ W_O[h] + b. The copying score
+    from the d_head x d_head product equals the dense vocabulary x vocabulary definition (vocab 128)."""
+    model = tiny_model(name)
+    family = families.get(name)
+    n_layers, n_heads, d_head = families.dims(model)
+    seen = {}
+    attn, proj = family.attention_modules(model)[1], family.out_projs(model)[1]
+    h1 = attn.register_forward_pre_hook(lambda m, a, k: seen.__setitem__("x", (a[0] if a else k["hidden_states"])),
+                                        with_kwargs=True)
+    h2 = proj.register_forward_hook(lambda m, a, out: seen.update(z=a[0], out=out))
+    try:
+        with torch.no_grad():
+            family.backbone(model)(input_ids=torch.tensor([[5], [9]]), use_cache=False)
+    finally:
+        h1.remove()
+        h2.remove()
+    w_e, w_v, w_o, w_u = (w.detach() for w in families.ov_weights(model, family))
+    x, z = seen["x"][:, 0].double(), seen["z"][:, 0].double().view(2, n_heads, d_head)
+    v = torch.einsum("bm,hmd->bhd", x, w_v[1].double())
+    bias = (z - v)  # what is left is the value bias, the same for both tokens
+    assert torch.allclose(bias[0], bias[1], atol=1e-5)
+    out_bias = proj.bias.double() if getattr(proj, "bias", None) is not None else 0.0
+    rebuilt = torch.einsum("bhd,hdm->bm", z, w_o[1].double()) + out_bias
+    assert torch.allclose(rebuilt, seen["out"][:, 0].double(), atol=1e-5)
+    scores = patterns.copying(model, family)
+    assert scores.shape == (n_layers, n_heads)
+    e, u = w_e.double().numpy(), w_u.double().numpy()
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            dense = np.linalg.eigvals(e @ w_v[layer, head].double().numpy() @ w_o[layer, head].double().numpy() @ u)
+            assert scores[layer, head] == pytest.approx(measures.positive_share(dense), abs=1e-6)

@@ -132,3 +132,21 @@ def eigenvalue_ratio(eigenvalues: np.ndarray) -> float:
 def copying_score(w_e, w_v, w_o, w_u) -> float:
     """One head's copying score: :func:`positive_share` of its OV circuit's eigenvalues."""
     return positive_share(ov_eigenvalues(w_e, w_v, w_o, w_u))
+
+
+def copying_scores(w_e: np.ndarray, w_v: np.ndarray, w_o: np.ndarray, w_u: np.ndarray) -> np.ndarray:
+    """:func:`copying_score` of every head at once: ``w_v`` (L, H, d_model, d_head), ``w_o`` (L, H, d_head,
+    d_model) -> (L, H). ``(W_O W_U)(W_E W_V) = W_O (W_U W_E) W_V``: the d_model x d_model ``W_U W_E`` is formed
+    once, then a d_head x d_head product per head."""
+    return copying_scores_of_product(np.asarray(w_u, np.float64) @ np.asarray(w_e, np.float64), w_v, w_o)
+
+
+def copying_scores_of_product(m: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
+    """:func:`copying_scores` given ``m = W_U W_E`` (d_model, d_model), e.g. formed on the model's device."""
+    m = np.asarray(m, np.float64)
+    w_v, w_o = np.asarray(w_v, np.float64), np.asarray(w_o, np.float64)
+    per_head = (w_o @ m) @ w_v  # (L, H, d_head, d_model) @ (L, H, d_model, d_head) -> (L, H, d_head, d_head)
+    ev = np.linalg.eigvals(per_head)  # (L, H, d_head)
+    total = np.abs(ev).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, np.maximum(ev.real, 0).sum(-1) / total, np.nan)

@@ -10,6 +10,8 @@ which is immediately reduced, per sequence and head, to
 * ``alpha``: the mean over the queries of their attention to key 0 (``headtrace.cell.measures.sink_alpha``);
 * ``prefix``: the prefix-matching score (``headtrace.cell.measures.prefix_matching``), when asked.
 
+The copying score of each head comes from the weights alone (:func:`copying`), no pass.
+
 BLOOM (``PROBS_HOOK``) hands its own probabilities to the same reduction. Tests check both numbers against
 the pure functions applied to eager ``output_attentions`` on a tiny model of every family.
 """
@@ -115,10 +117,21 @@ def run(model, family: families.Family, tokens: np.ndarray, *, batch_size: int, 
     return PatternResult(alpha=collector.alpha.cpu().numpy(), prefix=prefix_out, n_sequences=int(n), seq_len=int(t))
 
 
-def measures_table(results: dict[str, PatternResult], model_name: str, revision: str, tokens: int | None) -> pl.DataFrame:
+def copying(model, family: families.Family) -> np.ndarray:
+    """(n_layers, n_heads) copying score of every head's OV circuit (``measures.copying_scores``) from the
+    model's weights (``families.ov_weights``: embedding, value, output, unembedding; no layer norm, no bias)."""
+    with torch.no_grad():
+        w_e, w_v, w_o, w_u = families.ov_weights(model, family)
+        m = (w_u.float() @ w_e.float()).cpu().numpy()  # (d_model, d_model) on the model's device, fp32
+        return measures.copying_scores_of_product(m, w_v.float().cpu().numpy(), w_o.float().cpu().numpy())
+
+
+def measures_table(results: dict[str, PatternResult], model_name: str, revision: str, tokens: int | None,
+                   copying_scores: np.ndarray | None = None) -> pl.DataFrame:
     """One row per (probe, layer, head), schema ``measures``: the sink alpha (mean over sequences), the
-    share of sequences in which the head is a sink at 0.3, and the prefix-matching score (null where the
-    probe has no repeats)."""
+    share of sequences in which the head is a sink at 0.3, the prefix-matching score (null where the
+    probe has no repeats) and the head's copying score (from its weights: the same on every probe's row;
+    null when not given)."""
     frames = []
     for probe_name, r in results.items():
         n_layers, n_heads = r.alpha.shape[1:]
@@ -128,9 +141,12 @@ def measures_table(results: dict[str, PatternResult], model_name: str, revision:
         data["sink_share"] = measures.is_sink(r.alpha, measures.SINK_EPS).mean(0).ravel().astype(np.float64)
         data["prefix_matching"] = (np.full(n_layers * n_heads, np.nan) if r.prefix is None
                                    else np.nanmean(r.prefix, 0).ravel())
+        data["copying"] = (np.full(n_layers * n_heads, np.nan) if copying_scores is None
+                           else np.asarray(copying_scores, np.float64).ravel())
         data["n_sequences"] = np.full(n_layers * n_heads, r.n_sequences, np.int32)
         data["seq_len"] = np.full(n_layers * n_heads, r.seq_len, np.int32)
-        frames.append(pl.DataFrame(data).with_columns(pl.col("prefix_matching").fill_nan(None)))
+        frames.append(pl.DataFrame(data).with_columns(pl.col("prefix_matching").fill_nan(None),
+                                                      pl.col("copying").fill_nan(None)))
     return tables.conform(pl.concat(frames, how="vertical_relaxed"), "measures")
 
 
@@ -151,4 +167,4 @@ def cell_measures(model, family: families.Family, *, repeated: np.ndarray | None
         results["text"] = run(model, family, text, batch_size=batch_size, device=device)
     if not results:
         raise ValueError("cell_measures: neither a repeated-random nor a text probe")
-    return measures_table(results, name, revision, tokens)
+    return measures_table(results, name, revision, tokens, copying_scores=copying(model, family))

@@ -84,13 +84,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     # results/cells/{model}/{revision}/measures.parquet: the field's own measures per probe and head
     # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha and the share of sequences in
     # which the head is a sink at 0.3, Olsson et al.'s prefix-matching score (null: the probe has no
-    # repeats).
+    # repeats), Elhage et al.'s copying score of the head's OV circuit (weights only; equal on every probe).
     "measures": {
         **HEAD_KEY,
         "probe": pl.String,
         "sink_alpha": pl.Float64,
         "sink_share": pl.Float64,
         "prefix_matching": pl.Float64,
+        "copying": pl.Float64,
         "n_sequences": pl.Int32,
         "seq_len": pl.Int32,
     },

@@ -118,3 +118,17 @@ def test_ov_weights_reproduce_the_heads_and_copying_equals_its_dense_definition(
         for head in range(n_heads):
             dense = np.linalg.eigvals(e @ w_v[layer, head].double().numpy() @ w_o[layer, head].double().numpy() @ u)
             assert scores[layer, head] == pytest.approx(measures.positive_share(dense), abs=1e-6)
+
+
+def test_cell_measures_refuse_a_probe_the_model_cannot_take(tokens):
+    model = tiny_model("gpt2")  # n_positions 256, vocab 128
+    family = families.get("gpt2")
+    with pytest.raises(ValueError, match="text probe's token ids reach 200 .* vocabulary of 128"):
+        patterns.cell_measures(model, family, repeated=None, text=np.full((2, 8), 200), batch_size=2, device="cpu",
+                               name="m", revision="r", tokens=None)
+    with pytest.raises(ValueError, match="300-token sequences .* context of 256"):
+        patterns.cell_measures(model, family, repeated=None, text=np.ones((1, 300), np.int64), batch_size=2,
+                               device="cpu", name="m", revision="r", tokens=None)
+    cell = patterns.cell_measures(model, family, repeated=tokens, text=None, batch_size=2, device="cpu", name="m",
+                                  revision="r", tokens=None)
+    assert set(cell["probe"]) == {"repeated"} and cell["copying"].null_count() == 0

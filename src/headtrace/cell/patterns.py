@@ -25,9 +25,10 @@ import torch
 
 from headtrace.cell import capture, measures
 from headtrace.core import tables
-from headtrace.models import families
+from headtrace.models import context, families
 
 MAX_SEQ_LEN = 1024  # the (B, H, T, T) rows are formed per layer: a short probe only
+MAX_PATTERN_BYTES = 2**30  # a chunk's fp32 (B, H, T, T) rows stay under 1 GiB: batch_size is lowered to fit
 
 
 @dataclass
@@ -96,6 +97,7 @@ def run(model, family: families.Family, tokens: np.ndarray, *, batch_size: int, 
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     device = torch.device(device)
     parts = capture._model_parts(model, family)
+    batch_size = max(1, min(batch_size, MAX_PATTERN_BYTES // (4 * parts.n_heads * t * t)))
     capture._register()
     collector = _PatternCollector(n, parts.n_layers, parts.n_heads, device)
     targets = measures.prefix_targets(tokens) if prefix else None
@@ -155,11 +157,18 @@ def cell_measures(model, family: families.Family, *, repeated: np.ndarray | None
     """The ``measures`` table of one cell: the repeated-random probe (sink alpha and prefix matching) and,
     when given, the text probe (sink alpha), each ``(n, T)`` token ids as fed. The capture job and
     ``headtrace.analyze`` both call this."""
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    limits = context.limits_of([(getattr(model, "config", None), "the model's config")])
     for what, ids in (("repeated-random", repeated), ("text", text)):
-        if ids is not None and vocab is not None and int(np.max(ids)) >= int(vocab):
+        if ids is None:
+            continue
+        if limits.vocab is not None and int(np.max(ids)) >= limits.vocab:
             raise ValueError(f"the {what} probe's token ids reach {int(np.max(ids))} but model '{name}' revision "
-                             f"'{revision}' has a vocabulary of {vocab}: the probe was tokenised for another model")
+                             f"'{revision}' has a vocabulary of {limits.vocab}: the probe was tokenised for another "
+                             "model")
+        if limits.context is not None and ids.shape[1] > limits.context:
+            raise ValueError(f"the {what} probe has {ids.shape[1]}-token sequences but model '{name}' revision "
+                             f"'{revision}' has a context of {limits.context} ({limits.context_key}): shorten "
+                             f"{'text_probe.seq_len' if what == 'text' else 'repeated_probe.length x repeats'}")
     results: dict[str, PatternResult] = {}
     if repeated is not None:
         results["repeated"] = run(model, family, repeated, batch_size=batch_size, device=device, prefix=True)

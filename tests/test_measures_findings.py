@@ -49,6 +49,8 @@ def test_over_training_counts_and_jaccard():
     o = over.filter(pl.col("eps") == 0.3)
     assert o["text_sink_rate"].to_list() == [0.0, 0.25, 0.75, 1.0]
     assert over.filter(pl.col("eps") == 0.6)["text_sink_rate"].to_list() == [0.0, 0.0, 0.0, 1.0]
+    assert o["text_sink_rate_per_sequence"].to_list() == [0.0] * 4  # sink_share 0 in the hand-built cells
+    assert over.filter(pl.col("eps") == 0.6)["text_sink_rate_per_sequence"].null_count() == 4
     assert o["n_prefix_heads"].to_list() == [0, 0, 1, 1]  # 0.9 > 0.4; the others 0.05 k <= 0.15
     assert o["first_token_fraction"].to_list() == [0.0, 0.25, 0.5, 1.0]
     assert o["n_induction_circuit"].to_list() == [0, 0, 1, 2]

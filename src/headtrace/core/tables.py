@@ -101,6 +101,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         **CELL_KEY,
         "eps": pl.Float64,
         "text_sink_rate": pl.Float64,  # Gu et al.'s sink rate on the text probe (null: no text probe)
+        # thresholded per sequence, then averaged over the sequences (the other reading; eps 0.3 only)
+        "text_sink_rate_per_sequence": pl.Float64,
         "repeated_sink_rate": pl.Float64,
         "n_prefix_heads": pl.Int32,  # prefix-matching score > measures.prefix_threshold
         "n_heads": pl.Int32,

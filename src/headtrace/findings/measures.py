@@ -4,7 +4,8 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
 (the synthetic screen). Three tables:
 
 * ``measures_over_training``: per model x revision x sink threshold eps, the sink rate on the text probe
-  (Gu et al.'s, the F2 analogue on text) and on the repeated-random probe, the number of heads whose
+  (Gu et al.'s, the F2 analogue on text; alpha averaged over the sequences, then thresholded; beside it at
+  eps 0.3 the other reading, thresholded per sequence and averaged) and on the repeated-random probe, the number of heads whose
   prefix-matching score is above ``prefix_threshold``, and beside them the paper's synthetic first-token
   fraction and induction-circuit size, and the Jaccard index of the induction circuit and the top
   prefix-matching heads (as many as the circuit has; null when the circuit is empty).
@@ -56,6 +57,8 @@ def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formu
             rows.append(dict(
                 model=model, revision=revision, tokens=tokens, eps=float(eps),
                 text_sink_rate=formulas.sink_rate(text["sink_alpha"].to_numpy(), eps) if text.height else None,
+                text_sink_rate_per_sequence=float(text["sink_share"].mean())
+                if text.height and abs(eps - formulas.SINK_EPS) < 1e-12 else None,
                 repeated_sink_rate=formulas.sink_rate(rep["sink_alpha"].to_numpy(), eps) if rep.height else None,
                 n_prefix_heads=n_prefix, n_heads=int(max(text.height, rep.height)),
                 first_token_fraction=None if b is None else b["bos_fraction"],

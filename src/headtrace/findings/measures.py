@@ -21,7 +21,6 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
 from __future__ import annotations
 
 import itertools
-import math
 
 import numpy as np
 import polars as pl
@@ -125,6 +124,18 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row pair of ``x``, ``y`` (B, n), average ranks for ties; NaN for a row with
+    a constant side."""
+    def ranks(a):
+        return (a[:, None, :] < a[:, :, None]).sum(-1) + ((a[:, None, :] == a[:, :, None]).sum(-1) - 1) / 2
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(1, keepdims=True), ry - ry.mean(1, keepdims=True)
+    denom = np.sqrt((rx ** 2).sum(1) * (ry ** 2).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, (rx * ry).sum(1) / denom, np.nan)
+
+
 def rank_correlation(x, y, *, n_boot: int = N_BOOT, seed: int = BOOT_SEED, interval: float = INTERVAL,
                      n_perm: int = N_PERM) -> dict:
     """Spearman's rho of paired values over revisions, with (1) a percentile bootstrap interval resampling
@@ -139,23 +150,22 @@ def rank_correlation(x, y, *, n_boot: int = N_BOOT, seed: int = BOOT_SEED, inter
     if rho is None:
         return out
     rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, n, n)
-        r = spearman(x[idx], y[idx])
-        if r is not None:
-            boots.append(r)
-    if boots:
+    idx = rng.integers(0, n, (n_boot, n))  # every resample drawn at once, seeded
+    boots = _spearman_rows(x[idx], y[idx])
+    boots = boots[np.isfinite(boots)]  # a resample with a constant side has no rho
+    if boots.size:
         q = (1 - interval) / 2
-        out.update(lo=float(np.quantile(boots, q)), hi=float(np.quantile(boots, 1 - q)), n_valid_resamples=len(boots))
+        out.update(lo=float(np.quantile(boots, q)), hi=float(np.quantile(boots, 1 - q)), n_valid_resamples=int(boots.size))
     if n <= EXACT_PERM_MAX:
-        perms = (np.array(p) for p in itertools.permutations(range(n)))
-        total = math.factorial(n)
+        perms = np.array(list(itertools.permutations(range(n))))  # every permutation (identity included)
     else:
-        perms = (rng.permutation(n) for _ in range(n_perm))
-        total = n_perm
-    hits = sum(1 for p in perms if abs(spearman(x, y[p]) or 0.0) >= abs(rho) - 1e-12)
-    out["p_value"] = hits / total if n <= EXACT_PERM_MAX else (hits + 1) / (total + 1)
+        perms = np.stack([rng.permutation(n) for _ in range(n_perm)])
+    rx, ry = _ranks(x), _ranks(y)
+    a = (rx - rx.mean()) / np.linalg.norm(rx - rx.mean())
+    b = ry[perms] - ry.mean()  # (n_perms, n): the permuted ranks (a permutation keeps their mean and norm)
+    null = b @ a / np.linalg.norm(ry - ry.mean())  # Spearman's rho of every permutation
+    hits = int((np.abs(null) >= abs(rho) - 1e-12).sum())
+    out["p_value"] = hits / len(perms) if n <= EXACT_PERM_MAX else (hits + 1) / (len(perms) + 1)
     return out
 
 

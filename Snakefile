@@ -25,6 +25,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/refine.smk"
 include: "workflow/rules/experiments.smk"
 include: "workflow/rules/groups.smk"
+include: "workflow/rules/measures.smk"
 
 
 rule all:

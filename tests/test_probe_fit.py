@@ -73,6 +73,7 @@ def _local_config(path, probe=None, model_probe=None, **model):
     if model_probe is not None:
         cfg["models"]["mine"]["probe"] = model_probe
     cfg["probe"] = dict(probe or {})
+    cfg.pop("text_probe", None)  # the demo's text probe is for its toys; these local checkpoints have no tokenizer
     return cfg
 
 

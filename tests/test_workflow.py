@@ -54,6 +54,10 @@ def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
         "probe": PROBE,
         "capture": {"device": "cpu", "batch_size": 8},
         "ablation": {"n_random": 3, "batch_size": 8},
+        # the field's own measures (docs/measures.md): a text probe from a local file, tokenised with the
+        # local checkpoints' own (locally built) tokenizer, the toy's bytes
+        "repeated_probe": {"n_sequences": 6, "length": 16},
+        "text_probe": {"file": "text/*.txt", "seq_len": 32, "n_sequences": 6},
     }
 
 
@@ -78,6 +82,9 @@ def workdir(tmp_path_factory):
     local = work / "local-ckpts"
     for i, rev in enumerate(("rev-a", "rev-b", "rev-c")):
         tiny.tiny_model("olmo", seed=i, vocab_size=128, n_heads=4).save_pretrained(local / rev)
+        tiny.tiny_tokenizer(local / rev)
+    (work / "text").mkdir()
+    (work / "text" / "notes.txt").write_text(" ".join(["the first token of the text is a sink for every head"] * 30))
     (work / "config.yaml").write_text(yaml.safe_dump(mini_config(local)))
     return work
 
@@ -122,6 +129,40 @@ def test_outputs_follow_the_contract(ran, workdir):
     assert not (cell / "head_outputs.safetensors").exists(), "per-head outputs are temp() by default"
     assert (workdir / "resources" / "checkpoints" / "tiny-toy" / "step4" / "model.safetensors").exists()
     assert (workdir / "logs" / "capture" / "tiny-olmo" / "rev-a.log").exists()
+
+
+def test_measures_run_end_to_end(ran, workdir):
+    """Every run cell writes the field's measures (repeated-random and text probes); the text probe is
+    built once per model; the findings tables compare them with the synthetic probe's."""
+    res = workdir / "results"
+    counts = job_counts(ran[0])
+    assert counts["text_probe"] == 2 and counts["measures_findings"] == 1
+    for model, revisions in (("tiny-olmo", ("rev-a", "rev-c")), ("tiny-toy", ("step0", "step4"))):
+        text = tables.conform(pl.read_parquet(res / "probes" / model / "text_batch.parquet"), "text_probe")
+        assert text.height == 6 and text["file"][0] == "text/*.txt"
+        assert text["tokenizer"][0] == ("bytes" if model == "tiny-toy" else str(workdir / "local-ckpts" / "rev-a"))
+        for rev in revisions:
+            m = tables.conform(pl.read_parquet(res / "cells" / model / rev / "measures.parquet"), "measures")
+            assert set(m["probe"]) == {"repeated", "text"}
+            assert m.filter(pl.col("probe") == "repeated")["prefix_matching"].null_count() == 0
+    over = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_over_training.parquet"),
+                          "measures_over_training")
+    assert over.height == 4 and over["text_sink_rate"].null_count() == 0
+    tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_onsets.parquet"), "f3_milestones")
+    cmp = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_comparison.parquet"),
+                         "measures_comparison")
+    assert set(cmp["model"]) <= {"tiny-olmo", "tiny-toy"}
+
+
+def test_empty_text_file_fails_before_any_job(workdir, tmp_path):
+    cfg = yaml.safe_load((workdir / "config.yaml").read_text())
+    (tmp_path / "empty.txt").write_text("\n")
+    cfg["text_probe"]["file"] = str(tmp_path / "empty.txt")
+    bad = tmp_path / "config.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+                           "--configfile", str(bad), "-n"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "empty.txt' holds no text" in proc.stdout + proc.stderr
 
 
 def test_verdicts_record_a_held_out_ablation(ran, workdir):

@@ -68,3 +68,21 @@ def tiny_model(family: str, seed: int = 0, **kwargs) -> torch.nn.Module:
     cfg = tiny_config(family, **kwargs)
     model = CLASSES[family][1](cfg).eval()
     return model
+
+
+def tiny_tokenizer(folder, vocab_size: int = 128):
+    """A locally built word-level tokenizer (no download) that puts a BOS (id 0) before every text, saved
+    in ``folder`` as a checkpoint's tokenizer files; words it does not know map to <unk> (id 2)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    words = ("the a of to and in is it that for on with as by this probe text head heads attention sink token "
+             "tokens model models first key query layer rate each every one two three revision").split()
+    vocab = {"<bos>": 0, "<eos>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(words)}}
+    assert len(vocab) <= vocab_size
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 0)])
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>",
+                                                unk_token="<unk>")
+    fast.save_pretrained(str(folder))
+    return fast

@@ -28,17 +28,19 @@ import polars as pl
 import torch
 
 from headtrace.causal import ablation as engine
-from headtrace.cell import capture, positional, screen, spectral
+from headtrace.cell import capture, patterns, positional, screen, spectral
 from headtrace.core import probe, schema, tables
+from headtrace.core import probe as probe_module  # analyze's ``probe`` argument shadows the module
 from headtrace.core.heads import as_heads
 from headtrace.core.probe import ProbeBatch
-from headtrace.models import context, families, hub
+from headtrace.models import context, families, hub, tokenize
 from headtrace.panel import config as panel_config
 
 # The workflow's defaults, read from config/schema.yaml (one source for the workflow and the API).
-DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ablation")}
+DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ablation", "measures", "repeated_probe")}
+TEXT_KEYS = tuple(schema.defaults("text_probe"))
 PROBE_KEYS = tuple(schema.defaults("$defs", "probe"))
-TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict")
+TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict", "measures")
 
 
 @dataclass
@@ -51,6 +53,8 @@ class CellTables:
     positional: pl.DataFrame | None = None  # headtrace.cell.positional: which screened heads are positional
     ablation: pl.DataFrame | None = None
     verdict: pl.DataFrame | None = None
+    measures: pl.DataFrame | None = None  # headtrace.cell.patterns: sink alpha, prefix matching (docs/measures.md)
+    text_probe: pl.DataFrame | None = None  # the text probe's sequences and where they came from
 
     def write(self, out_dir) -> dict[str, Path]:
         """Write every table as ``out_dir/<name>.parquet`` (atomically, like the workflow)."""
@@ -149,6 +153,7 @@ def analyze(
     out: str | Path | None = None,
     progress: bool = True,
     family: str | None = None,
+    text_probe: Mapping | None = None,
 ) -> CellTables:
     """Run the recipe on ``model`` (an in-memory HF causal LM) and return its tables.
 
@@ -160,10 +165,16 @@ def analyze(
     write the tables there. ``family``: the adapter by name (``headtrace.models.families``), for a
     model whose ``model_type`` is a relative of a known family; None = from ``model_type``. The
     model is moved to ``device`` and put in eval mode.
+
+    The field's own measures (docs/measures.md; ``settings={"measures": {"enabled": False}}`` turns them
+    off) run on the repeated-random probe (``settings={"repeated_probe": {...}}``) and, with
+    ``text_probe`` (the config's ``text_probe`` keys: ``{"file": "notes/*.txt"}``; ``tokenizer`` None:
+    the model's own, from its ``name_or_path`` folder), on natural text; ``cell.measures`` holds them.
     """
     opts = {k: {**v, **dict((settings or {}).get(k) or {})} for k, v in DEFAULTS.items()}
     family = family_of(model) if family is None else families.get(family)
     batch, settings_of_probe = _probe_batch(probe, model)  # settings: None for a ProbeBatch
+    text_table = text_probe_table(text_probe, model, name) if opts["measures"]["enabled"] and text_probe else None
     dev = next(model.parameters()).device if device is None else hub.resolve_device(device)
     model = model.to(dev).eval()
     bs = hub.auto_batch_size(model, batch.seq_len, dev, batch_size)
@@ -179,6 +190,13 @@ def analyze(
     cell = CellTables(attention=attention, pr=pr, screen=cell_screen,
                       positional=positional.cell_table(result.sequence_masses, result.valid, batch.ab, name,
                                                        revision, tokens))
+    if opts["measures"]["enabled"]:
+        cell.text_probe = text_table
+        cell.measures = patterns.cell_measures(
+            model, family, repeated=probe_module.repeated_random(**repeated_kwargs(opts["repeated_probe"], batch,
+                                                                                   settings_of_probe, model)),
+            text=None if text_table is None else tokenize.tokens_of(text_table), batch_size=bs, device=dev,
+            name=name, revision=revision, tokens=tokens)
     if ablate:
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
         cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final, n_random=n_random,
@@ -219,6 +237,38 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
                                   level=a["ci_level"], probe_record=record)
     verdict = engine.verdict(table, metric=a["metric"], alpha=a["alpha"])
     return table, tables.conform(verdict.with_columns(_record_columns(record, verdict.height)), "verdict")
+
+
+# ---- the field's own measures: the repeated-random and the text probe (docs/measures.md) ----------
+
+def repeated_kwargs(block: Mapping, batch: probe.ProbeBatch, probe_settings: Mapping | None, model) -> dict:
+    """Arguments of ``probe.repeated_random`` from the ``repeated_probe`` keys; a null token range or BOS
+    follows the synthetic probe (its settings, or a ready batch's token span and first token)."""
+    r = {**schema.defaults("repeated_probe"), **dict(block)}
+    if probe_settings is not None:
+        span, bos, bos_id = probe_settings["token_range"], probe_settings["prepend_bos"], probe_settings["bos_token_id"]
+    else:
+        span, bos, bos_id = batch.token_span, False, None
+    low, high = r["token_range"] or span
+    if r["prepend_bos"] is not None:
+        bos = r["prepend_bos"]
+    if bos and bos_id is None:
+        bos_id = getattr(getattr(model, "config", None), "bos_token_id", None)
+    return {"n_sequences": r["n_sequences"], "length": r["length"], "repeats": r["repeats"], "token_low": int(low),
+            "token_high": int(high), "seed": r["seed"], "prepend_bos": bool(bos), "bos_token_id": bos_id}
+
+
+def text_probe_table(spec: Mapping, model, name: str = "model") -> pl.DataFrame:
+    """The text probe of ``spec`` (the config's ``text_probe`` keys) for an in-memory model: tokenised with
+    ``spec["tokenizer"]`` (a folder or ``bytes``), else the tokenizer in the model's ``name_or_path`` folder."""
+    unknown = sorted(set(spec) - set(TEXT_KEYS))
+    if unknown:
+        raise ValueError(f"text_probe: unknown key(s) {unknown}; the keys are {', '.join(TEXT_KEYS)}")
+    settings = {**schema.defaults("text_probe"), **dict(spec)}
+    if not settings["file"]:
+        raise ValueError("text_probe: give a file (a path or glob of .txt/.md, .jsonl or .parquet files)")
+    folder = getattr(model, "name_or_path", None) or None
+    return tokenize.build(settings, settings["tokenizer"], folder, f"model '{name}'")
 
 
 # ---- the sequences the ablation runs on (ablation.probe) -----------------------------------------

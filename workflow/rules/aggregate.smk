@@ -47,6 +47,7 @@ rule findings:
         verdicts=run_model_verdicts,  # the headline section at the top of summary.md
         lineage=lineage_paths,  # checkpoint lineage: the banner, the marks and the section
         cross_seed=list(group_cross_seed_paths().values()),  # the groups' sentences
+        measures=measures_tables,  # the text sink rate of the headline (measures.smk)
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
@@ -156,6 +157,7 @@ rule summary_html:
         figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
         groups=group_table_paths(),  # a row per seed group before its members' rows, and its section
         cross_seed=list(group_cross_seed_paths().values()),
+        measures=measures_tables,  # the text sink rate of the headline (measures.smk)
     output:
         page=PATHS["summary_html"],
         headline=report(

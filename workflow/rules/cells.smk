@@ -31,6 +31,7 @@ rule capture:
     input:
         checkpoint=checkpoint_input,
         probe=PATHS["probe"],
+        text_probe=text_probe_input,
     output:
         attention=PATHS["attention"],
         provenance=PATHS["provenance"],  # resolved commit + weight sha256 of the checkpoint it ran
@@ -39,11 +40,14 @@ rule capture:
         if config["capture"]["keep_head_outputs"]
         else temp(PATHS["head_outputs"]),
         class_masses=PATHS["class_masses"],
+        # the field's own measures (repeated-random and text probes), same job: one model load per cell
+        **({"measures": PATHS["measures"]} if MEASURES else {}),
     wildcard_constraints:
         model=RUN_MODELS,
     params:
         load=load_params,
         tokens=tokens_param,
+        measures=measures_params,
     threads: 1
     resources:
         mem_mb=32000,

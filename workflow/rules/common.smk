@@ -41,6 +41,9 @@ PATHS = {
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
     "positional": "results/cells/{model}/{revision}/positional.parquet",
+    "measures": "results/cells/{model}/{revision}/measures.parquet",  # the field's own measures (docs/measures.md)
+    "text_probe": "results/probes/{model}/text_batch.parquet",
+    "measures_findings": "results/findings/measures",  # measures.smk: over training, onsets, comparisons
     "onset_bootstrap": "results/findings/f3_onset_bootstrap.parquet",
     "ablation": "results/cells/{model}/{revision}/ablation.parquet",
     "verdict": "results/cells/{model}/{revision}/verdict.parquet",
@@ -214,6 +217,8 @@ def all_targets():
     targets += [PATHS["lineage"].format(model=m) for m in models_by_source("toy", "hub", "local")]
     targets += findings_outputs()
     targets.append(PATHS["onsets"])
+    if MEASURES_RUN:
+        targets += [f"{PATHS['measures_findings']}/{name}.parquet" for name in MEASURES_TABLES]
     targets += EXPERIMENT_TARGETS  # defined in experiments.smk
     targets += group_targets()  # defined in groups.smk
     return targets
@@ -223,6 +228,7 @@ def findings_outputs():
     outputs = [PATHS["summary"], PATHS["summary_html"]] + [f"{PATHS['figures']}/{name}.png" for name in FIGURES]
     if ablation_enabled() and models_by_source("toy", "hub", "local", "reference"):
         outputs.append(f"{PATHS['figures']}/ablation.png")
+    outputs += [f"{PATHS['figures']}/{name}.png" for name in MEASURES_FIGURES] if MEASURES_RUN else []
     return outputs
 
 
@@ -261,6 +267,41 @@ def tokens_param(wildcards):
 
 def final_screen(wildcards):
     return PATHS["screen"].format(model=wildcards.model, revision=panel.final_revision(config, wildcards.model))
+
+
+# ---- the field's own measures (measures.smk, docs/measures.md) --------------------------------
+
+MEASURES = panel.measures_on(config)
+MEASURES_RUN = MEASURES and bool(models_by_source("toy", "hub", "local"))  # a model here runs the measures
+TEXT_PROBE = panel.text_settings(config)  # None: no text probe
+
+
+def measures_tables(wildcards=None):
+    """The measures findings tables (the headline's text sink rate), when a model here runs them."""
+    return [f"{PATHS['measures_findings']}/{name}.parquet" for name in MEASURES_TABLES] if MEASURES_RUN else []
+
+
+def text_probe_input(wildcards):
+    """The text probe of a model, when the config names a text file."""
+    return PATHS["text_probe"].format(model=wildcards.model) if TEXT_PROBE else []
+
+
+def text_probe_checkpoint(wildcards):
+    """The checkpoint whose tokenizer builds a model's text probe: its first revision's (none for a
+    named tokenizer or a toy's bytes)."""
+    if panel.text_tokenizer(config, wildcards.model) is not None:
+        return []
+    first = panel.revisions_of(config, wildcards.model)[0]
+    return checkpoint_input(type("W", (), {"model": wildcards.model, "revision": first})())
+
+
+def measures_params(wildcards):
+    """The capture job's measures: the repeated-random probe's arguments, the text tokenizer (None:
+    the checkpoint's own); None when measures are off."""
+    if not MEASURES:
+        return None
+    return {"repeated": panel.repeated_kwargs(config, wildcards.model),
+            "tokenizer": panel.text_tokenizer(config, wildcards.model) if TEXT_PROBE else None}
 
 
 def log_path(rule_name, per_cell=True):

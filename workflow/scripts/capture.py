@@ -1,9 +1,9 @@
 # rule capture: one forward pass per cell -> attention masses (+ per-head outputs for PR, per-sequence masses).
 import torch
 
-from headtrace.cell import capture
+from headtrace.cell import capture, patterns
 from headtrace.core import probe, tables
-from headtrace.models import fingerprint, hub, provenance
+from headtrace.models import fingerprint, hub, provenance, tokenize
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -21,6 +21,17 @@ with logs.to_file(snakemake.log[0]):
     capture.save_class_masses(result, snakemake.output.class_masses)  # per sequence, for the bootstrap
     tables.write(capture.attention_table(result, wc.model, wc.revision, p.tokens),
                  snakemake.output.attention, schema="attention")
+    if hasattr(snakemake.output, "measures"):  # the field's own measures (docs/measures.md)
+        text = None
+        if snakemake.input.text_probe:
+            probe_table = tables.read(str(snakemake.input.text_probe))
+            tokenize.check_revision(probe_table, p.measures["tokenizer"], hub.cell_checkpoint(
+                p.load, wc.model, wc.revision)[1], f"model '{wc.model}' revision '{wc.revision}'")
+            text = tokenize.tokens_of(probe_table)
+        tables.write(patterns.cell_measures(model, family, repeated=probe.repeated_random(**p.measures["repeated"]),
+                                            text=text, batch_size=batch_size, device=device, name=wc.model,
+                                            revision=wc.revision, tokens=p.tokens),
+                     snakemake.output.measures, schema="measures")
     # each weight file hashed once, for both tables; the tensors are read again as stored (mmap,
     # the pages the load just read), one at a time
     hashes = provenance.file_hashes(hub.cell_checkpoint(p.load, wc.model, wc.revision)[1])

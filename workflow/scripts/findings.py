@@ -30,6 +30,7 @@ with logs.to_file(snakemake.log[0]):
     groups = answers.group_answers(group_tables, families=families, cross_seed=cross_seed)
     findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
     findings["f3_onsets"] = tables.read(snakemake.input.onsets)
+    findings.update({Path(p).stem: tables.read(p) for p in snakemake.input.measures})  # the text sink rate
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
     # the checkpoint-lineage tables: a banner naming every flagged revision above the answers, and
     # statements resting on a flagged revision marked (headtrace.report.lineage, .answers)

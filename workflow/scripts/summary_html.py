@@ -8,7 +8,7 @@ from headtrace.report import html
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
-    findings = {Path(p).stem: tables.read(p) for p in snakemake.input.findings}
+    findings = {Path(p).stem: tables.read(p) for p in [*snakemake.input.findings, *snakemake.input.measures]}
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
     out = Path(snakemake.output.page)
     figures = []

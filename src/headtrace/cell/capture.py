@@ -149,6 +149,10 @@ class _Collector:
                 scores = scores + m.float()
         self.observe_probs(layer, torch.softmax(scores, dim=-1))  # (B, H, T) fp32
 
+    def observe_map(self, layer: int, probs: torch.Tensor) -> None:
+        """A PROBS_HOOK family's own probabilities (B, H, T_q, T_k): only the query row is read."""
+        self.observe_probs(layer, probs[:, :, -1, :])
+
     def observe_probs(self, layer: int, probs: torch.Tensor) -> None:
         """Reduce the query row's probabilities (B, H, T) to the class sums of ``layer``."""
         b, n_heads, _ = probs.shape
@@ -179,9 +183,10 @@ def _capture_attention_forward(module, query, key, value, attention_mask, dropou
 
 def _probs_hook(collector: _Collector, layer: int):
     """Forward hook on a PROBS_HOOK family's probabilities module (BLOOM's attention_dropout): its
-    input is the model's own attention probabilities (B, H, T_q, T_k); the query row is reduced."""
+    input is the model's own attention probabilities (B, H, T_q, T_k); the collector reads the rows it
+    needs (``_Collector``: the query row; ``headtrace.cell.patterns``: every row)."""
     def hook(_module, args, _output):
-        collector.observe_probs(layer, args[0][:, :, -1, :])
+        collector.observe_map(layer, args[0])
     return hook
 
 

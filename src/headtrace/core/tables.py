@@ -81,6 +81,58 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_ab": pl.Int32,
         "positional_induction": pl.Boolean,
     },
+    # results/cells/{model}/{revision}/measures.parquet: the field's own measures per probe and head
+    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha and the share of sequences in
+    # which the head is a sink at 0.3, Olsson et al.'s prefix-matching score (null: the probe has no
+    # repeats), Elhage et al.'s copying score of the head's OV circuit (weights only; equal on every probe).
+    "measures": {
+        **HEAD_KEY,
+        "probe": pl.String,
+        "sink_alpha": pl.Float64,
+        "sink_share": pl.Float64,
+        "prefix_matching": pl.Float64,
+        "copying": pl.Float64,
+        "n_sequences": pl.Int32,
+        "seq_len": pl.Int32,
+    },
+    # results/findings/measures/measures_over_training.parquet (headtrace.findings.measures): per model x
+    # revision x sink threshold, the field's measures beside the paper's synthetic ones.
+    "measures_over_training": {
+        **CELL_KEY,
+        "eps": pl.Float64,
+        "text_sink_rate": pl.Float64,  # Gu et al.'s sink rate on the text probe (null: no text probe)
+        # thresholded per sequence, then averaged over the sequences (the other reading; eps 0.3 only)
+        "text_sink_rate_per_sequence": pl.Float64,
+        "repeated_sink_rate": pl.Float64,
+        "n_prefix_heads": pl.Int32,  # prefix-matching score > measures.prefix_threshold
+        "n_heads": pl.Int32,
+        "first_token_fraction": pl.Float64,  # the paper's F2 (synthetic probe)
+        "n_induction_circuit": pl.Int32,
+        "n_top_prefix": pl.Int32,  # the top prefix-matching heads compared: as many as the circuit has
+        "jaccard_circuit_prefix": pl.Float64,
+    },
+    # results/findings/measures/measures_comparison.parquet: per model, each comparison as a number with
+    # its uncertainty (lo/hi: its interval or bounds; the uncertainty column says which).
+    "measures_comparison": {
+        "model": pl.String,
+        "measure": pl.String,
+        "value": pl.Float64,
+        "lo": pl.Float64,
+        "hi": pl.Float64,
+        "p_value": pl.Float64,
+        "n": pl.Int32,
+        "uncertainty": pl.String,
+    },
+    # results/probes/{model}/text_batch.parquet: the text probe, built once per model and tokenizer
+    # (headtrace.models.tokenize): its sequences as fed, the file(s) and the tokenizer they came from.
+    "text_probe": {
+        "seq": pl.Int32,
+        "tokens": pl.List(pl.Int64),
+        "file": pl.String,
+        "tokenizer": pl.String,
+        "tokenizer_sha256": pl.String,
+        "n_documents": pl.Int32,
+    },
     # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
     # F3 milestones read (same resample index = same draw of sequences at every revision).
     "bootstrap_milestones": {
@@ -682,6 +734,10 @@ LOCATIONS: dict[str, str] = {
     "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
     "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
     "positional": "results/cells/{model}/{revision}/positional.parquet",
+    "measures": "results/cells/{model}/{revision}/measures.parquet",
+    "text_probe": "results/probes/{model}/text_batch.parquet",
+    "measures_over_training": "results/findings/measures/measures_over_training.parquet",
+    "measures_comparison": "results/findings/measures/measures_comparison.parquet",
 }
 
 

@@ -28,6 +28,42 @@ def _supported(config) -> None:
     return None
 
 
+# ---- the value and output weights of each head (the OV circuit: headtrace.cell.measures.copying_score) ----
+# Each returns the per-head value weights in the row-vector convention, (n_heads, d_model, d_head): the
+# head's value vector is x @ W_V[h] (+ its bias) for the layer-normed residual x. Grouped-query heads share
+# their kv head's weights.
+
+def _v_proj(attn: nn.Module, n_heads: int, d_head: int) -> torch.Tensor:
+    """q/k/v/o_proj families: v_proj.weight (n_kv * d_head, d_model), query head h reads kv head h // (H / H_kv)."""
+    w = attn.v_proj.weight  # (n_kv * d_head, d_model)
+    n_kv = w.shape[0] // d_head
+    per_kv = w.view(n_kv, d_head, -1).transpose(1, 2)  # (n_kv, d_model, d_head)
+    return per_kv.repeat_interleave(n_heads // n_kv, dim=0)
+
+
+def _fused_per_head(attn: nn.Module, n_heads: int, d_head: int) -> torch.Tensor:
+    """GPT-NeoX / BLOOM query_key_value (3 * H * d_head, d_model), laid out per head as [q, k, v]
+    (both view its output as (..., H, 3 * d_head) and chunk it)."""
+    w = attn.query_key_value.weight.view(n_heads, 3, d_head, -1)[:, 2]  # (H, d_head, d_model)
+    return w.transpose(1, 2)
+
+
+def _gpt2_c_attn(attn: nn.Module, n_heads: int, d_head: int) -> torch.Tensor:
+    """GPT-2 c_attn, a Conv1D (d_model, 3 * d_model): x @ W, split into q | k | v, each head-major."""
+    d_model = n_heads * d_head
+    w = attn.c_attn.weight[:, 2 * d_model:3 * d_model]  # (d_model, H * d_head)
+    return w.reshape(-1, n_heads, d_head).transpose(0, 1)  # (H, d_model, d_head)
+
+
+def out_weights(proj: nn.Module, n_heads: int, d_head: int) -> torch.Tensor:
+    """Per-head output weights (n_heads, d_head, d_model) of an output projection whose input is head-major:
+    a Linear (weight (d_model, H * d_head)) or a transformers Conv1D (weight (H * d_head, d_model))."""
+    w = proj.weight
+    if isinstance(proj, nn.Linear):
+        return w.T.reshape(n_heads, d_head, -1)
+    return w.reshape(n_heads, d_head, -1)  # Conv1D: y = x @ W
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -50,6 +86,8 @@ class Family:
     attention_residual: Callable[[tuple, dict], torch.Tensor | None] = _no_residual
     # config -> reason this configuration of the family cannot be captured correctly, or None.
     unsupported: Callable[[object], str | None] = _supported
+    # attention module, n_heads, d_head -> per-head value weights (n_heads, d_model, d_head) (see _v_proj)
+    value_weights: Callable[[nn.Module, int, int], torch.Tensor] = _v_proj
 
     def check(self, model: nn.Module) -> None:
         """Raise ValueError, naming the family and the reason, for a configuration it refuses."""
@@ -87,6 +125,7 @@ FAMILIES: dict[str, Family] = {
         out_proj=lambda attn: attn.dense,
         final_norm=lambda m: m.gpt_neox.final_layer_norm,
         lm_head=lambda m: m.get_output_embeddings(),
+        value_weights=_fused_per_head,
     ),
     "olmo": _llama_like("olmo", "OlmoForCausalLM"),
     "olmoe": _llama_like("olmoe", "OlmoeForCausalLM"),
@@ -112,6 +151,7 @@ FAMILIES: dict[str, Family] = {
         out_proj=lambda attn: attn.c_proj,
         final_norm=lambda m: m.transformer.ln_f,
         lm_head=lambda m: m.lm_head,
+        value_weights=_gpt2_c_attn,
     ),
     # BLOOM: ALiBi; its attention computes its scores itself (baddbmm, fp32 softmax) and does not go
     # through the attention-function registry. Capture reads the probabilities at the input of
@@ -129,6 +169,7 @@ FAMILIES: dict[str, Family] = {
         lm_head=lambda m: m.lm_head,
         capture=PROBS_HOOK,
         probs_module=lambda attn: attn.attention_dropout,
+        value_weights=_fused_per_head,
         attention_residual=lambda args, kwargs: kwargs["residual"] if "residual" in kwargs else args[1],
         unsupported=lambda cfg: (
             f"pretraining_tp = {cfg.pretraining_tp} with slow_but_exact: BloomAttention applies dense in "
@@ -183,6 +224,18 @@ def layer_windows(config) -> list[int | None]:
     if getattr(config, "use_sliding_window", True) is False:
         return [None] * n_layers
     return [window] * n_layers
+
+
+def ov_weights(model: nn.Module, family: Family) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(W_E (vocab, d_model), W_V (L, H, d_model, d_head), W_O (L, H, d_head, d_model), W_U (d_model, vocab))``
+    of a model, row-vector convention (layer norms and biases left out, as Elhage et al.'s OV circuit)."""
+    _, n_heads, d_head = dims(model)
+    attn = family.attention_modules(model)
+    w_v = torch.stack([family.value_weights(a, n_heads, d_head) for a in attn])
+    w_o = torch.stack([out_weights(family.out_proj(a), n_heads, d_head) for a in attn])
+    w_e = model.get_input_embeddings().weight
+    w_u = family.lm_head(model).weight.T
+    return w_e, w_v, w_o, w_u
 
 
 def dims(model: nn.Module) -> tuple[int, int, int]:

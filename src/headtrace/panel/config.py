@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headtrace.core import revisions as revs
-from headtrace.core import schema
+from headtrace.core import schema, texts
 from headtrace.core.errors import ConfigError
-from headtrace.models import context
+from headtrace.models import context, tokenize
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse_repo
 from headtrace.models.toy import recipe as toy
 
@@ -281,6 +281,7 @@ def check(config: dict) -> None:
         _check_toy_tokens(spec, where)
         _check_held_out_seed(config, {**PROBE_DEFAULTS, **probe_given(config, model)}, where)
     check_groups(config)
+    _check_text_probe(config)
 
 
 def _check_held_out_seed(config: dict, p: dict, where: str) -> None:
@@ -505,3 +506,70 @@ def check_groups(config: dict) -> None:
             if diff:
                 raise ConfigError(f"{where}.{m}: geometry differs from {geo_ref[0]} ({', '.join(diff)}; read from "
                                   f"{mine_where} and {base_where}); a seed group's members share their architecture")
+
+
+# ---- the field's own measures (docs/measures.md): the repeated-random and the text probe ------------
+
+def measures_on(config: dict, model: str | None = None) -> bool:
+    """Whether the capture jobs write the ``measures`` table (``measures.enabled``; never for a
+    reference model, which runs no pass)."""
+    on = {**schema.defaults("measures"), **(config.get("measures") or {})}["enabled"]
+    return bool(on) and (model is None or model_spec(config, model)["source"] != "reference")
+
+
+def measures_settings(config: dict) -> dict:
+    """The ``measures`` block, defaults filled in."""
+    return {**schema.defaults("measures"), **(config.get("measures") or {})}
+
+
+def repeated_kwargs(config: dict, model: str) -> dict:
+    """Keyword arguments of :func:`headtrace.core.probe.repeated_random` for one model: the
+    ``repeated_probe`` block, its token range and BOS those of the model's synthetic probe where null."""
+    r = {**schema.defaults("repeated_probe"), **(config.get("repeated_probe") or {})}
+    p = probe_settings(config, model)
+    low, high = r["token_range"] or p["token_range"]
+    bos = p["prepend_bos"] if r["prepend_bos"] is None else r["prepend_bos"]
+    return {"n_sequences": r["n_sequences"], "length": r["length"], "repeats": r["repeats"], "token_low": int(low),
+            "token_high": int(high), "seed": r["seed"], "prepend_bos": bool(bos),
+            "bos_token_id": p["bos_token_id"]}
+
+
+def text_settings(config: dict) -> dict | None:
+    """The ``text_probe`` block, defaults filled in; None without a file (no text probe)."""
+    t = {**schema.defaults("text_probe"), **(config.get("text_probe") or {})}
+    return t if t["file"] and measures_on(config) else None
+
+
+def text_tokenizer(config: dict, model: str) -> str | None:
+    """The text probe's tokenizer of one model: ``text_probe.tokenizer``, or None (each checkpoint's own),
+    ``bytes`` for a toy model (the toys read bytes and ship no tokenizer)."""
+    t = text_settings(config) or {}
+    if t.get("tokenizer") is not None:
+        return t["tokenizer"]
+    return tokenize.BYTES if model_spec(config, model)["source"] == "toy" else None
+
+
+def _check_text_probe(config: dict) -> None:
+    """An empty or missing text file, a tokenizer folder without a tokenizer, a local revision without
+    one: a ConfigError naming it, before any job (a hub revision's tokenizer arrives with its fetch job
+    and is checked there)."""
+    t = text_settings(config)
+    if t is None:
+        return
+    try:
+        texts.read_documents(t["file"], t["column"])
+    except (ValueError, OSError) as err:
+        raise ConfigError(str(err)) from None
+    if t["tokenizer"] not in (None, tokenize.BYTES) and not tokenize.has_tokenizer(t["tokenizer"]):
+        raise ConfigError(f"text_probe.tokenizer: no tokenizer in {t['tokenizer']} (none of "
+                          f"{', '.join(tokenize.TOKENIZER_FILES)})")
+    for model in model_names(config):
+        spec = model_spec(config, model)
+        if spec["source"] != "local" or text_tokenizer(config, model) is not None:
+            continue
+        for revision in spec["revisions"]:
+            folder = local_checkpoint_path(spec, revision)
+            if Path(folder).is_dir() and not tokenize.has_tokenizer(folder):
+                raise ConfigError(f"models.{model} revision '{revision}': no tokenizer in {folder} (none of "
+                                  f"{', '.join(tokenize.TOKENIZER_FILES)}): the text probe tokenises with the "
+                                  "checkpoint's own tokenizer; add its tokenizer files or set text_probe.tokenizer")

@@ -10,6 +10,8 @@ decided here, from the tables the findings and ablation jobs wrote (nothing is r
 * ``f3_gaps``         -> the timing gap (first-token milestone / induction milestone) with its interval
   (``gap_lo``/``gap_hi``) and censoring;
 * ``f2_layer_spread`` -> the spread label of the sink over layers (``first`` onset);
+* ``measures_over_training`` / ``measures_onsets`` -> the text probe's sink rate (Gu et al. 2025) at the
+  final revision and the first revision reaching ``text_sink_50pct`` with its bracket (docs/measures.md);
 * ``verdict``         -> every cell's causal verdict: the final circuit's at the last ablated revision,
   and every revision where the test decided (``causal`` / ``not_causal`` of a non-empty induction
   circuit).
@@ -45,9 +47,10 @@ __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer
            "model_answers", "group_answers",
            "run_answer", "verdict_of", "verdict_word", "underpowered_why",
            "effect_text", "fmt_metric", "CIRCUIT_MILESTONE", "SINK_MILESTONES", "DECIDED",
-           "INDUCTION_CIRCUITS"]
+           "INDUCTION_CIRCUITS", "TextSink", "TEXT_SINK_MILESTONE"]
 
 CIRCUIT_MILESTONE = "induction_3_heads"
+TEXT_SINK_MILESTONE = "text_sink_50pct"  # measures_onsets: the text sink rate reaches half the heads
 SINK_MILESTONES = ("first_token_10pct", "first_token_50pct")
 DECIDED = ("causal", "not_causal")
 INDUCTION_CIRCUITS = ("circuit", "final_circuit")  # the verdict rows that answer "is the induction circuit causal"
@@ -122,6 +125,28 @@ class Milestone:
         if self.lo_revision is None:
             return f"{self.revision} ({hi}; at the first revision screened)"
         return f"{self.revision} ({fmt_token_bound(self.lo_tokens, 'lo')}–{hi}]"
+
+
+@dataclass(frozen=True)
+class TextSink:
+    """The text probe's sink rate (Gu et al. 2025) of one model: ``rate`` (0-1) at eps at ``revision``,
+    the last revision with a text probe, and ``onset``, the first revision reaching half the heads."""
+    eps: float
+    rate: float | None
+    revision: str | None
+    tokens: float | None
+    onset: Milestone
+
+    @property
+    def rests_on(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(((self.revision,) if self.revision else ()) + self.onset.rests_on))
+
+    def text(self) -> str:
+        """'25.0% at step1500 (alpha > 0.3); half the heads: step1200 (512K–615K]' / '—'."""
+        if self.rate is None:
+            return "—"
+        onset = self.onset.text() if self.onset.known else "—"
+        return f"{100 * self.rate:.1f}% at {self.revision} (alpha > {self.eps:g}); half the heads: {onset}"
 
 
 @dataclass(frozen=True)
@@ -257,6 +282,7 @@ class ModelAnswer:
     undecided: tuple[Verdict, ...]  # every ablated induction circuit the test could not decide
     spread: str | None
     suspect: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    text_sink: TextSink | None = None  # None: no text probe ran for this model
 
     # -- the final verdict, decided once
     @property
@@ -433,10 +459,10 @@ def _revisions(sizes: pl.DataFrame | None, model: str) -> list[tuple[str, float 
 
 
 def _milestone(F: Mapping[str, pl.DataFrame], model: str, milestone: str,
-               revs: list[tuple[str, float | None]]) -> Milestone:
+               revs: list[tuple[str, float | None]], table: str = "f3_milestones") -> Milestone:
     d = {"revision": None, "tokens": None, "lo_revision": None, "lo_tokens": None, "refined": False,
          "reached": False, "known": False}
-    ms = F.get("f3_milestones")
+    ms = F.get(table)
     if ms is not None and ms.height:
         r = ms.filter((pl.col("model") == model) & (pl.col("milestone") == milestone))
         if r.height:
@@ -496,6 +522,29 @@ def _gap(F: Mapping[str, pl.DataFrame], model: str, later: Milestone, earlier: M
             hi = float(later.tokens) / float(earlier.lo_tokens)
     same = _get(row, "same_revision") if row is not None else None
     return mk("same_revision" if (same or later.revision == earlier.revision) else "interval", lo, hi)
+
+
+def _text_sink(F: Mapping[str, pl.DataFrame], model: str) -> TextSink | None:
+    """The model's text sink rate at its last revision with a text probe (the first eps of
+    ``measures_over_training``) and the ``text_sink_50pct`` onset of ``measures_onsets`` with its bracket."""
+    over = F.get("measures_over_training")
+    if over is None or not over.height:
+        return None
+    g = over.filter((pl.col("model") == model) & (pl.col("eps") == over["eps"][0])).drop_nulls("text_sink_rate")
+    if not g.height:
+        return None
+    last = g.sort("tokens", nulls_last=True, maintain_order=True).tail(1).row(0, named=True)
+    onset = Milestone(TEXT_SINK_MILESTONE)
+    ons = F.get("measures_onsets")
+    if ons is not None and ons.height:
+        r = ons.filter((pl.col("model") == model) & (pl.col("milestone") == TEXT_SINK_MILESTONE))
+        if r.height:
+            row = r.row(0, named=True)
+            reached = _get(row, "revision") is not None
+            onset = Milestone(TEXT_SINK_MILESTONE, known=True, reached=reached, revision=_get(row, "revision"),
+                              tokens=_get(row, "tokens"), lo_revision=_get(row, "lo_revision") if reached else None,
+                              lo_tokens=_get(row, "lo_tokens") if reached else None)
+    return TextSink(float(last["eps"]), float(last["text_sink_rate"]), last["revision"], _get(last, "tokens"), onset)
 
 
 def _model_verdicts(verdicts: pl.DataFrame | None, model: str) -> tuple[Verdict | None, list[Verdict]]:
@@ -567,7 +616,7 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
             gap50=_gap(F, m, s50, circ, (final_rev, final_tok)), gap10=_gap(F, m, s10, circ, (final_rev, final_tok)),
             final=final, decided=tuple(v for v in rows if v.decided),
             undecided=tuple(v for v in rows if v.word == "underpowered"),
-            spread=_label(F, m), suspect=flags.get(m, {})))
+            spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m)))
     return out
 
 
@@ -773,6 +822,31 @@ def _sink(answers: list[ModelAnswer]) -> Statement:
     return _statement(s + ".", parts)
 
 
+def _text_sinks(answers: list[ModelAnswer]) -> Statement | None:
+    """The text probe's sink rate (Gu et al. 2025) at each model's final revision and when it first reached
+    half the heads; None when no model ran a text probe."""
+    with_text = [a for a in answers if a.text_sink is not None]
+    if not with_text:
+        return None
+    eps = with_text[0].text_sink.eps
+    bits, parts = [], []
+    for a in with_text:
+        t = a.text_sink
+        o = t.onset
+        if o.reached and o.lo_revision is not None:
+            when = f"half the heads after {fmt_token_bound(o.lo_tokens, 'lo')} and by {fmt_token_bound(o.tokens, 'hi')} tokens ({o.revision})"
+        elif o.reached:
+            when = f"half the heads already at the first revision ({o.revision})"
+        elif o.known:
+            when = "never half the heads by the last revision"
+        else:
+            when = "no onset computed"
+        bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}")
+        parts.append((a, t.rests_on))
+    return _statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate, mean attention "
+                      f"to the first token above {eps:g}) was: " + "; ".join(bits) + ".", parts)
+
+
 def _where_decided(answers: list[ModelAnswer]) -> Statement:
     """Where the causal test (the recipe's third step) decided, per model: the revisions, the
     smallest p, over how many sets; then where it could not."""
@@ -855,9 +929,10 @@ def run_answer(answers: list[ModelAnswer], groups: Iterable[GroupAnswer] = ()) -
     if not answers:
         return RunAnswer((), (Statement("This run has no models with findings yet."),), False, groups)
     last, all_decided = _undecided(answers)
-    return RunAnswer(tuple(answers), (_formation(answers), _sink(answers), _where_decided(answers),
-                                      _final(answers), last) + tuple(g.statement() for g in groups),
-                     all_decided, groups)
+    text = _text_sinks(answers)
+    return RunAnswer(tuple(answers), (_formation(answers), _sink(answers), *((text,) if text else ()),
+                                      _where_decided(answers), _final(answers), last)
+                     + tuple(g.statement() for g in groups), all_decided, groups)
 
 
 def build(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None = None, *,

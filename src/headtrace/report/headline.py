@@ -34,6 +34,7 @@ COLUMNS = [
     ("verdict_text", "verdict"),
     ("decided_text", "where the causal test decided"),
     ("spread_text", "sink spread over layers"),
+    ("text_sink_text", "sink rate on text"),
 ]
 
 verdict_word = A.verdict_word
@@ -141,6 +142,8 @@ def row_of(a: A.ModelAnswer) -> dict:
                               else a.verdict, a.flags_of(a.final_rests_on)),
         "decided_text": _mark(decided_text(a), a.flags_of(v.revision for v in a.decided)),
         "spread_text": a.spread if a.spread else "—",
+        "text_sink": a.text_sink,
+        "text_sink_text": "—" if a.text_sink is None else _mark(a.text_sink.text(), a.flags_of(a.text_sink.rests_on)),
     }
 
 
@@ -161,7 +164,8 @@ def flag_notes(rows: list[dict] | A.RunAnswer) -> list[str]:
     out = list(run.flags)
     for a in answers:
         used = (a.circuit.rests_on + a.sink10.rests_on + a.sink50.rests_on + a.gap50.rests_on
-                + a.final_rests_on + tuple(v.revision for v in a.decided))
+                + a.final_rests_on + tuple(v.revision for v in a.decided)
+                + (a.text_sink.rests_on if a.text_sink is not None else ()))
         out += [f for f in a.flags_of(used) if f not in out]
     return out
 
@@ -208,8 +212,10 @@ def markdown(rows: list[dict], sents: list[str] | None = None) -> str:
     notes = flag_notes(rows)
     if notes:
         lines += ["", f"{DAGGER} Rests on a revision the checkpoint-integrity check flags: " + "; ".join(notes) + "."]
-    lines += ["", NOTE + " Tables: `f3_milestones`, `f3_onsets`, `f3_gaps`, `f2_layer_spread`, "
-              "`results/cells/*/*/verdict.parquet`.", ""]
+    lines += ["", NOTE + " Sink rate on text: Gu et al. 2025's (docs/measures.md), at the last revision with a "
+              "text probe, and the first revision where it reaches half the heads. Tables: `f3_milestones`, "
+              "`f3_onsets`, `f3_gaps`, `f2_layer_spread`, `results/cells/*/*/verdict.parquet`, "
+              "`results/findings/measures/`.", ""]
     if any(r.get("group") for r in rows):
         lines[-1:-1] = [GROUP_NOTE + " Tables: `results/groups/NAME/`.", ""]
     return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""The field's own measures over training, and how they compare with the paper's (docs/measures.md).
+
+Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the ``trajectory`` tables
+(the synthetic screen). Three tables:
+
+* ``measures_over_training``: per model x revision x sink threshold eps, the sink rate on the text probe
+  (Gu et al.'s, the F2 analogue on text; alpha averaged over the sequences, then thresholded; beside it at
+  eps 0.3 the other reading, thresholded per sequence and averaged) and on the repeated-random probe, the number of heads whose
+  prefix-matching score is above ``prefix_threshold``, and beside them the paper's synthetic first-token
+  fraction and induction-circuit size, and the Jaccard index of the induction circuit and the top
+  prefix-matching heads (as many as the circuit has; null when the circuit is empty).
+* ``measures_onsets``: F3-style milestones with their checkpoint brackets (schema ``f3_milestones``):
+  ``text_sink_{p}pct`` (text sink rate at the first eps >= p, p as F3's first-token fractions) and
+  ``prefix_{k}_heads`` (prefix-matching heads >= k, k as F3's induction counts).
+* ``measures_comparison``: per model, numbers with their uncertainty, not verdicts of agreement: the
+  Spearman rank correlation over revisions of the synthetic first-token fraction and the text sink rate
+  (a percentile bootstrap interval over revisions and a permutation p-value), the token gap between the
+  onsets of ``first_token_{p}pct`` and ``text_sink_{p}pct`` bounded by both brackets (``f3_gaps``), and the
+  final revision's Jaccard index.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import polars as pl
+
+from headtrace.cell import measures as formulas
+from headtrace.core.tables import SCHEMAS, conform
+from headtrace.findings import trajectory as tr
+
+N_BOOT = 2000
+BOOT_SEED = 0
+N_PERM = 10000
+EXACT_PERM_MAX = 8  # revisions up to this: every permutation (8! = 40320)
+INTERVAL = 0.9
+
+
+def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formulas.SINK_EPS,),
+                  prefix_threshold: float = 0.4, class_threshold: float = 30.0,
+                  induction_threshold: float = 50.0) -> pl.DataFrame:
+    """``measures_over_training`` (see the module docstring)."""
+    rows = []
+    bos = {(r["model"], r["revision"]): r for r in tr.f2_bos_fraction(traj, class_threshold).iter_rows(named=True)} \
+        if traj.height else {}
+    for (model, revision), g in measures.group_by("model", "revision", maintain_order=True):
+        tokens = g["tokens"][0]
+        text, rep = g.filter(pl.col("probe") == "text"), g.filter(pl.col("probe") == "repeated")
+        t = traj.filter((pl.col("model") == model) & (pl.col("revision") == revision)) if traj.height else traj
+        circuit = {(r["layer"], r["head"]) for r in t.filter(pl.col("sel_induction") >= induction_threshold)
+                   .iter_rows(named=True)} if t.height else set()
+        jac, n_top = _jaccard_top(circuit, rep)
+        b = bos.get((model, revision))
+        n_prefix = int((rep["prefix_matching"] > prefix_threshold).sum()) if rep.height else None
+        for eps in sink_eps:
+            rows.append(dict(
+                model=model, revision=revision, tokens=tokens, eps=float(eps),
+                text_sink_rate=formulas.sink_rate(text["sink_alpha"].to_numpy(), eps) if text.height else None,
+                text_sink_rate_per_sequence=float(text["sink_share"].mean())
+                if text.height and abs(eps - formulas.SINK_EPS) < 1e-12 else None,
+                repeated_sink_rate=formulas.sink_rate(rep["sink_alpha"].to_numpy(), eps) if rep.height else None,
+                n_prefix_heads=n_prefix, n_heads=int(max(text.height, rep.height)),
+                first_token_fraction=None if b is None else b["bos_fraction"],
+                n_induction_circuit=len(circuit) if t.height else None,
+                n_top_prefix=n_top, jaccard_circuit_prefix=jac))
+    out = pl.DataFrame(rows, schema=SCHEMAS["measures_over_training"])
+    return conform(tr.with_rev_index(out).sort("model", "rev_index", "eps").drop("rev_index"),
+                   "measures_over_training")
+
+
+def _jaccard_top(circuit: set, rep: pl.DataFrame) -> tuple[float | None, int | None]:
+    """Jaccard of the circuit and the ``len(circuit)`` heads of highest prefix-matching score (ties at the
+    cut broken by layer, then head); None for an empty circuit or no repeated-random probe."""
+    if not circuit or not rep.height:
+        return None, None
+    ranked = rep.drop_nulls("prefix_matching").sort(["prefix_matching", "layer", "head"],
+                                                     descending=[True, False, False])
+    top = {(r["layer"], r["head"]) for r in ranked.head(len(circuit)).iter_rows(named=True)}
+    return len(circuit & top) / len(circuit | top), len(top)
+
+
+def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
+           fractions=tr.FIRST_TOKEN_FRACTIONS) -> pl.DataFrame:
+    """``measures_onsets``: the first revision reaching each milestone and its bracket (as
+    ``trajectory.f3_milestones``); the sink milestones read the first eps of ``over``."""
+    rows = []
+    if not over.height:
+        return conform(pl.DataFrame(schema=SCHEMAS["f3_milestones"]), "f3_milestones")
+    eps0 = over["eps"][0]
+    o = tr.with_rev_index(over.filter(pl.col("eps") == eps0)).sort("model", "rev_index")
+    specs = ([(f"text_sink_{round(100 * p)}pct", "text_sink_rate", p - 1e-12) for p in fractions]
+             + [(f"prefix_{k}_heads", "n_prefix_heads", k) for k in induction_counts])
+    for (model,), g in o.group_by("model", maintain_order=True):
+        revs, toks = g["revision"].to_list(), g["tokens"].to_list()
+        for name, col, thr in specs:
+            if g[col].null_count() == g.height:
+                continue  # no such probe for this model (e.g. no text file)
+            vals = g[col].to_list()
+            i = next((j for j, v in enumerate(vals) if v is not None and v >= thr), None)
+            lo = (i - 1) if i is not None else len(revs) - 1
+            rows.append(dict(model=model, milestone=name, revision=None if i is None else revs[i],
+                             tokens=None if i is None else toks[i], lo_revision=revs[lo] if lo >= 0 else None,
+                             lo_tokens=toks[lo] if lo >= 0 else None, left_censored=i == 0,
+                             right_censored=i is None))
+    return conform(pl.DataFrame(rows, schema=SCHEMAS["f3_milestones"]), "f3_milestones")
+
+
+def spearman(x, y) -> float | None:
+    """Spearman's rank correlation (average ranks for ties); None when either side is constant or n < 3."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    rx, ry = _ranks(x), _ranks(y)
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(x.size)
+    ranks[order] = np.arange(x.size, dtype=float)
+    for v in np.unique(x):  # ties: average rank
+        m = x == v
+        ranks[m] = ranks[m].mean()
+    return ranks
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row pair of ``x``, ``y`` (B, n), average ranks for ties; NaN for a row with
+    a constant side."""
+    def ranks(a):
+        return (a[:, None, :] < a[:, :, None]).sum(-1) + ((a[:, None, :] == a[:, :, None]).sum(-1) - 1) / 2
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(1, keepdims=True), ry - ry.mean(1, keepdims=True)
+    denom = np.sqrt((rx ** 2).sum(1) * (ry ** 2).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, (rx * ry).sum(1) / denom, np.nan)
+
+
+def rank_correlation(x, y, *, n_boot: int = N_BOOT, seed: int = BOOT_SEED, interval: float = INTERVAL,
+                     n_perm: int = N_PERM) -> dict:
+    """Spearman's rho of paired values over revisions, with (1) a percentile bootstrap interval resampling
+    the revision pairs with replacement (``n_boot`` draws, seeded; resamples with a constant side are
+    dropped and counted) and (2) a two-sided permutation p-value of rho = 0 (every permutation up to
+    ``EXACT_PERM_MAX`` revisions, else ``n_perm`` seeded ones). Both treat the revisions as exchangeable,
+    which checkpoints of one run are not: they say how much rho rests on which checkpoints were taken."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    n = int(x.size)
+    rho = spearman(x, y)
+    out = {"value": rho, "lo": None, "hi": None, "p_value": None, "n": n, "n_valid_resamples": 0}
+    if rho is None:
+        return out
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, (n_boot, n))  # every resample drawn at once, seeded
+    boots = _spearman_rows(x[idx], y[idx])
+    boots = boots[np.isfinite(boots)]  # a resample with a constant side has no rho
+    if boots.size:
+        q = (1 - interval) / 2
+        out.update(lo=float(np.quantile(boots, q)), hi=float(np.quantile(boots, 1 - q)), n_valid_resamples=int(boots.size))
+    if n <= EXACT_PERM_MAX:
+        perms = np.array(list(itertools.permutations(range(n))))  # every permutation (identity included)
+    else:
+        perms = np.stack([rng.permutation(n) for _ in range(n_perm)])
+    rx, ry = _ranks(x), _ranks(y)
+    a = (rx - rx.mean()) / np.linalg.norm(rx - rx.mean())
+    b = ry[perms] - ry.mean()  # (n_perms, n): the permuted ranks (a permutation keeps their mean and norm)
+    null = b @ a / np.linalg.norm(ry - ry.mean())  # Spearman's rho of every permutation
+    hits = int((np.abs(null) >= abs(rho) - 1e-12).sum())
+    out["p_value"] = hits / len(perms) if n <= EXACT_PERM_MAX else (hits + 1) / (len(perms) + 1)
+    return out
+
+
+def comparison(over: pl.DataFrame, measure_onsets: pl.DataFrame, f3: pl.DataFrame, *,
+               fractions=tr.FIRST_TOKEN_FRACTIONS, interval: float = INTERVAL) -> pl.DataFrame:
+    """``measures_comparison``: per model, the rank correlation, the onset gaps and the final Jaccard."""
+    rows = []
+    if not over.height:
+        return conform(pl.DataFrame(schema=SCHEMAS["measures_comparison"]), "measures_comparison")
+    eps0 = over["eps"][0]
+    o = tr.with_rev_index(over.filter(pl.col("eps") == eps0)).sort("model", "rev_index")
+    both = pl.concat([f3.select(SCHEMAS["f3_milestones"].keys()), measure_onsets], how="vertical_relaxed") \
+        if f3.height else measure_onsets
+    for (model,), g in o.group_by("model", maintain_order=True):
+        pair = g.drop_nulls(["first_token_fraction", "text_sink_rate"])
+        if pair.height:
+            rc = rank_correlation(pair["first_token_fraction"].to_numpy(), pair["text_sink_rate"].to_numpy(),
+                                  interval=interval)
+            rows.append(dict(model=model, measure="spearman_first_token_fraction_text_sink_rate", value=rc["value"],
+                             lo=rc["lo"], hi=rc["hi"], p_value=rc["p_value"], n=rc["n"],
+                             uncertainty=f"{round(100 * interval)}% percentile bootstrap over revisions "
+                                         f"({rc['n_valid_resamples']} of {N_BOOT} resamples), permutation p "
+                                         f"({'exact' if rc['n'] <= EXACT_PERM_MAX else f'{N_PERM} draws'})"))
+        for p in fractions:
+            later, earlier = f"text_sink_{round(100 * p)}pct", f"first_token_{round(100 * p)}pct"
+            m = both.filter(pl.col("model") == model)
+            if not {later, earlier} <= set(m["milestone"].to_list()):
+                continue
+            gap = tr.f3_gaps(m, later=later, earlier=earlier).row(0, named=True)
+            rows.append(dict(model=model, measure=f"onset_gap_{later}_over_{earlier}", value=gap["gap_ratio"],
+                             lo=gap["gap_lo"], hi=gap["gap_hi"], p_value=None, n=g.height,
+                             uncertainty=f"checkpoint brackets of both onsets: {gap['gap_bound']}"))
+        last = g.tail(1).row(0, named=True)
+        if last["jaccard_circuit_prefix"] is not None:
+            rows.append(dict(model=model, measure="jaccard_circuit_top_prefix_final", value=last["jaccard_circuit_prefix"],
+                             lo=None, hi=None, p_value=None, n=last["n_induction_circuit"],
+                             uncertainty=f"none: one revision ({last['revision']}), "
+                                         f"{last['n_induction_circuit']} circuit heads vs the top {last['n_top_prefix']}"))
+    return conform(pl.DataFrame(rows, schema=SCHEMAS["measures_comparison"]), "measures_comparison")

@@ -1,0 +1,117 @@
+"""findings.measures: the field's measures over training, their onsets and the comparisons, on hand-built tables."""
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from headtrace.core import tables
+from headtrace.findings import measures as fm
+from headtrace.findings import trajectory as tr
+
+REVS = [("step0", 0), ("step1", 100), ("step2", 200), ("step3", 400)]
+
+
+def _cells() -> pl.DataFrame:
+    """2 layers x 2 heads; text sink alphas rise over training; head (1, 0) becomes prefix-matching at step2."""
+    rows = []
+    text_alpha = {0: [0.1, 0.1, 0.1, 0.1], 1: [0.1, 0.5, 0.1, 0.1], 2: [0.5, 0.5, 0.5, 0.1], 3: [0.9, 0.9, 0.9, 0.9]}
+    for i, (rev, tok) in enumerate(REVS):
+        for k, (layer, head) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+            prefix = 0.9 if (layer, head) == (1, 0) and i >= 2 else 0.05 * k
+            rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="repeated",
+                             sink_alpha=0.2, sink_share=0.0, prefix_matching=prefix, copying=0.5, n_sequences=5,
+                             seq_len=64))
+            rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="text",
+                             sink_alpha=text_alpha[i][k], sink_share=0.0, prefix_matching=None, copying=0.5, n_sequences=5,
+                             seq_len=64))
+    return tables.conform(pl.DataFrame(rows), "measures")
+
+
+def _traj() -> pl.DataFrame:
+    """First-token heads 0, 1, 2, 4 of 4; induction circuit {(1, 0)} from step2, {(1, 0), (1, 1)} at step3."""
+    rows = []
+    for i, (rev, tok) in enumerate(REVS):
+        for k, (layer, head) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+            first = 100.0 if k < [0, 1, 2, 4][i] else 1.0
+            ind = 100.0 if ((layer, head) == (1, 0) and i >= 2) or ((layer, head) == (1, 1) and i == 3) else 1.0
+            rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, sel_first_token=first,
+                             sel_induction=ind))
+    return pl.DataFrame(rows).with_columns(
+        *(pl.lit(1.0).alias(c) for c in ("sel_previous_token", "sel_duplicate_token", "sel_self", "sel_local")),
+        pr=pl.lit(1.0), best_class=pl.when(pl.col("sel_first_token") > 30).then(pl.lit("first-token"))
+        .otherwise(pl.lit("unclassified")), best_selectivity=pl.lit(1.0))
+
+
+def test_over_training_counts_and_jaccard():
+    over = fm.over_training(_cells(), _traj(), sink_eps=(0.3, 0.6))
+    tables.conform(over, "measures_over_training")
+    o = over.filter(pl.col("eps") == 0.3)
+    assert o["text_sink_rate"].to_list() == [0.0, 0.25, 0.75, 1.0]
+    assert over.filter(pl.col("eps") == 0.6)["text_sink_rate"].to_list() == [0.0, 0.0, 0.0, 1.0]
+    assert o["text_sink_rate_per_sequence"].to_list() == [0.0] * 4  # sink_share 0 in the hand-built cells
+    assert over.filter(pl.col("eps") == 0.6)["text_sink_rate_per_sequence"].null_count() == 4
+    assert o["n_prefix_heads"].to_list() == [0, 0, 1, 1]  # 0.9 > 0.4; the others 0.05 k <= 0.15
+    assert o["first_token_fraction"].to_list() == [0.0, 0.25, 0.5, 1.0]
+    assert o["n_induction_circuit"].to_list() == [0, 0, 1, 2]
+    # step2: circuit {(1,0)} vs top-1 prefix {(1,0)}: 1; step3: circuit {(1,0),(1,1)} vs top-2 {(1,0),(1,1)}
+    # ((1,1) has 0.15, the highest after 0.9): 1
+    assert o["jaccard_circuit_prefix"].to_list() == [None, None, 1.0, 1.0]
+
+
+def test_onsets_have_brackets_like_f3():
+    ons = fm.onsets(fm.over_training(_cells(), _traj()))
+    row = ons.filter(pl.col("milestone") == "text_sink_50pct").row(0, named=True)
+    assert (row["revision"], row["lo_revision"], row["left_censored"], row["right_censored"]) == \
+        ("step2", "step1", False, False)
+    row = ons.filter(pl.col("milestone") == "prefix_2_heads").row(0, named=True)
+    assert row["revision"] is None and row["right_censored"] and row["lo_revision"] == "step3"
+
+
+def test_rank_correlation_interval_and_exact_permutation_p():
+    rc = fm.rank_correlation([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+    assert rc["value"] == pytest.approx(1.0)
+    assert rc["p_value"] == pytest.approx(2 / 120)  # exact: only the identity and... the reversal reach |rho| = 1
+    assert rc["lo"] - 1e-12 <= rc["value"] <= rc["hi"] + 1e-12
+    assert fm.spearman([1, 1, 1], [1, 2, 3]) is None
+    assert fm.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+
+
+def test_comparison_states_numbers_with_their_uncertainty():
+    over = fm.over_training(_cells(), _traj())
+    f3 = tr.f3_milestones(_traj())
+    cmp = fm.comparison(over, fm.onsets(over), f3)
+    tables.conform(cmp, "measures_comparison")
+    rho = cmp.filter(pl.col("measure") == "spearman_first_token_fraction_text_sink_rate").row(0, named=True)
+    assert rho["value"] == pytest.approx(1.0) and rho["n"] == 4 and "bootstrap" in rho["uncertainty"]
+    gap = cmp.filter(pl.col("measure") == "onset_gap_text_sink_50pct_over_first_token_50pct").row(0, named=True)
+    # both reached at step2, bracketed by step1: the ratio lies in (100 / 200, 200 / 100)
+    assert gap["value"] == pytest.approx(1.0) and (gap["lo"], gap["hi"]) == (0.5, 2.0)
+    jac = cmp.filter(pl.col("measure") == "jaccard_circuit_top_prefix_final").row(0, named=True)
+    assert jac["value"] == 1.0 and jac["n"] == 2
+    assert np.isfinite(cmp["value"].drop_nulls().to_numpy()).all()
+
+
+def test_headline_gains_the_text_sink_rate_and_its_onset(tmp_path):
+    from headtrace.report import answers, headline, measure_figures
+
+    over = fm.over_training(_cells(), _traj())
+    F = {"measures_over_training": over, "measures_onsets": fm.onsets(over)}
+    run = answers.build(F, models=["m"])
+    (a,) = run.models
+    assert a.text_sink.rate == 1.0 and a.text_sink.revision == "step3"
+    assert (a.text_sink.onset.revision, a.text_sink.onset.lo_revision) == ("step2", "step1")
+    said = [s for s in run.sentences if "text probe" in s]
+    assert said == ["On the text probe, the share of heads that are sinks (Gu et al.'s sink rate, mean attention to "
+                    "the first token above 0.3) was: m 100.0% at step3, half the heads after 100 and by 200 tokens "
+                    "(step2)."]
+    rows = headline.headline_rows(F, models=["m"])
+    assert rows[0]["text_sink_text"].startswith("100.0% at step3 (alpha > 0.3); half the heads: step2")
+    assert "sink rate on text" in headline.markdown(rows)
+    # without a text probe: no sentence, a dash in the table
+    none = answers.build({}, models=["m"])
+    assert not any("text probe" in s for s in none.sentences) and none.models[0].text_sink is None
+    measure_figures.plot_sink(over, tmp_path / "sink.png")
+    measure_figures.plot_prefix(over, tmp_path / "prefix.png")
+    measure_figures.plot_sink(over.clear(), tmp_path / "empty.png")
+    assert all((tmp_path / f).stat().st_size > 1000 for f in ("sink.png", "prefix.png", "empty.png"))

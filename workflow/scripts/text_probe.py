@@ -1,0 +1,14 @@
+# rule text_probe: the text file(s) tokenised once per model with its tokenizer.
+from headtrace.core import tables
+from headtrace.models import tokenize
+from headtrace.runtime import logs
+
+with logs.to_file(snakemake.log[0]):
+    p, wc = snakemake.params, snakemake.wildcards
+    folder = None
+    if p.tokenizer is None:  # the checkpoint's own tokenizer: find its folder (hub pulls in torch: only here)
+        from headtrace.models import hub
+
+        folder = hub.cell_checkpoint(p.load, wc.model, p.revision)[1]
+    table = tokenize.build(p.text, p.tokenizer, folder, f"model '{wc.model}' revision '{p.revision}'")
+    tables.write(table, snakemake.output[0], schema="text_probe")

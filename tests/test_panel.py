@@ -151,6 +151,7 @@ def test_a_group_whose_members_differ_is_refused_naming_the_member(mutate, messa
 def test_a_local_member_s_geometry_is_read_from_its_checkpoint(tmp_path):
     import json
     cfg = copy.deepcopy(load("config.yaml"))
+    cfg.pop("text_probe", None)  # these checkpoints ship no tokenizer; the demo's text probe is for its toys
     for name, heads in (("a", 12), ("b", 8)):
         (tmp_path / name / "step1").mkdir(parents=True)
         (tmp_path / name / "step1" / "config.json").write_text(json.dumps(

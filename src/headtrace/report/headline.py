@@ -112,6 +112,7 @@ def group_row(g: A.GroupAnswer) -> dict:
         "sink50_text": g.onset_text(g.sink_milestone), "gap_text": f"{g.order_text()}; {g.gap_text()}",
         "heads_text": g.circuit_text(), "verdict_text": "—", "decided_text": g.cross_seed_text() or "—",
         "spread_text": g.agreement_text(),
+        "text_sink_text": "—",  # per member in its own row; the group findings do not pool the text probe
     }
 
 

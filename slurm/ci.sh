@@ -18,6 +18,7 @@ model = cfg["models"]["toy-neox"]
 model["revisions"] = model["revisions"][:2]
 cfg["models"] = {"toy-neox": model}
 cfg["ablation"]["n_random"] = 5
+cfg["experiments"]["seeds"]["revisions"] = "ends"  # the demo's list names revisions cut above
 yaml.safe_dump(cfg, open(sys.argv[2], "w"), sort_keys=False)
 PYEOF
 

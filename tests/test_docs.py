@@ -180,7 +180,7 @@ def test_composition_chance_rule_at_the_paper_probe():
 
 SUITES = sorted((ROOT / "tests" / "fixtures" / "suites").glob("*.txt"))
 _SOURCE = re.compile(r"https://\S+|github\.com/[\w.-]+/[\w.-]+[^\n]*? @ [0-9a-f]{7,40}|UNTRACED")
-_TOOL_REF = re.compile(r"find_string|docs index|pages index|\bids? \d{8,}")
+_TOOL_REF = re.compile(r"\bids? \d{8,}|search[- ]results?\b")
 
 
 @pytest.mark.parametrize("suite", SUITES, ids=lambda p: p.name)

@@ -97,11 +97,7 @@ def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
                 continue  # no such probe for this model (e.g. no text file)
             vals = g[col].to_list()
             i = next((j for j, v in enumerate(vals) if v is not None and v >= thr), None)
-            lo = (i - 1) if i is not None else len(revs) - 1
-            rows.append(dict(model=model, milestone=name, revision=None if i is None else revs[i],
-                             tokens=None if i is None else toks[i], lo_revision=revs[lo] if lo >= 0 else None,
-                             lo_tokens=toks[lo] if lo >= 0 else None, left_censored=i == 0,
-                             right_censored=i is None))
+            rows.append(tr.milestone_row(model, name, revs, toks, i))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f3_milestones"]), "f3_milestones")
 
 

@@ -220,15 +220,18 @@ def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_t
         rnames, rtoks = revs["revision"].to_list(), revs["tokens"].to_list()
         for name, table, cond in specs:
             hit = table.filter((pl.col("model") == model) & cond).sort("rev_index").head(1)
-            i = int(hit["rev_index"][0]) if hit.height else None
-            lo = (i - 1) if i is not None else (len(rnames) - 1)
-            rows.append(dict(model=model, milestone=name,
-                             revision=hit["revision"][0] if hit.height else None,
-                             tokens=hit["tokens"][0] if hit.height else None,
-                             lo_revision=rnames[lo] if lo >= 0 else None,
-                             lo_tokens=rtoks[lo] if lo >= 0 else None,
-                             left_censored=i == 0, right_censored=i is None))
+            rows.append(milestone_row(model, name, rnames, rtoks, int(hit["rev_index"][0]) if hit.height else None))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f3_milestones"]), "f3_milestones")
+
+
+def milestone_row(model: str, milestone: str, revisions: list, tokens: list, first: int | None) -> dict:
+    """One ``f3_milestones`` row: ``first`` = the index (in training order, into ``revisions`` /
+    ``tokens``) of the first revision reaching the milestone, None if none does; its bracket and
+    censoring as :func:`f3_milestones` documents."""
+    lo = (first - 1) if first is not None else (len(revisions) - 1)
+    return dict(model=model, milestone=milestone, revision=None if first is None else revisions[first],
+                tokens=None if first is None else tokens[first], lo_revision=revisions[lo] if lo >= 0 else None,
+                lo_tokens=tokens[lo] if lo >= 0 else None, left_censored=first == 0, right_censored=first is None)
 
 
 def _gap_bounds(later_lo, later_hi, earlier_lo, earlier_hi, later_left, later_right, earlier_left,
@@ -370,7 +373,7 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
-    "circuit_size", "milestone_specs", "f3_milestones", "f3_gaps", "f3_gap_table", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "circuit_size", "milestone_specs", "f3_milestones", "milestone_row", "f3_gaps", "f3_gap_table", "final_circuit", "f4_recall", "f4_recall_milestones",
     "specialized_fraction",
     "with_rev_index",
 ]

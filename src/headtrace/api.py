@@ -244,18 +244,14 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
 def repeated_kwargs(block: Mapping, batch: probe.ProbeBatch, probe_settings: Mapping | None, model) -> dict:
     """Arguments of ``probe.repeated_random`` from the ``repeated_probe`` keys; a null token range or BOS
     follows the synthetic probe (its settings, or a ready batch's token span and first token)."""
-    r = {**schema.defaults("repeated_probe"), **dict(block)}
     if probe_settings is not None:
         span, bos, bos_id = probe_settings["token_range"], probe_settings["prepend_bos"], probe_settings["bos_token_id"]
     else:
         span, bos, bos_id = batch.token_span, False, None
-    low, high = r["token_range"] or span
-    if r["prepend_bos"] is not None:
-        bos = r["prepend_bos"]
-    if bos and bos_id is None:
-        bos_id = getattr(getattr(model, "config", None), "bos_token_id", None)
-    return {"n_sequences": r["n_sequences"], "length": r["length"], "repeats": r["repeats"], "token_low": int(low),
-            "token_high": int(high), "seed": r["seed"], "prepend_bos": bool(bos), "bos_token_id": bos_id}
+    args = probe.repeated_arguments(block, span, bos, bos_id)
+    if args["prepend_bos"] and args["bos_token_id"] is None:
+        args["bos_token_id"] = getattr(getattr(model, "config", None), "bos_token_id", None)
+    return args
 
 
 def text_probe_table(spec: Mapping, model, name: str = "model") -> pl.DataFrame:

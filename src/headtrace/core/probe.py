@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from headtrace.core import schema
+
 CLASSES = ("induction", "duplicate-token", "previous-token", "first-token", "self", "local")
 UNCLASSIFIED = "unclassified"
 N_BASELINE_POSITIONS = 50
@@ -293,6 +295,16 @@ def tokens_sha256(tokens: np.ndarray) -> str:
 
 
 # ---- the repeated-random probe (Olsson et al. 2022's prefix matching; headtrace.cell.patterns) ------
+
+def repeated_arguments(block: dict | None, token_range, prepend_bos: bool, bos_token_id: int | None) -> dict:
+    """Arguments of :func:`repeated_random` from the ``repeated_probe`` keys (schema defaults filled in);
+    a null ``token_range`` or ``prepend_bos`` follows the synthetic probe's (``token_range``, ``prepend_bos``)."""
+    r = {**schema.defaults("repeated_probe"), **dict(block or {})}
+    low, high = r["token_range"] or token_range
+    bos = prepend_bos if r["prepend_bos"] is None else r["prepend_bos"]
+    return {"n_sequences": r["n_sequences"], "length": r["length"], "repeats": r["repeats"], "token_low": int(low),
+            "token_high": int(high), "seed": r["seed"], "prepend_bos": bool(bos), "bos_token_id": bos_token_id}
+
 
 def repeated_random(n_sequences: int = 50, length: int = 32, repeats: int = 2, token_low: int = 100,
                     token_high: int = 10000, seed: int = 0, prepend_bos: bool = False,

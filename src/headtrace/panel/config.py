@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headtrace.core import revisions as revs
+from headtrace.core import probe as probe_core
 from headtrace.core import schema, texts
 from headtrace.core.errors import ConfigError
 from headtrace.models import context, tokenize
@@ -525,13 +526,8 @@ def measures_settings(config: dict) -> dict:
 def repeated_kwargs(config: dict, model: str) -> dict:
     """Keyword arguments of :func:`headtrace.core.probe.repeated_random` for one model: the
     ``repeated_probe`` block, its token range and BOS those of the model's synthetic probe where null."""
-    r = {**schema.defaults("repeated_probe"), **(config.get("repeated_probe") or {})}
     p = probe_settings(config, model)
-    low, high = r["token_range"] or p["token_range"]
-    bos = p["prepend_bos"] if r["prepend_bos"] is None else r["prepend_bos"]
-    return {"n_sequences": r["n_sequences"], "length": r["length"], "repeats": r["repeats"], "token_low": int(low),
-            "token_high": int(high), "seed": r["seed"], "prepend_bos": bool(bos),
-            "bos_token_id": p["bos_token_id"]}
+    return probe_core.repeated_arguments(config.get("repeated_probe"), p["token_range"], p["prepend_bos"], p["bos_token_id"])
 
 
 def text_settings(config: dict) -> dict | None:

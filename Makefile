@@ -21,12 +21,16 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
+# The run goes through `headtrace warm`: its torch jobs run in forks of one process that imported torch and
+# transformers once (docs/performance.md), which is most of a toy cell's time. The demo runs locally:
+# SLURM_CONF=/dev/null spares Snakemake's Slurm plugin a ~9 s wait for a controller on machines where Slurm
+# is installed but not running (docs/troubleshooting.md); a SLURM_CONF of your own is kept.
 # lock-check first: after a killed run it names the stale lock and the commands that recover
 # (make unlock; make demo) instead of Snakemake's generic lock error; it never unlocks by itself.
 demo: $(STAMP)
 	@$(BIN)/headtrace lock-check $(if $(filter config/config.yaml,$(CONFIG)),,--rerun-command "make demo CONFIG=$(CONFIG)")
-	@start=$$(date +%s); \
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete && \
+	@start=$$(date +%s); export SLURM_CONF=$${SLURM_CONF:-/dev/null}; \
+	$(BIN)/headtrace warm --log logs/warm.log -- $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete && \
 	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html && \
 	$(BIN)/headtrace summary results && \
 	echo "make demo: $$(( $$(date +%s) - start )) s; report: results/report.html"

@@ -189,3 +189,11 @@ def test_rules_keep_device_and_batch_size_out_of_params_and_model_passes_write_b
     for rule in ("capture", "ablate", "shuffled_capture", "cross_seed_ablation", "train_toy"):
         block = re.search(rf"^rule {rule}:\n(.*?)(?=^rule |^checkpoint |^localrules|\Z)", text, re.M | re.S).group(1)
         assert "    benchmark:" in block, rule
+
+
+def test_every_workflow_script_first_offers_its_job_to_the_warm_server():
+    """`headtrace warm` (make demo) saves a job its imports only if the script asks before importing."""
+    for script in sorted((ROOT / "workflow" / "scripts").glob("*.py")):
+        body = ast.parse(script.read_text()).body
+        first = [ast.unparse(node) for node in body[:2]]
+        assert first == ["from headtrace.runtime import warm", "warm.delegate()"], script.name

@@ -36,6 +36,12 @@ held-out draw of the probe (``--ablation-probe same``: on the screen's batch).
 
 tells a stale Snakemake lock (a killed run) from one held by a live run (:mod:`headtrace.runtime.locks`);
 exit 0: no lock, 1: stale (prints the commands that recover), 2: a live run holds it.
+
+    headtrace warm [--log FILE] -- COMMAND ...
+
+runs COMMAND (a local ``snakemake`` run) with a warm interpreter beside it: the workflow's torch jobs
+run in forks of one process that imported torch, transformers and every family's model class once
+(:mod:`headtrace.runtime.warm`); exits with COMMAND's status.
 """
 from __future__ import annotations
 
@@ -51,7 +57,7 @@ from headtrace.core import schema
 from headtrace.core.errors import ConfigError
 from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
 from headtrace.report import console
-from headtrace.runtime import locks
+from headtrace.runtime import locks, warm
 
 
 def _read_names(path: str) -> list[str]:
@@ -187,6 +193,15 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_warm(args: argparse.Namespace) -> int:
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    if not command:
+        raise ValueError("give the command to run after --, e.g. headtrace warm -- snakemake --cores all")
+    from headtrace.models import families  # imports torch: here, not for every command
+    classes = tuple(f"transformers:{family.model_class}" for family in families.FAMILIES.values())
+    return warm.run(command, preload=warm.PRELOAD + classes, log=args.log)
+
+
 def _cmd_lock_check(args: argparse.Namespace) -> int:
 
     state = locks.check(args.directory)
@@ -263,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--unlock-command", default="make unlock", help="the unlock command the message names")
     k.add_argument("--rerun-command", default="make demo", help="the rerun command the message names")
     k.set_defaults(func=_cmd_lock_check)
+    w = sub.add_parser("warm", help="run a local snakemake command with torch imported once for all its jobs")
+    w.add_argument("--log", metavar="FILE", help="the warm server's own output (default: discarded)")
+    w.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
+    w.set_defaults(func=_cmd_warm)
     return p
 
 

@@ -1,4 +1,8 @@
 # rule ablate: causal group ablation of one cell (all conditions batched in one job).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 import torch
 
 from headtrace import api

@@ -1,4 +1,8 @@
 # rule ablation_figure: circuit ablation vs the matched-random distribution per revision, each
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 # revision labelled with its circuit's verdict.
 from headtrace.core import tables
 from headtrace.report import figures

@@ -1,4 +1,8 @@
 # rule bootstrap: resample the probe sequences of one cell -> selectivity CIs + milestone counts.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.cell import bootstrap
 from headtrace.core import tables
 from headtrace.runtime import logs

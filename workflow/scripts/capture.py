@@ -1,4 +1,8 @@
 # rule capture: one forward pass per cell -> attention masses (+ per-head outputs for PR, per-sequence masses).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 import torch
 
 from headtrace.cell import capture, patterns

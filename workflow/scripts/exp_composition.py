@@ -1,4 +1,8 @@
 # rule composition: when ablating the previous-token circuit starts to destroy induction.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace import experiments
 from headtrace.core import tables
 from headtrace.report import experiment_figures

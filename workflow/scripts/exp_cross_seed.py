@@ -1,4 +1,8 @@
 # rule cross_seed_ablation: every seed's final induction circuit ablated in this seed's final model.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 import torch
 
 from headtrace import api, experiments

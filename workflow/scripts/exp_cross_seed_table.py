@@ -1,4 +1,8 @@
 # rule cross_seed_table: the seed x seed ablation matrix and its heatmap.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.report import experiment_figures
 from headtrace.runtime import logs

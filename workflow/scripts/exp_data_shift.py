@@ -1,4 +1,8 @@
 # rule data_shift: the induction circuit, selectivity and PR before vs after the data shift.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace import experiments
 from headtrace.core import tables
 from headtrace.report import experiment_figures

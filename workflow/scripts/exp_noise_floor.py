@@ -1,4 +1,8 @@
 # rule noise_floor: null selectivities -> per-class floors -> heads above the floor per revision.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 import polars as pl
 
 from headtrace import experiments

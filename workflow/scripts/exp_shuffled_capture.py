@@ -1,4 +1,8 @@
 # rule shuffled_capture: capture on the position-shuffled probe (noise-floor null).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 import torch
 
 from headtrace import experiments

@@ -1,4 +1,8 @@
 # rule experiments_summary: one paragraph per method experiment (markdown).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.report import experiment_summary
 from headtrace.runtime import logs

@@ -1,4 +1,8 @@
 # rule train_shift: continue a toy model's final checkpoint on a second corpus (data shift).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from pathlib import Path
 
 import torch

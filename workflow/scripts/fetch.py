@@ -1,4 +1,8 @@
 # rule fetch (login node): download one revision into the Hugging Face cache (hf_id at the
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 # revision's name, or the revision's own repository at main / its pinned revision: params).
 from headtrace.models import audit, hub
 from headtrace.runtime import logs

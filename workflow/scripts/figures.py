@@ -1,4 +1,8 @@
 # rule figures: the findings figures over every model of the panel.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from pathlib import Path
 
 from headtrace.core import tables

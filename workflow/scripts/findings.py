@@ -1,4 +1,8 @@
 # rule findings: F1-F5 tables and summary.md over every model of the panel (+ the experiments' section).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from pathlib import Path
 
 from headtrace.cell import positional

@@ -1,4 +1,8 @@
 # rule hub_branches: the hub repository's branch list (refinement pool), cached as a file.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import revisions
 from headtrace.panel import refine
 from headtrace.runtime import logs

@@ -1,4 +1,8 @@
 # rule import_reference: the published screen and PR of one cell, in the pipeline's schemas.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.panel import reference
 from headtrace.runtime import logs

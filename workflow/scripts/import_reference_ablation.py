@@ -1,4 +1,8 @@
 # rule import_reference_ablation: the published final-checkpoint ablation of one reference model.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.causal import ablation
 from headtrace.core import tables
 from headtrace.panel import reference

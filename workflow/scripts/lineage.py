@@ -1,4 +1,8 @@
 # rule lineage: one model's lineage table from its cells' fingerprint tables (provenance: tokens);
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 # provenance.on_suspect: fail stops here, naming each flagged revision and its flags.
 from headtrace.core import tables
 from headtrace.findings import lineage

@@ -1,4 +1,8 @@
 # rule measures_figures: the field's measures beside the paper's, a panel per model.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.report import measure_figures
 from headtrace.runtime import logs

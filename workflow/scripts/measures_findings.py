@@ -1,4 +1,8 @@
 # rule measures_findings: the field's own measures over training, their onsets, the comparisons.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.findings import measures, trajectory
 from headtrace.runtime import logs

@@ -1,4 +1,8 @@
 # rule onset_bootstrap: per model x F3 milestone, the bootstrap spread of the onset revision.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.findings import lineage, onsets
 from headtrace.runtime import logs

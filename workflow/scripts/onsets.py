@@ -1,4 +1,8 @@
 # rule onsets: results/findings/f3_onsets.parquet from the trajectories and the refinement rounds.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.panel import refine
 from headtrace.runtime import logs

@@ -1,4 +1,8 @@
 # rule positional: per head, the share of its induction mass from one A position (positional heads).
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.cell import positional
 from headtrace.core import tables
 from headtrace.runtime import logs

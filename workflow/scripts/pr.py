@@ -1,4 +1,8 @@
 # rule pr: participation ratio per head from the captured per-head outputs.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.cell import spectral
 from headtrace.core import tables
 from headtrace.runtime import logs

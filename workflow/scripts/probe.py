@@ -1,4 +1,8 @@
 # rule probe: build the synthetic induction batch of one model.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import probe, tables
 from headtrace.runtime import logs
 

@@ -1,4 +1,8 @@
 # checkpoint refine: one refinement round of one model -> results/refine/{model}/round{k}.json
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import revisions, tables
 from headtrace.findings import trajectory as trajectories
 from headtrace.panel import refine

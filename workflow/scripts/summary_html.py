@@ -1,4 +1,8 @@
 # rule summary_html: results/findings/summary.html (headline, figures, a section per model) and the
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 # headline alone for the report's first result category. Reads the tables; computes nothing new.
 import os
 from pathlib import Path

@@ -1,4 +1,8 @@
 # rule text_probe: the text file(s) tokenised once per model with its tokenizer.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 from headtrace.core import tables
 from headtrace.models import tokenize
 from headtrace.runtime import logs

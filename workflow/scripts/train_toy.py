@@ -1,4 +1,8 @@
 # rule train_toy: train one toy model and save a checkpoint at each configured revision.
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 import torch
 
 from headtrace.models.toy import train as toy

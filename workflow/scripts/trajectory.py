@@ -1,4 +1,8 @@
 # rule trajectory: every revision x head of one model, screen joined with PR, plus each cell's
+from headtrace.runtime import warm
+
+warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
+
 # provenance (commit, weights_sha256; the log warns when two revisions ran identical weights).
 from headtrace.core import tables
 from headtrace.findings import lineage

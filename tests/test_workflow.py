@@ -22,6 +22,7 @@ import tiny  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+HEADTRACE = str(Path(sys.executable).parent / "headtrace")
 
 pytestmark = pytest.mark.slow
 
@@ -61,9 +62,11 @@ def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
     }
 
 
-def snakemake(workdir: Path, *args: str) -> str:
+def snakemake(workdir: Path, *args: str, warm: bool = False) -> str:
     cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile",
            str(workdir / "config.yaml"), "--cores", "2", *args]
+    if warm:  # as make demo runs it: the jobs in forks of one warm process (headtrace.runtime.warm)
+        cmd = [HEADTRACE, "warm", "--log", str(workdir / "logs" / "warm.log"), "--", *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
@@ -92,7 +95,7 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ran(workdir):
     dry = snakemake(workdir, "-n")
-    out = snakemake(workdir)
+    out = snakemake(workdir, warm=True)
     return dry, out
 
 
@@ -206,9 +209,20 @@ def test_adding_a_revision_schedules_only_that_cell(ran, workdir):
     assert "train_toy" not in counts and "probe" not in counts
 
 
+def test_jobs_ran_in_forks_of_the_warm_server(ran, workdir):
+    log = (workdir / "logs" / "warm.log").read_text()
+    forks = re.findall(r"^fork \d+: (\S+)$", log, re.M)
+    exits = re.findall(r"^fork \d+: exit (\d+)$", log, re.M)
+    assert any(f.endswith("capture.py") for f in forks) and any(f.endswith("ablate.py") for f in forks), log[-2000:]
+    assert len(exits) == len(forks) and set(exits) == {"0"}
+
+
 def test_rerun_is_identical(ran, workdir):
+    """The first run's jobs ran in forks of the warm server; this rerun of one cell runs each job in
+    its own process, as a cluster does: the tables are the same."""
     cell = workdir / "results" / "cells" / "tiny-olmo" / "rev-c"
-    before = {f: pl.read_parquet(cell / f) for f in ("screen.parquet", "pr.parquet", "ablation.parquet")}
+    before = {f: pl.read_parquet(cell / f) for f in ("screen.parquet", "pr.parquet", "ablation.parquet",
+                                                      "attention.parquet", "measures.parquet", "verdict.parquet")}
     shutil.rmtree(cell)
     snakemake(workdir)
     for f, df in before.items():

@@ -111,11 +111,13 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, parent: i
     fork is killed) and reaps forks, sending each job its fork's exit status. Stops on SIGTERM or
     SIGINT, or when ``parent`` (a pid) is no longer this process's parent; kills the forks still
     running and removes the socket."""
+    start = time.monotonic()
     for spec in preload:
         module, _, name = spec.partition(":")
         loaded = importlib.import_module(module)
         if name:
             getattr(loaded, name)
+    print(f"imported {len(preload)} modules and classes in {time.monotonic() - start:.1f} s", flush=True)
     threads = {k: os.environ.get(k) for k in THREAD_ENV}
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -128,6 +130,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, parent: i
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
+    print(f"listening on {path}", flush=True)
     jobs: dict[socket.socket, int] = {}  # a job's connection -> its fork
     orphans: dict[socket.socket, float] = {}  # closed by their job: fork sent SIGTERM, SIGKILL after this time
     try:
@@ -143,6 +146,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, parent: i
             for conn, pid in list(jobs.items()):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
+                    print(f"fork {pid}: exit {os.waitstatus_to_exitcode(status)}", flush=True)
                     if conn not in orphans:
                         _send(conn, f"exit {os.waitstatus_to_exitcode(status) % 256}\n")
                     conn.close()
@@ -216,6 +220,7 @@ def _accept(listener: socket.socket, jobs: dict, threads: dict) -> None:
                 other.close()
             conn.close()
             _run_job(request, fds)
+        print(f"fork {pid}: {request['script']}", flush=True)
         _send(conn, f"pid {pid}\n")
         conn.settimeout(None)
         jobs[conn] = pid

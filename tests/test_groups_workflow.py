@@ -58,7 +58,7 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ran(workdir):
     dry = snakemake(workdir, "-n")
-    out = snakemake(workdir)
+    out = snakemake(workdir, warm=True)  # as make demo runs it
     return dry, out
 
 

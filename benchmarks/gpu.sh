@@ -15,8 +15,8 @@
 #   2 capture   benchmarks/capture.py: Pythia-1B widths, 16 layers, fp32, 128 x 256 (plain backbone,
 #               capture, plain LM, eager + output_attentions; 1 warm-up + 1 round)
 #   3-5 ablation benchmarks/ablation.py at the real widths (hidden 2048, vocab 50304, T 256, the
-#               default 67 conditions): Pythia-1B fp32 on 32 sequences, OLMo-1B fp16 on 256,
-#               OLMoE-1B-7B fp16 (64 experts, 8 active) on 128; warm-up on the first batch; prints the
+#               default 67 conditions): Pythia-1B fp32 on 16 sequences, OLMo-1B fp16 on 128,
+#               OLMoE-1B-7B fp16 (64 experts, 8 active) on 32; warm-up on the first batch; prints the
 #               per-sequence rate and its linear extrapolation to the paper's 2000-sequence cell
 #   6 autobatch hub.auto_batch_size on Pythia-1B fp32 at T 256, then capture and a 2-condition
 #               ablation at that batch size: peak memory against the device's total
@@ -91,7 +91,8 @@ else
   CHECK="--width 1024" HALF=fp16
   CAPTURE="--layers 16 --n 128 --seq-len 256 --batch-size 64"
   REAL="--hidden 2048 --vocab 50304 --seq-len 256"
-  PYTHIA="--n 32 --batch-size 16" OLMO="--n 256 --batch-size 64" OLMOE="--n 128 --batch-size 32"
+  # ~1 min each on an H200 by FLOPs: ~55-60 plain passes per run (the floor) plus a one-batch warm-up
+  PYTHIA="--n 16 --batch-size 8" OLMO="--n 128 --batch-size 32" OLMOE="--n 32 --batch-size 16"
   OLMOE="$OLMOE --intermediate 1024 --experts 64 --experts-per-tok 8"
   AUTO="dict(hidden_size=2048, num_hidden_layers=16, num_attention_heads=8, intermediate_size=8192, vocab_size=50304)"
 fi

@@ -179,7 +179,8 @@ def main() -> None:
     print(f"circuit={' '.join(map(str, circuit))}  final={' '.join(map(str, final))}  prev-token={' '.join(map(str, prev))}")
     print(f"conditions={len(conds)} distinct head sets={n_sets}  plain forward={t_plain * 1e3:.1f} ms  "
           f"ablation run={t_engine * 1e3:.1f} ms")
-    print(f"per sequence: plain forward {t_plain / args.n * 1e3:.2f} ms, ablation run {t_engine / args.n * 1e3:.2f} ms; "
+    print(f"per sequence: plain forward {t_plain / args.n * 1e3:.2f} ms, "
+          f"ablation run {t_engine / args.n * 1e3:.2f} ms; "
           f"a 2000-sequence cell ~ {t_engine / args.n * 2000:.0f} s (linear extrapolation from n={args.n})")
     print(f"naive ratio = run / (conditions x plain forward) = {naive_ratio:.3f}")
     print(f"floor = {floor:.2f} plain passes ({floor / len(conds):.3f} of naive); run / floor = {floor_ratio:.3f}")

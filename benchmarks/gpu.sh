@@ -24,7 +24,8 @@
 # section in $OUT/summary.txt. Exit status 1 if any section failed or timed out.
 #
 # Switches: DEVICE (cuda), SMALL=1 (tiny sizes: the CPU dry run), PY (python3), WHL (.whl),
-# BUDGET (540 s; with SMALL=1 1500 s and every timeout x 4). The CPU dry run: DEVICE=cpu SMALL=1 OUT=/tmp/gpu-out PY=.venv/bin/python bash benchmarks/gpu.sh
+# BUDGET (540 s; with SMALL=1 1500 s and every timeout x 4). The CPU dry run:
+#   DEVICE=cpu SMALL=1 OUT=/tmp/gpu-out PY=.venv/bin/python bash benchmarks/gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-out}; DEVICE=${DEVICE:-cuda}; SMALL=${SMALL:-0}; PY=${PY:-python3}; WHL=${WHL:-.whl}
@@ -32,6 +33,7 @@ BUDGET=${BUDGET:-540} TMULT=1
 [[ $SMALL == 1 ]] && BUDGET=${BUDGET_SMALL:-1500} TMULT=4  # a shared CPU is slower than the GPU these limits fit
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu.log") 2>&1
+TEE=$!
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src
 : > "$OUT/summary.txt"
 FAILED=0
@@ -102,7 +104,8 @@ section check 110 $PY benchmarks/gpu_check.py $D $CHECK
 section capture 70 $PY benchmarks/capture.py $CAPTURE $D --dtype fp32 --repeats 1 --warmup 1
 section ablation-pythia-1b 90 $PY benchmarks/ablation.py --geometry pythia-1b $REAL $PYTHIA $D --dtype fp32 --repeats 1
 section ablation-olmo-1b 70 $PY benchmarks/ablation.py --geometry olmo-1b $REAL $OLMO $D --dtype $HALF --repeats 1
-section ablation-olmoe-1b-7b 90 $PY benchmarks/ablation.py --geometry olmoe-1b-7b $REAL $OLMOE $D --dtype $HALF --repeats 1
+section ablation-olmoe-1b-7b 90 \
+  $PY benchmarks/ablation.py --geometry olmoe-1b-7b $REAL $OLMOE $D --dtype $HALF --repeats 1
 section autobatch 70 $PY - <<EOF
 import time, torch, transformers
 from headtrace.causal import ablation
@@ -136,4 +139,6 @@ for what, fn in (("capture", lambda: capture.run(m, fam, batch, batch_size=b, de
 EOF
 
 echo; echo "== summary ($SECONDS s in all)"; cat "$OUT/summary.txt"
+exec 1>&- 2>&-
+wait $TEE  # the log is complete before the run ends
 exit $FAILED

@@ -125,6 +125,7 @@ def main() -> None:
     ap.add_argument("--n-random", type=int, default=20)
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"])
     ap.add_argument("--repeats", type=int, default=2, help="best of this many timings")
+    ap.add_argument("--warmup", type=int, default=1, help="untimed runs of both on the first batch_size sequences")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--check", action="store_true", help="also compare against the naive engine")
@@ -143,8 +144,9 @@ def main() -> None:
         circuit, prev = [(last, 0), (last, 1)], [(0, heads - 1)]
         final = circuit if args.final == "same" else [(last, 0)]
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
-    model = toy_model(args.family, args.vocab, layers, args.hidden, heads, args.seq_len, 0, args.intermediate,
-                      args.experts, args.experts_per_tok).to(args.device, dtype)
+    with torch.device(args.device):  # random init on the device itself (minutes on a CPU at the real sizes)
+        model = toy_model(args.family, args.vocab, layers, args.hidden, heads, args.seq_len, 0, args.intermediate,
+                          args.experts, args.experts_per_tok).to(args.device, dtype)
     family = families.get(args.family)
     batch = probe.make_batch(n_sequences=args.n, seq_len=args.seq_len, token_low=10, token_high=args.vocab,
                              ab_low=20, ab_high=min(100, args.seq_len - 7))
@@ -154,18 +156,19 @@ def main() -> None:
     floor = ablation.floor_layer_passes(conds, layers)
     tokens = torch.as_tensor(batch.tokens)
 
-    def plain():
+    def plain(n=args.n):
         with torch.inference_mode():
-            for s in range(0, args.n, args.batch_size):
-                model(input_ids=tokens[s:s + args.batch_size].to(args.device), use_cache=False)
+            for s in range(0, n, args.batch_size):
+                model(input_ids=tokens[s:min(s + args.batch_size, n)].to(args.device), use_cache=False)
 
-    def engine():
+    def engine(batch=batch):
         return ablation.run(model, family, batch, conds, batch_size=args.batch_size, device=args.device,
                             progress=False, max_rows=args.max_rows)
 
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    plain(), engine()  # warm-up
+    for _ in range(args.warmup):  # on the first batch_size sequences: the same shapes, a fraction of the time
+        plain(min(args.n, args.batch_size)), engine(batch.head(min(args.n, args.batch_size)))
     t_plain = timed(plain, args.repeats)
     t_engine = timed(engine, args.repeats)
     naive_ratio = t_engine / (len(conds) * t_plain)
@@ -176,6 +179,9 @@ def main() -> None:
     print(f"circuit={' '.join(map(str, circuit))}  final={' '.join(map(str, final))}  prev-token={' '.join(map(str, prev))}")
     print(f"conditions={len(conds)} distinct head sets={n_sets}  plain forward={t_plain * 1e3:.1f} ms  "
           f"ablation run={t_engine * 1e3:.1f} ms")
+    print(f"per sequence: plain forward {t_plain / args.n * 1e3:.2f} ms, "
+          f"ablation run {t_engine / args.n * 1e3:.2f} ms; "
+          f"a 2000-sequence cell ~ {t_engine / args.n * 2000:.0f} s (linear extrapolation from n={args.n})")
     print(f"naive ratio = run / (conditions x plain forward) = {naive_ratio:.3f}")
     print(f"floor = {floor:.2f} plain passes ({floor / len(conds):.3f} of naive); run / floor = {floor_ratio:.3f}")
     if args.device.startswith("cuda"):

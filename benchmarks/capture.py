@@ -48,7 +48,8 @@ def build_model(n_layers: int, dtype: torch.dtype, device: str) -> torch.nn.Modu
         bos_token_id=0, eos_token_id=0,
     )
     torch.manual_seed(0)
-    model = transformers.GPTNeoXForCausalLM(cfg).eval()
+    with torch.device(device):  # random init on the device itself (a 1B model takes long on a CPU)
+        model = transformers.GPTNeoXForCausalLM(cfg).eval()
     return model.to(device=device, dtype=dtype)
 
 
@@ -143,9 +144,14 @@ def main() -> None:
     runs = [("plain-backbone", plain_backbone), ("capture", run_capture)]
     if not args.skip_lm:
         runs += [("plain-lm", plain_lm), ("eager-lm", eager_lm)]
+    if args.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     results = timed_rounds(runs, args.device, args.warmup, args.repeats)
     for name, ts in results.items():
-        print(f"  {name:<15} best {min(ts):8.3f}s  median {statistics.median(ts):8.3f}s")
+        print(f"  {name:<15} best {min(ts):8.3f}s  median {statistics.median(ts):8.3f}s  "
+              f"({min(ts) / args.n * 1e3:.2f} ms per sequence; x 2000 = {min(ts) / args.n * 2000:.1f} s)")
+    if args.device.startswith("cuda"):
+        print(f"peak GPU memory (all methods) = {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
 
     best = {k: min(v) for k, v in results.items()}
     print("ratios (best times):")

@@ -25,7 +25,7 @@ Geometries:
     .venv/bin/python benchmarks/ablation.py --geometry pythia-1b [--final same] [--check]
     .venv/bin/python benchmarks/ablation.py --geometry pythia-1b --device cuda --hidden 2048 --seq-len 256 --n 2000
 
-GPU figures are not measured in this repository yet (no GPU was available); --device cuda is ready.
+GPU figures (one H200, benchmarks/gpu.sh): docs/performance.md#gpu and benchmarks/RESULTS.md.
 """
 from __future__ import annotations
 

@@ -129,9 +129,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--check", action="store_true", help="also compare against the naive engine")
+    ap.add_argument("--tf32", action="store_true",
+                    help="CUDA fp32 matmuls in TF32 (torch.backends.cuda.matmul.allow_tf32; not a headtrace setting)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     real = REAL.get(args.geometry)
     args.family = args.family or (real["family"] if real else "gpt_neox")
     layers = args.layers or (real["layers"] if real else 2)
@@ -175,7 +178,8 @@ def main() -> None:
     floor_ratio = t_engine / (floor * t_plain)
     print(f"geometry={args.geometry} final={args.final} family={args.family} layers={layers} hidden={args.hidden} "
           f"heads={heads} vocab={args.vocab} T={args.seq_len} n={args.n} batch_size={args.batch_size} "
-          f"dtype={args.dtype} device={args.device} threads={torch.get_num_threads()}")
+          f"dtype={args.dtype}{' (TF32 matmuls)' if args.tf32 else ''} device={args.device} "
+          f"threads={torch.get_num_threads()}")
     print(f"circuit={' '.join(map(str, circuit))}  final={' '.join(map(str, final))}  prev-token={' '.join(map(str, prev))}")
     print(f"conditions={len(conds)} distinct head sets={n_sets}  plain forward={t_plain * 1e3:.1f} ms  "
           f"ablation run={t_engine * 1e3:.1f} ms")

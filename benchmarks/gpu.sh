@@ -14,11 +14,12 @@
 #               device, references on the CPU); fp16/bf16 vs fp32 for gpt_neox, olmo, olmoe (width 1024)
 #   2 capture   benchmarks/capture.py: Pythia-1B widths, 16 layers, fp32, 128 x 256 (plain backbone,
 #               capture, plain LM, eager + output_attentions; 1 warm-up + 1 round)
-#   3-5 ablation benchmarks/ablation.py at the real widths (hidden 2048, vocab 50304, T 256, the
-#               default 67 conditions): Pythia-1B fp32 on 16 sequences, OLMo-1B fp16 on 128,
+#   3-7 ablation benchmarks/ablation.py at the real widths (hidden 2048, vocab 50304, T 256, the
+#               default 67 conditions): Pythia-1B fp32 on 16 sequences (then bf16, then fp32 with
+#               TF32 matmuls), OLMo-1B fp16 on 128,
 #               OLMoE-1B-7B fp16 (64 experts, 8 active) on 32; warm-up on the first batch; prints the
 #               per-sequence rate and its linear extrapolation to the paper's 2000-sequence cell
-#   6 autobatch hub.auto_batch_size on Pythia-1B fp32 at T 256, then capture and a 2-condition
+#   8 autobatch hub.auto_batch_size on Pythia-1B fp32 at T 256, then capture and a 2-condition
 #               ablation at that batch size: peak memory against the device's total
 # Every section prints its wall time and peak GPU memory; the log is $OUT/gpu.log, one line per
 # section in $OUT/summary.txt. Exit status 1 if any section failed or timed out.
@@ -103,6 +104,10 @@ D="--device $DEVICE"
 section check 110 $PY benchmarks/gpu_check.py $D $CHECK
 section capture 70 $PY benchmarks/capture.py $CAPTURE $D --dtype fp32 --repeats 1 --warmup 1
 section ablation-pythia-1b 90 $PY benchmarks/ablation.py --geometry pythia-1b $REAL $PYTHIA $D --dtype fp32 --repeats 1
+section ablation-pythia-1b-bf16 60 \
+  $PY benchmarks/ablation.py --geometry pythia-1b $REAL $PYTHIA $D --dtype bf16 --repeats 1
+section ablation-pythia-1b-tf32 60 \
+  $PY benchmarks/ablation.py --geometry pythia-1b $REAL $PYTHIA $D --dtype fp32 --tf32 --repeats 1
 section ablation-olmo-1b 70 $PY benchmarks/ablation.py --geometry olmo-1b $REAL $OLMO $D --dtype $HALF --repeats 1
 section ablation-olmoe-1b-7b 90 \
   $PY benchmarks/ablation.py --geometry olmoe-1b-7b $REAL $OLMOE $D --dtype $HALF --repeats 1

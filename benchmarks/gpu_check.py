@@ -123,6 +123,18 @@ def check_measures(name: str, device: str) -> None:
 TOL = {"fp16": (5e-3, 5e-2), "bf16": (2e-2, 1.5e-1)}  # (capture masses atol, ablation metrics relative)
 
 
+def _capture_routed(model, family, batch, batch_size: int, device: str, routes: list) -> capture.CaptureResult:
+    """capture.run, recording each MoE router's expert choices (sorted top-k indices per token) in
+    ``routes``, layer by layer within each forward (no router: nothing recorded)."""
+    hooks = [layer.mlp.gate.register_forward_hook(lambda mod, inp, out: routes.append(out[2].sort(-1).values.cpu()))
+             for layer in family.layers(model) if hasattr(getattr(getattr(layer, "mlp", None), "gate", None), "top_k")]
+    try:
+        return capture.run(model, family, batch, batch_size=batch_size, device=device, progress=False)
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
 def check_precision(name: str, device: str, width: int) -> None:
     cfg = tiny_config(name, vocab_size=1024, n_layers=4, n_heads=8, d_model=width)
     cfg.intermediate_size = 4 * width
@@ -133,15 +145,25 @@ def check_precision(name: str, device: str, width: int) -> None:
     batch = probe.make_batch(n_sequences=64, seq_len=256, token_low=3, token_high=1024)
     conds = [Condition("baseline"), Condition("L3", 0, ((3, 0), (3, 5))), Condition("L1", 0, ((1, 2),))]
     bs = 16 if device.startswith("cuda") else 8
-    ref = capture.run(model, family, batch, batch_size=bs, device=device, progress=False)
+    routes: dict[str, list[torch.Tensor]] = {}
+    ref = _capture_routed(model, family, batch, bs, device, routes.setdefault("fp32", []))
     ref_ab = ablation.run(model, family, batch, conds, batch_size=bs, device=device, progress=False)
     fp32_state = {k: v.clone() for k, v in model.state_dict().items()}
     for dtype_name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
         model.to(torch.float32).load_state_dict(fp32_state)  # each format rounds the fp32 weights, not the other's
         low = model.to(dtype)
-        got = capture.run(low, family, batch, batch_size=bs, device=device, progress=False)
+        got = _capture_routed(low, family, batch, bs, device, routes.setdefault(dtype_name, []))
         d = max(float(np.abs(got.mass(f) - ref.mass(f)).max()) for f in MASS_FIELDS)
         report(f"{name} width {width} capture masses {dtype_name} vs fp32 on {device}", d, d <= TOL[dtype_name][0])
+        per_layer = [max(float(np.abs(got.mass(f)[layer] - ref.mass(f)[layer]).max()) for f in MASS_FIELDS)
+                     for layer in range(cfg.num_hidden_layers)]
+        print(f"       per layer: {' '.join(f'{x:.1e}' for x in per_layer)}", flush=True)
+        if routes[dtype_name]:  # MoE: the share of tokens routed to another expert set than in fp32, per layer
+            flips = [float((torch.cat(routes["fp32"][layer::cfg.num_hidden_layers])
+                            != torch.cat(routes[dtype_name][layer::cfg.num_hidden_layers])).any(-1).float().mean())
+                     for layer in range(cfg.num_hidden_layers)]
+            shares = " ".join(f"{x:.3f}" for x in flips)
+            print(f"       tokens whose expert set differs from fp32's, per layer: {shares}", flush=True)
         ab = ablation.run(low, family, batch, conds, batch_size=bs, device=device, progress=False)
         d, r = _worst(ab, ref_ab, CONTINUOUS)
         top = _worst(ab, ref_ab)[0]

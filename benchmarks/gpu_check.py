@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from naive_ablation import run_naive  # noqa: E402  (the test oracle)
 from test_capture import MASS_FIELDS, _eager_masses, _sharpen  # noqa: E402
 from test_patterns import _eager_patterns  # noqa: E402
-from test_ablation import boosted, small_batch  # noqa: E402
+from test_ablation import boosted, engine_conditions, small_batch  # noqa: E402
 from tiny import CLASSES, FAMILY_NAMES, tiny_config, tiny_model  # noqa: E402
 
 from headtrace.causal import ablation  # noqa: E402
@@ -85,15 +85,7 @@ def _worst(fast, slow, metrics=ablation.METRICS) -> tuple[float, float]:
 
 def check_ablation(name: str, device: str) -> None:
     model, fam, batch = boosted(name), families.get(name), small_batch()
-    conds = [
-        Condition("baseline"),
-        Condition("last", 0, ((2, 1),)),
-        Condition("mid", 0, ((1, 0), (1, 3))),
-        Condition("two_layers", 0, ((0, 2), (2, 0), (2, 3))),
-        Condition("first", 1, ((0, 0),)),
-        Condition("all", 0, tuple((l, h) for l in range(3) for h in range(4))),
-        Condition("empty", 0, ()),
-    ]
+    conds = engine_conditions()
     naive_cpu = run_naive(model, fam, batch, conds, batch_size=4)
     model.to(device)
     fast = ablation.run(model, fam, batch, conds, batch_size=4, max_rows=8, device=device, progress=False)

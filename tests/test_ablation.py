@@ -44,10 +44,10 @@ def assert_same(fast, naive, atol=1e-5):
 # ------------------------------------------------------------------------------ engine
 
 
-@pytest.mark.parametrize("family", FAMILY_NAMES)
-def test_batched_equals_naive(family):
-    model, fam, batch = boosted(family), families.get(family), small_batch()
-    conds = [
+def engine_conditions() -> list[Condition]:
+    """Head sets in one layer, several, the first, all of them and none, on the 3 x 4 tiny models
+    (benchmarks/gpu_check.py runs the same on CUDA)."""
+    return [
         Condition("baseline"),
         Condition("last", 0, ((2, 1),)),
         Condition("mid", 0, ((1, 0), (1, 3))),
@@ -57,6 +57,12 @@ def test_batched_equals_naive(family):
         Condition("all", 0, tuple((l, h) for l in range(3) for h in range(4))),
         Condition("empty", 0, ()),
     ]
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_batched_equals_naive(family):
+    model, fam, batch = boosted(family), families.get(family), small_batch()
+    conds = engine_conditions()
     # batch_size 4 leaves a ragged last chunk; max_rows 8 stacks 2 conditions per branch call.
     fast = ablation.run(model, fam, batch, conds, batch_size=4, max_rows=8, progress=False)
     naive = run_naive(model, fam, batch, conds, batch_size=4)

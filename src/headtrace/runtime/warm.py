@@ -73,6 +73,9 @@ def delegate() -> None:
     try:
         sock.settimeout(10.0)
         sock.connect(path)
+        # No timeout from here: once the request is sent the server may have forked the job, and
+        # running it here too would run it twice. The server always answers (its own reads time out).
+        sock.settimeout(None)
         payload = json.dumps({"script": os.path.abspath(sys.argv[0]), "argv": sys.argv, "cwd": os.getcwd(),
                               "env": dict(os.environ), "path": sys.path}).encode()
         socket.send_fds(sock, [len(payload).to_bytes(8, "big")], [0, 1, 2])
@@ -94,7 +97,6 @@ def delegate() -> None:
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
-    sock.settimeout(None)
     status = _readline(sock)
     if not status.startswith("exit "):
         print(f"headtrace warm: the server at {path} stopped before the job's fork {pid} ended", file=sys.stderr)
@@ -220,6 +222,10 @@ def _accept(listener: socket.socket, jobs: dict, threads: dict) -> None:
                 other.close()
             conn.close()
             _run_job(request, fds)
+        try:  # the fork leads its own process group (it says so too): signals to the group reach it at once
+            os.setpgid(pid, pid)
+        except OSError:  # pragma: no cover (the fork got there first, or has already ended)
+            pass
         print(f"fork {pid}: {request['script']}", flush=True)
         _send(conn, f"pid {pid}\n")
         conn.settimeout(None)
@@ -250,7 +256,6 @@ def _run_job(request: dict, fds: list[int]) -> None:
         os.environ[_IN_FORK] = "1"
         sys.argv = list(request["argv"])
         sys.path[:] = request["path"]
-        gc.unfreeze()
         try:
             runpy.run_path(request["script"], run_name="__main__")
             code = 0

@@ -181,6 +181,8 @@ def run(command: list[str], *, preload: tuple[str, ...] = PRELOAD, socket_dir: s
                               env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         return subprocess.call(command, env=dict(os.environ, **{ENV: path}))
+    except KeyboardInterrupt:  # Ctrl-C reached the command too; the server and its forks stop below
+        return 130
     finally:
         ended = server.poll()
         server.terminate()

@@ -35,8 +35,9 @@ ONE_THREAD = {k: "1" for k in warm.THREAD_ENV}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("warm") / "socket")
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
     proc = subprocess.Popen([sys.executable, "-m", "headtrace.runtime.warm", path, str(os.getpid()), "json"],
-                            env=dict(os.environ, **ONE_THREAD), start_new_session=True)
+                            env={**env, **ONE_THREAD}, start_new_session=True)
     deadline = time.monotonic() + 60
     while not os.path.exists(path):  # bound after its imports
         assert proc.poll() is None and time.monotonic() < deadline, "the warm server did not start"
@@ -49,8 +50,8 @@ def server(tmp_path_factory):
 
 def _job(tmp_path: Path, mode: str, server: str | None, **env) -> subprocess.Popen:
     (tmp_path / "job.py").write_text(JOB)
-    full = {**os.environ, **ONE_THREAD, "JOB_VAR": "from-the-job", **env}
-    full.pop(warm.ENV, None)
+    full = {k: v for k, v in os.environ.items() if k not in (warm.ENV, "SLURM_JOB_ID")}
+    full = {**full, **ONE_THREAD, "JOB_VAR": "from-the-job", **env}
     if server:
         full[warm.ENV] = server
     return subprocess.Popen([sys.executable, "job.py", mode], cwd=tmp_path, env=full, text=True,
@@ -74,10 +75,11 @@ def test_a_failing_job_prints_its_traceback_on_its_own_stderr_and_exits_1(server
     assert "RuntimeError: the job failed" in err
 
 
-@pytest.mark.parametrize("case", ["no server", "no socket", "more threads"])
-def test_without_a_server_or_with_other_thread_settings_the_job_runs_in_its_own_process(server, tmp_path, case):
-    socket_path = {"no server": None, "no socket": str(tmp_path / "none"), "more threads": server}[case]
-    env = {"OMP_NUM_THREADS": "2"} if case == "more threads" else {}
+@pytest.mark.parametrize("case", ["no server", "no socket", "more threads", "a slurm job"])
+def test_without_a_server_with_other_thread_settings_or_under_slurm_the_job_runs_in_its_own_process(
+        server, tmp_path, case):
+    socket_path = {"no server": None, "no socket": str(tmp_path / "none")}.get(case, server)
+    env = {"more threads": {"OMP_NUM_THREADS": "2"}, "a slurm job": {"SLURM_JOB_ID": "4242"}}.get(case, {})
     job = _job(tmp_path, "0", socket_path, **env)
     out, err = job.communicate(timeout=60)
     assert job.returncode == 0, err

@@ -19,7 +19,8 @@ What keeps a fork equal to a fresh process:
 * the server never runs torch (a fork of a process whose thread pools have started is not safe),
   is single-threaded, and is started with the thread-count variables Snakemake gives a one-thread
   job (:data:`THREAD_ENV` = 1), which the math libraries read when they load; a job whose variables
-  differ (a rule with more threads) runs in its own process;
+  differ (a rule with more threads) runs in its own process, and so does a job Slurm started
+  (``headtrace warm -- snakemake --profile profiles/slurm`` changes nothing on the cluster);
 * the fork runs the exit handlers a fresh process would run, then exits with the script's status.
 
 Killing a job's process (Ctrl-C, or Snakemake stopping after a failed job) kills its fork: the job
@@ -56,6 +57,9 @@ PRELOAD = ("torch", "transformers", "numpy", "polars", "safetensors", "snakemake
 # Snakemake sets these to a job's threads; the math libraries read them when they load.
 THREAD_ENV = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+# A job is the server's only if these equal the server's: the thread counts, and the Slurm job it runs
+# in (a job Slurm started runs where Slurm placed it, with what Slurm gave it, never in a local fork).
+_SAME_AS_SERVER = (*THREAD_ENV, "SLURM_JOB_ID")
 _KILL_GRACE_S = 5.0
 
 
@@ -65,7 +69,7 @@ def delegate() -> None:
 
     Call it first in a workflow script. Returns (the script runs here, as usual) without
     ``HEADTRACE_WARM``, inside a fork, when the socket does not answer, or when the server refuses
-    the job (other thread settings)."""
+    the job (other thread settings, or a job inside another Slurm job than the server's)."""
     path = os.environ.get(ENV)
     if not path or os.environ.get(_IN_FORK):
         return
@@ -120,7 +124,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, parent: i
         if name:
             getattr(loaded, name)
     print(f"imported {len(preload)} modules and classes in {time.monotonic() - start:.1f} s", flush=True)
-    threads = {k: os.environ.get(k) for k in THREAD_ENV}
+    own = {k: os.environ.get(k) for k in _SAME_AS_SERVER}
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
@@ -141,7 +145,7 @@ def serve(path: str | os.PathLike, preload: tuple[str, ...] = PRELOAD, parent: i
             readable, _, _ = select.select(watched, [], [], 0.2)
             for conn in readable:
                 if conn is listener:
-                    _accept(listener, jobs, threads)
+                    _accept(listener, jobs, own)
                 elif not conn.recv(1):  # the job's process is gone: so goes its fork
                     _signal(jobs[conn], signal.SIGTERM)
                     orphans[conn] = time.monotonic() + _KILL_GRACE_S
@@ -204,14 +208,14 @@ def run(command: list[str], *, preload: tuple[str, ...] = PRELOAD, socket_dir: s
 
 # --- the server's parts -------------------------------------------------------------------------
 
-def _accept(listener: socket.socket, jobs: dict, threads: dict) -> None:
+def _accept(listener: socket.socket, jobs: dict, own: dict) -> None:
     conn, _ = listener.accept()
     conn.settimeout(10.0)
     fds: list[int] = []
     try:
         head, fds, _, _ = socket.recv_fds(conn, 8, 3)
         request = json.loads(_recv_exactly(conn, int.from_bytes(head, "big")))
-        if len(fds) != 3 or any(request["env"].get(k) != v for k, v in threads.items()):
+        if len(fds) != 3 or any(request["env"].get(k) != v for k, v in own.items()):
             _send(conn, "cold\n")
             conn.close()
             return

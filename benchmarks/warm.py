@@ -49,8 +49,7 @@ def main() -> None:
     (folder / "job.py").write_text(JOB)
     socket_path = str(folder / "socket")
     one_thread = {k: "1" for k in warm.THREAD_ENV}
-    server = subprocess.Popen([sys.executable, "-m", "headtrace.runtime.warm", socket_path, str(os.getpid()),
-                               *warm.PRELOAD], env={**os.environ, **one_thread}, stdout=subprocess.DEVNULL)
+    server = warm.start(socket_path)
     try:
         while not os.path.exists(socket_path):
             if server.poll() is not None:

@@ -186,11 +186,11 @@ _TOOL_REF = re.compile(r"\bids? \d{8,}|search[- ]results?\b")
 @pytest.mark.parametrize("suite", SUITES, ids=lambda p: p.name)
 def test_suite_fixture_headers_cite_public_sources(suite):
     """Each branch list says where it came from: a public URL, a repository at a commit, or plainly
-    that it could not be traced; never a search tool's result id."""
+    that it could not be traced; never an opaque lookup id instead of the source."""
     header = "\n".join(line for line in suite.read_text().splitlines() if line.startswith("#"))
     assert _SOURCE.search(header), f"{suite.name}: the header names no URL, repository @ commit or UNTRACED"
     tool_ref = _TOOL_REF.search(header)
-    assert not tool_ref, f"{suite.name}: cites a search tool ({tool_ref and tool_ref.group()!r}), not the public source"
+    assert not tool_ref, f"{suite.name}: cites a lookup id ({tool_ref and tool_ref.group()!r}), not the public source"
 
 
 def test_statistics_page_ceiling_table_is_the_code_s():

@@ -35,9 +35,8 @@ ONE_THREAD = {k: "1" for k in warm.THREAD_ENV}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("warm") / "socket")
-    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-    proc = subprocess.Popen([sys.executable, "-m", "headtrace.runtime.warm", path, str(os.getpid()), "json"],
-                            env={**env, **ONE_THREAD}, start_new_session=True)
+    proc = warm.start(path, ("json",), env={k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"},
+                      stdout=None)
     deadline = time.monotonic() + 60
     while not os.path.exists(path):  # bound after its imports
         assert proc.poll() is None and time.monotonic() < deadline, "the warm server did not start"

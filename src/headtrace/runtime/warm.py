@@ -46,7 +46,7 @@ import time
 import traceback
 from pathlib import Path
 
-__all__ = ["ENV", "PRELOAD", "THREAD_ENV", "delegate", "serve", "run"]
+__all__ = ["ENV", "PRELOAD", "THREAD_ENV", "delegate", "serve", "start", "run"]
 
 ENV = "HEADTRACE_WARM"  # the server's socket, set by run() for the command it runs
 _IN_FORK = "HEADTRACE_WARM_FORK"  # set inside a fork: its script's delegate() returns at once
@@ -177,12 +177,10 @@ def run(command: list[str], *, preload: tuple[str, ...] = PRELOAD, socket_dir: s
     goes to ``log`` (default: discarded); a server that ended early is reported on stderr."""
     folder = tempfile.mkdtemp(prefix="headtrace-warm-", dir=socket_dir)
     path = os.path.join(folder, "socket")
-    env = dict(os.environ, **{k: "1" for k in THREAD_ENV})
     if log:
         Path(log).parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "w") if log else subprocess.DEVNULL
-    server = subprocess.Popen([sys.executable, "-m", "headtrace.runtime.warm", path, str(os.getpid()), *preload],
-                              env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = start(path, preload, stdout=out)
     try:
         return subprocess.call(command, env=dict(os.environ, **{ENV: path}))
     except KeyboardInterrupt:  # Ctrl-C reached the command too; the server and its forks stop below
@@ -204,6 +202,16 @@ def run(command: list[str], *, preload: tuple[str, ...] = PRELOAD, socket_dir: s
         for leftover in (path, folder):
             if os.path.exists(leftover):
                 (os.unlink if leftover == path else os.rmdir)(leftover)
+
+
+def start(path: str, preload: tuple[str, ...] = PRELOAD, *, env: dict | None = None,
+          stdout=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start a server on the socket ``path`` in its own session, with one-thread settings
+    (:data:`THREAD_ENV` = 1) over ``env`` (default: this process's), serving while this process
+    lives; it binds the socket once its imports are done. :func:`run` uses it."""
+    env = {**(os.environ if env is None else env), **{k: "1" for k in THREAD_ENV}}
+    return subprocess.Popen([sys.executable, "-m", "headtrace.runtime.warm", path, str(os.getpid()), *preload],
+                            env=env, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 # --- the server's parts -------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
-    from headtrace.models import context, hub
+    from headtrace.models import context, gguf, hub
 
     given = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
                                ("seed", args.probe_seed)) if v is not None}
@@ -144,11 +144,11 @@ def _cmd_cell(args: argparse.Namespace) -> int:
         given["ab_range"] = list(args.ab_range)
     settings = {**schema.defaults("$defs", "probe"), **given, "derive": args.probe == "auto"}
     name = args.name or Path(args.checkpoint.rstrip("/")).name
-    local = Path(args.checkpoint).is_dir()
-    try:  # every probe misfit is said at once, from config.json, before the weights are read
+    local = Path(args.checkpoint).is_dir() or Path(args.checkpoint).suffix == gguf.SUFFIX
+    try:  # every probe misfit is said at once, from config.json (or the GGUF header), before the weights are read
         folder = args.checkpoint if local else hub.snapshot_path(args.checkpoint, args.revision,
                                                                  offline=args.offline)
-        where = Path(folder) / "config.json"
+        where = gguf.locate(folder) or Path(folder) / "config.json"
         limits = context.limits_of([(context.read_config(where), str(where))])
         settings = context.derive(settings, given, limits)
         msg = context.misfit(name, settings, limits, "cli", given=given)

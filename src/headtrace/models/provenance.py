@@ -35,20 +35,12 @@ from pathlib import Path
 
 import polars as pl
 
-from headtrace.models import weights
+from headtrace.models import gguf, weights
 
 __all__ = ["sha256_file", "combine", "file_hashes", "weights_hash", "cell_table", "attach", "identical_revisions", "warning_lines"]
 
 log = logging.getLogger("headtrace.models.provenance")
-CHUNK = 1 << 22
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+sha256_file = weights.sha256_file  # re-exported: where the cells' file hashes come from
 
 
 def combine(hashes: dict[str, str]) -> str:
@@ -84,12 +76,18 @@ def cell_table(load: dict, model: str, revision: str, tokens: int | None,
     source, folder, commit = hub.cell_checkpoint(load, model, revision, cache_dir=cache_dir)
     fmt, files, per_file = hashes if hashes is not None else file_hashes(folder)
     repo = hub.hub_checkpoint(load, revision)[0] if source == "hub" else None
+    quantization = copy = None
+    if fmt == weights.GGUF:  # what the file stores, and the safetensors copy the cell ran
+        quantization = list(gguf.read(files[0]).quantization)
+        copy = str(gguf.cached_folder(per_file[files[0].name]))
     return pl.DataFrame({
         "model": [model], "revision": [revision], "tokens": [tokens], "source": [source],
         "hf_id": [repo], "commit": [commit],
         "weights_sha256": [combine(per_file)], "weight_files": [[f.name for f in files]],
         "weight_bytes": [sum(f.stat().st_size for f in files)], "weights_format": [fmt],
-    }, schema_overrides={"tokens": pl.Int64, "hf_id": pl.String, "commit": pl.String})
+        "quantization": [quantization], "dequantized_copy": [copy],
+    }, schema_overrides={"tokens": pl.Int64, "hf_id": pl.String, "commit": pl.String,
+                         "quantization": pl.List(pl.String), "dequantized_copy": pl.String})
 
 
 def identical_revisions(df: pl.DataFrame) -> list[tuple[str, str, list[str]]]:

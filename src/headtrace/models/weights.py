@@ -21,6 +21,7 @@ for the summary, which reads provenance tables without torch.
 from __future__ import annotations
 
 import _compat_pickle
+import hashlib
 import io
 import json
 import pickle
@@ -98,6 +99,15 @@ def weight_files(folder: str | Path) -> tuple[str, list[Path]]:
         f"no weights in {folder}: neither *.safetensors nor {PICKLE_SINGLE} (or shards with "
         f"{PICKLE_INDEX})" + (f"; found {', '.join(other[:3])}, which headtrace does not load as weights"
                               if other else ""))
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 22) -> str:
+    """sha256 (hex) of a file's bytes, read ``chunk`` bytes at a time."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def weights_format(folder: str | Path) -> str:

@@ -226,6 +226,7 @@ class Verdict:
     min_p: float | None
     why: str | None  # why the test cannot decide (underpowered only)
     why_not: str | None = None  # the causal criteria a decided not_causal circuit missed (not_causal only)
+    floor: str | None = None  # why top-1 could not decide (its baseline at the floor) and what did
     upper_share: float | None = None
     saturates: bool | None = None
     row: Mapping = field(default_factory=dict, compare=False, repr=False)
@@ -287,7 +288,7 @@ class ModelAnswer:
     # -- the final verdict, decided once
     @property
     def verdict(self) -> str:
-        """causal | not_causal | underpowered | no circuit | not ablated."""
+        """causal | not_causal | underpowered | untested | no circuit | not ablated."""
         return "not ablated" if self.final is None else self.final.word
 
     @property
@@ -309,6 +310,8 @@ class ModelAnswer:
             stats += ", no matched control"
         if v.upper_share is not None:
             stats += f"; {100 * v.upper_share:.0f}% of the upper bound's effect"
+        if v.floor:  # the decision metric is not the one asked for: say why first
+            stats = f"{v.floor}: {stats}"
         if v.word == "underpowered":
             return f"{v.why}; {stats}"
         if v.why_not:
@@ -397,7 +400,10 @@ def effect_text(v: Verdict | Mapping) -> str:
 
 def fmt_metric(metric: str, x) -> str:
     """A metric's value as printed: top-1 as a percentage, logit and cross-entropy to 2 decimals."""
-    return "nan" if _nan(x) else (f"{x:.2%}" if metric in ("top1", "top5") else f"{x:.2f}")
+    return "nan" if _nan(x) else (f"{x:.2%}" if metric in ("top1", "top5") else f"{x:.2f}" + UNITS.get(metric, ""))
+
+
+UNITS = {"ce": " nats"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,7 +452,7 @@ def verdict_of(v: Mapping) -> Verdict:
         n_sets=int(v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
         exact=None if exact is None else bool(exact), min_p=_get(v, "min_p"),
         why=underpowered_why(v) if word == "underpowered" else None,
-        why_not=(v.get("not_causal_reason") or None) if word == "not_causal" else None,
+        why_not=(v.get("not_causal_reason") or None) if word == "not_causal" else None, floor=v.get("floor_reason"),
         upper_share=_get(v, "upper_bound_share"), saturates=v.get("upper_bound_saturates"), row=dict(v))
 
 
@@ -878,6 +884,7 @@ def _where_decided(answers: list[ModelAnswer]) -> Statement:
 
 
 FINAL_SAY = (("causal", "causal"), ("not_causal", "not causal"), ("underpowered", "underpowered"),
+             ("untested", "untested (no behaviour for top-1 to lose)"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
 
 

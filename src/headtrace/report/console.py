@@ -166,6 +166,8 @@ def verdict_line(v: dict) -> str:
         out += (f" (class-matched, sinks excluded: p={v['class_p_value']:.3f}, mean effect "
                 f"{fmt_metric(metric, v['class_random_effect_mean'])})")
     verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
+    if v.get("floor_reason"):
+        out += f" ({v['floor_reason']})"
     if verdict == "underpowered":
         out += f"; verdict: underpowered ({underpowered_reason(v)}: the test cannot decide here)"
     else:
@@ -213,7 +215,8 @@ def circuit_line(v: dict) -> str:
     verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
     if verdict == "underpowered":
         return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here)"
-    return out + f" -> {verdict.replace('_', ' ')}"
+    floor = f" ({v['floor_reason']})" if v.get("floor_reason") else ""
+    return out + f" -> {verdict.replace('_', ' ')}{floor}"
 
 
 def _verdict_table(results: Path) -> pl.DataFrame | None:

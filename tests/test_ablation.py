@@ -75,6 +75,20 @@ def test_batched_equals_naive(family):
     assert_same(one_call, naive)
 
 
+def test_batched_equals_naive_with_yarn_on_olmo3_full_layers():
+    """Olmo 3 after its long-context stage (config/suites/olmo3.yaml's last revision): YaRN rotary with
+    scaled scores on the full-attention layers, the plain one on the windowed layers."""
+    model = tiny_model("olmo3", n_layers=3, yarn=True)
+    assert model.model.rotary_emb.rope_type == {"full_attention": "yarn", "sliding_attention": "default"}
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(8.0)
+    fam, batch, conds = families.get("olmo3"), small_batch(), engine_conditions()
+    assert_same(ablation.run(model, fam, batch, conds, batch_size=4, max_rows=8, progress=False),
+                run_naive(model, fam, batch, conds, batch_size=4))
+
+
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_head_with_zero_out_proj_slice_changes_nothing(family):
     model, fam, batch = boosted(family), families.get(family), small_batch()

@@ -131,6 +131,19 @@ def test_masses_match_eager_reference(case, batch):
         np.testing.assert_allclose(result.mass(field), ref[field], rtol=1e-4, atol=1e-6, err_msg=f"{name} {field}")
 
 
+def test_masses_match_eager_with_yarn_on_olmo3_full_layers(batch):
+    """Olmo 3 after its long-context stage: YaRN rotary (attention factor 1.2079) on the full layers,
+    the plain one on the windowed layers; capture reads each layer's own q and k, as eager does."""
+    model = _sharpen(tiny_model("olmo3", yarn=True))
+    family = families.get("olmo3")
+    assert model.model.rotary_emb.full_attention_attention_scaling == pytest.approx(1.2079)
+    result = capture.run(model, family, batch, batch_size=16, progress=False)
+    ref = _eager_masses(model, family, batch)
+    assert ref["_row_max"] > 0.2
+    for field in MASS_FIELDS:
+        np.testing.assert_allclose(result.mass(field), ref[field], rtol=1e-4, atol=1e-6, err_msg=field)
+
+
 def test_restores_implementation_and_logits(batch):
     for name in FAMILY_NAMES:
         model = _sharpen(tiny_model(name))

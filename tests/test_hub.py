@@ -159,3 +159,40 @@ def test_fetch_downloads_pickles_only_without_safetensors(cache, monkeypatch):
     with pytest.raises(hub.CheckpointError, match=r"org/none.*'main'.*no weights.*flax_model.msgpack"):
         hub.fetch("org/none", "main")
     assert "org/none" not in seen  # refused before anything is downloaded
+
+
+def test_fetch_of_a_branch_the_hub_does_not_serve_names_it_and_the_listing_command(monkeypatch):
+    """A branch missing on the Hub (e.g. one of a reconstructed suite list) fails its fetch naming the
+    branch and `headtrace revisions HF_ID --list`, a command that exists. No network: huggingface_hub's
+    own client gets a transport that answers as the Hub does for an unknown revision (404,
+    X-Error-Code RevisionNotFound), so the error is the one huggingface_hub raises itself."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import _http
+
+    from headtrace import cli
+
+    asked = []
+
+    def hub_without_the_branch(request):
+        if "/api/models/allenai/Olmo-3-1025-7B/" not in str(request.url):
+            return httpx2.Response(404, request=request)  # anything else the client asks on the side
+        asked.append(str(request.url))
+        return httpx2.Response(404, headers={"X-Error-Code": "RevisionNotFound",
+                                             "X-Error-Message": "Invalid rev id: stage1-step999"}, request=request)
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    _http.set_client_factory(lambda: httpx2.Client(transport=httpx2.MockTransport(hub_without_the_branch)))
+    try:
+        with pytest.raises(hub.CheckpointError) as err:
+            hub.fetch("allenai/Olmo-3-1025-7B", "stage1-step999")
+    finally:
+        _http.set_client_factory(_http.default_client_factory)
+    msg = str(err.value)
+    assert asked and all("/stage1-step999" in url for url in asked)  # the file list was asked of the stand-in
+    assert "revision 'stage1-step999'" in msg and "no branch, tag or commit 'stage1-step999'" in msg
+    assert "`headtrace revisions allenai/Olmo-3-1025-7B --list`" in msg
+    from huggingface_hub.errors import RevisionNotFoundError
+    assert isinstance(err.value.__cause__, RevisionNotFoundError)
+    args = cli.build_parser().parse_args(["revisions", "allenai/Olmo-3-1025-7B", "--list"])
+    assert args.list and args.func is cli._cmd_revisions

@@ -289,3 +289,42 @@ def test_cli_log_spaced_from_fixture(fixture, hf_id, first, last, capsys):
     assert all(revs.index(r) > revs.index(s) for r in stage2 for s in revs if rv.stage_of(s)[0] == 0)
     for r in stage2:
         assert f"{r}  # stage 2" in out
+
+
+def test_olmo3_panel_follows_its_manifest_fixture(capsys, monkeypatch):
+    """config/suites/olmo3.yaml: ten stage-1 revisions as `headtrace revisions --log-spaced 10` chooses
+    them from the fixture's stage-1 names (stage1-step0 first), then the last checkpoint of stage 2 and
+    of stage 3; every name in the fixture, in training order; tokens step x 4,194,304 in stage 1 and
+    the stage totals for the later stages, which restart their steps."""
+    import io
+
+    names = _fixture("olmo3-7b.txt")
+    stage1 = [n for n in names if n.startswith("stage1-")]
+    later = {k: [n for n in names if n.startswith(f"stage{k}-")] for k in (2, 3)}
+    assert (len(stage1), len(later[2]), len(later[3])) == (1415, 48, 12)  # the manifest's rows
+    assert len(names) == len(set(names)) == 1415 + 48 + 12
+    assert stage1[0] == "stage1-step0" and stage1[-1] == "stage1-step1413814"
+    assert all(rv.parse_tokens(n) is None and rv.parse_step(n) is not None for n in names)
+    # the parser puts stage 2 after every stage-1 name and stage 3 after stage 2, whatever the steps
+    assert rv.sort_revisions(list(reversed(names))) == names
+    assert [rv.stage_label(n) for n in ("stage1-step0", later[2][0], later[3][0])] == [None, "stage 2", "stage 3"]
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("".join(f"{n}\n" for n in stage1)))
+    assert cli.main(["revisions", "allenai/Olmo-3-1025-7B", "--log-spaced", "10", "--name", "m",
+                     "--from-file", "-"]) == 0
+    chosen = yaml.safe_load(capsys.readouterr().out)["models"]["m"]["revisions"]
+
+    suite = yaml.safe_load((Path(__file__).parents[1] / "config" / "suites" / "olmo3.yaml").read_text())
+    spec = suite["models"]["olmo3-7b"]
+    assert spec["hf_id"] == "allenai/Olmo-3-1025-7B" and spec["family"] == "olmo3"
+    assert spec["revisions"] == chosen + [later[2][-1], later[3][-1]]
+    assert chosen[0] == "stage1-step0" and len(chosen) == 10
+    assert set(spec["revisions"]) <= set(names)
+    assert spec["revisions"] == rv.sort_revisions(spec["revisions"])
+    assert spec["tokens_per_step"] == 8192 * 512
+    end1 = 1413814 * 8192 * 512
+    assert rv.tokens_for("stage1-step631000", spec) == 631000 * 4_194_304
+    assert rv.tokens_for("stage2-step47684", spec) == end1 + 47684 * 2**21  # midtraining: 2,097,152 a step
+    assert rv.tokens_for("stage3-step11921", spec) == end1 + 47684 * 2**21 + 11921 * 65536 * 64
+    tokens = [rv.tokens_for(r, spec) for r in spec["revisions"]]
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)

@@ -25,7 +25,8 @@ CLASSES = {
 }
 
 
-def tiny_config(family: str, vocab_size: int = 128, n_layers: int = 2, n_heads: int = 4, d_model: int = 32):
+def tiny_config(family: str, vocab_size: int = 128, n_layers: int = 2, n_heads: int = 4, d_model: int = 32,
+                yarn: bool = False):
     common = dict(vocab_size=vocab_size, hidden_size=d_model, num_hidden_layers=n_layers,
                   num_attention_heads=n_heads, intermediate_size=2 * d_model,
                   max_position_embeddings=256, bos_token_id=0, eos_token_id=1, pad_token_id=1)
@@ -43,7 +44,14 @@ def tiny_config(family: str, vocab_size: int = 128, n_layers: int = 2, n_heads: 
         return transformers.Olmo2Config(**common, num_key_value_heads=n_heads)
     if family == "olmo3":  # sliding window on every layer but each second (the real: 3 of 4)
         types = ["full_attention" if i % 2 else "sliding_attention" for i in range(n_layers)]
-        return transformers.Olmo3Config(**common, **gqa, sliding_window=SLIDING_WINDOW, layer_types=types)
+        cfg = transformers.Olmo3Config(**common, **gqa, sliding_window=SLIDING_WINDOW, layer_types=types)
+        if yarn:  # as after Olmo 3's long-context stage: YaRN (factor 8, scaled scores) on the full layers only
+            cfg.rope_parameters = {
+                "sliding_attention": {"rope_type": "default", "rope_theta": 500000.0},
+                "full_attention": {"rope_type": "yarn", "rope_theta": 500000.0, "factor": 8.0,
+                                   "original_max_position_embeddings": 32, "attention_factor": 1.2079,
+                                   "beta_fast": 32.0, "beta_slow": 1.0}}
+        return cfg
     if family == "qwen2":
         return transformers.Qwen2Config(**common, **gqa)
     if family == "qwen3":

@@ -10,7 +10,8 @@
 * :func:`resolve_device`, :func:`auto_batch_size`, :func:`load_for_cell` (what the workflow's
   capture/ablate scripts call).
 
-Errors about missing repos, revisions or weights, pickles that ask for more than tensors
+Errors about missing repos, revisions (a branch the Hub does not serve: the message names it and
+the command that lists the real branches) or weights, pickles that ask for more than tensors
 (:mod:`headtrace.models.weights`), and loading reports with missing or unexpected tensors
 (:func:`check_loading_info`) are :class:`CheckpointError` and name the model and revision.
 docs/integrity.md says what is loaded and what refused.
@@ -87,9 +88,9 @@ def _hub_errors(hf_id: str, revision: str | None, cache_dir: str | None = None, 
     except hf_errors.RepositoryNotFoundError as e:  # also GatedRepoError
         raise CheckpointError(f"{what}: repository not found or not accessible ({type(e).__name__}: "
                               f"{str(e).splitlines()[0]})") from e
-    except hf_errors.RevisionNotFoundError as e:
-        raise CheckpointError(f"{what}: revision not found in the repository "
-                              f"(list them with `headtrace revisions {hf_id}`)") from e
+    except hf_errors.RevisionNotFoundError as e:  # a branch the Hub does not serve, e.g. one from a recorded list
+        raise CheckpointError(f"{what}: the repository has no branch, tag or commit '{revision}' "
+                              f"(list its branches with `headtrace revisions {hf_id} --list`)") from e
     except getattr(hf_errors, "IncompleteSnapshotError", ()) as e:
         raise CheckpointError(f"{what}: the cached snapshot is incomplete; fetch it again ({e})") from e
     except (hf_errors.LocalEntryNotFoundError, FileNotFoundError) as e:

@@ -11,9 +11,11 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from headtrace import experiments  # noqa: E402
 from headtrace.panel import config as panel
+from headtrace.panel import keys as config_keys
 from headtrace.panel import refine
 from headtrace.core import revisions
 
+config_keys.check(config)  # every unknown key with the closest valid one, in a few lines (not the schema)
 validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
 panel.derive_toy_tokens(config)  # toy: tokens_schedule from the recipe (batch x seq_len, phase by phase)

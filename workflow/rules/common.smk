@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from headtrace import experiments  # noqa: E402
 from headtrace.panel import config as panel
 from headtrace.panel import keys as config_keys
+from headtrace.panel import local_weights
 from headtrace.panel import refine
 from headtrace.core import revisions
 
@@ -21,6 +22,7 @@ panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the chec
 panel.derive_toy_tokens(config)  # toy: tokens_schedule from the recipe (batch x seq_len, phase by phase)
 experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
 panel.check(config)
+local_weights.check(config)  # a local revision folder without loadable weights: refused now, not in its job
 for _warning in panel.missing_local_revisions(config):  # their cells fail; say so up front
     print(_warning, file=sys.stderr)
 refine.check(config)

@@ -13,6 +13,7 @@ from headtrace import experiments  # noqa: E402
 from headtrace.panel import config as panel
 from headtrace.panel import keys as config_keys
 from headtrace.panel import local_weights
+from headtrace.panel import probe_shown
 from headtrace.panel import refine
 from headtrace.core import revisions
 
@@ -26,6 +27,10 @@ local_weights.check(config)  # a local revision folder without loadable weights:
 for _warning in panel.missing_local_revisions(config):  # their cells fail; say so up front
     print(_warning, file=sys.stderr)
 refine.check(config)
+PROBES_SHOWN = probe_shown.shown(config)  # model -> its probe in words (the summaries' first screen)
+if workflow.is_main_process:  # once per run, not in every job that re-parses the workflow
+    for _line in probe_shown.console_lines(config):
+        print(_line, file=sys.stderr)
 
 SCRIPTS = "../scripts"
 CONDA_ENV = "../envs/headtrace.yaml"

@@ -19,6 +19,7 @@ import polars as pl
 
 from headtrace.core import probe_text, tables
 from headtrace.report import answers as A
+from headtrace.report import empty_case as EC
 from headtrace.report import group_html as GH
 from headtrace.report import lineage as RL
 from headtrace.report import headline as HL
@@ -73,9 +74,11 @@ def rst_to_html(text: str) -> str:
     text = re.sub(r"\{\{.*?\}\}", "…", text, flags=re.S)
     text = re.sub(r"\{%.*?%\}", "", text, flags=re.S)
     t = _e(text)
-    t = re.sub(r"``(.+?)``", r"<code>\1</code>", t, flags=re.S)
-    t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t, flags=re.S)
-    t = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", t, flags=re.S)
+    parts = re.split(r"``(.+?)``", t, flags=re.S)  # odd items: code, kept literal (a glob's * is no italic)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", parts[i], flags=re.S)
+        parts[i] = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", parts[i], flags=re.S)
+    t = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
     return "<p>" + "</p><p>".join(p.strip() for p in re.split(r"\n\s*\n", t) if p.strip()) + "</p>"
 
 
@@ -242,8 +245,10 @@ def _verdict_table(v: pl.DataFrame) -> str:
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="{cls}">{_e(word)}' + (f'<span class="why">{_e(why)}</span>' if why else "")
                     + "</td></tr>")
+    chance = EC.chance_note(v)
     return ('<table class="verdicts"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in hdr)
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+            + (f'<p class="note">{_e(chance)}</p>' if chance else ""))
 
 
 def _trajectory_table(sizes: pl.DataFrame, bos: pl.DataFrame) -> str:

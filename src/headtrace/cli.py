@@ -217,7 +217,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
         where = Path(folder) / "config.json"
         limits = context.limits_of([(context.read_config(where), str(where))])
         settings = context.derive(settings, given, limits)
-        msg = context.misfit(name, settings, limits, "cli", given=given)
+        msg = context.misfit(f"{name} {args.revision}" if local else name, settings, limits, "cli", given=given)
         if msg:
             raise ConfigError(msg)
         model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import torch
+import transformers
 import yaml
 
 from headtrace.core import probe as probe_core
@@ -16,7 +18,7 @@ from headtrace.panel import probe_shown
 from headtrace.report import console
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model  # noqa: E402
+from tiny import tiny_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -26,9 +28,11 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 def small_run(tmp_path_factory):
     """A newcomer's own small model: context 160, vocabulary 256, two save_pretrained checkpoints."""
     root = tmp_path_factory.mktemp("my-run")
+    cfg = tiny_config("gpt2", vocab_size=256)
+    cfg.n_positions = 160
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
     for rev in ("step100", "step400"):
-        model = tiny_model("gpt2", vocab_size=256)
-        model.config.n_positions = 160
         model.save_pretrained(root / rev)
     return root
 
@@ -80,3 +84,22 @@ def test_the_dag_build_prints_the_probe(small_run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert ("headtrace: probe (my-run): 64 sequences of 160 tokens, A first at positions 12–79, token ids 2–255"
             in proc.stdout + proc.stderr)
+
+
+@pytest.mark.slow
+def test_a_newcomer_run_states_its_probe_on_the_first_screen(small_run, tmp_path):
+    """The whole workflow on the small run (derived probe, no circuit forms in random weights): the
+    probe is above the headline of summary.md and summary.html, and in the probe job's log."""
+    cfg = {**_cfg(small_run, n_sequences=32), "capture": {"device": "cpu", "batch_size": 16},
+           "bootstrap": {"n_resamples": 0}, "ablation": {"n_random": 2, "batch_size": 16},
+           "measures": {"enabled": False}, "experiments": {"enabled": False}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
+                           str(tmp_path / "c.yaml"), "--cores", "2"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    said = "my-run: 32 sequences of 160 tokens, A first at positions 12–79, token ids 2–255"
+    md = (tmp_path / "results" / "findings" / "summary.md").read_text()
+    assert said in md and md.index(said) < md.index("## Headline")
+    page = (tmp_path / "results" / "findings" / "summary.html").read_text()
+    assert said in page and page.index(said) < page.index('id="model-my-run"')
+    assert "32 sequences of 160 tokens" in (tmp_path / "logs" / "probe" / "my-run.log").read_text()

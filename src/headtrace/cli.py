@@ -196,7 +196,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
-    from headtrace.models import hub
+    from headtrace.models import gguf, hub
 
     given = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
                                ("seed", args.probe_seed)) if v is not None}
@@ -205,19 +205,19 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     if args.ab_range:
         given["ab_range"] = list(args.ab_range)
     settings = {**schema.defaults("$defs", "probe"), **given, "derive": args.probe == "auto"}
-    local = Path(args.checkpoint).is_dir()
-    if local:  # run/step1500 is revision step1500 of model run, as a local config names it
+    local = Path(args.checkpoint).is_dir() or Path(args.checkpoint).suffix == gguf.SUFFIX
+    if Path(args.checkpoint).is_dir():  # run/step1500 is revision step1500 of model run, as a local config names it
         run_root, folder_name = local_panel.root_of(args.checkpoint)
         name, args.revision = args.name or run_root.name, args.revision or folder_name
     else:
         name = args.name or Path(args.checkpoint.rstrip("/")).name
-    try:  # every probe misfit is said at once, from config.json, before the weights are read
+    try:  # every probe misfit is said at once, from config.json (or the GGUF header), before the weights are read
         folder = args.checkpoint if local else hub.snapshot_path(args.checkpoint, args.revision,
                                                                  offline=args.offline)
-        where = Path(folder) / "config.json"
+        where = gguf.locate(folder) or Path(folder) / "config.json"
         limits = context.limits_of([(context.read_config(where), str(where))])
         settings = context.derive(settings, given, limits)
-        msg = context.misfit(f"{name} {args.revision}" if local else name, settings, limits, "cli", given=given)
+        msg = context.misfit(f"{name} {args.revision}" if local and args.revision else name, settings, limits, "cli", given=given)
         if msg:
             raise ConfigError(msg)
         model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,

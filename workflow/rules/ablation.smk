@@ -27,7 +27,7 @@ rule ablate:
         load=load_params,
         tokens=tokens_param,
         n_random=config["ablation"]["n_random"],
-        ablation=ABLATION_PARAMS,
+        ablation=ablation_params,
         screen=config["screen"],
         # ablation.probe: held_out redraws from the model's probe settings (per model: a new revision reruns nothing)
         probe=lambda wc: panel.probe_settings(config, wc.model),

@@ -91,7 +91,10 @@ PATHS = {
 # The ablation block as the ablate job's params, less batch_size: like capture.device and
 # capture.batch_size it is read by the job itself, so moving a run from CPU to GPU (or resizing
 # its batches) invalidates no finished cell.
-ABLATION_PARAMS = {k: v for k, v in config["ablation"].items() if k != "batch_size"}
+def ablation_params(wildcards):
+    # the ablation block as one model runs it (its own models.{model}.ablation keys win); batch_size
+    # is read by the job, so changing it reruns nothing
+    return panel.ablation_settings(config, wildcards.model)
 
 
 def benchmark_path(rule):

@@ -252,6 +252,7 @@ def build_conditions(
     exact_max: int | None = None,
     class_matched: bool = False,
     class_threshold: float = 30.0,
+    previous_token: bool = True,
 ) -> list[Condition]:
     """All conditions of one cell (module docstring), baseline first.
 
@@ -261,6 +262,7 @@ def build_conditions(
     here: only when it holds at most ``n_random``; the workflow's default is ``EXACT_MAX``).
     ``final_controls=False`` shares the cell circuit's controls only where
     :func:`can_share_controls` allows it; otherwise the final circuit gets its own.
+    ``previous_token=False`` leaves the previous-token circuit and its controls out.
     """
     if n_random < 0:
         raise ValueError(f"n_random must be >= 0, got {n_random}")
@@ -282,7 +284,8 @@ def build_conditions(
             conds += _with_controls(CIRCUITS["final_circuit"], final, s, like=(CIRCUITS["circuit"], circuit))
         else:
             conds.append(Condition("final_circuit", 0, final))
-    conds += _with_controls(CIRCUITS["previous_token_circuit"], prev, s)
+    if previous_token:
+        conds += _with_controls(CIRCUITS["previous_token_circuit"], prev, s)
     for c in conds:
         bad = [h for _, h in c.heads if not 0 <= h < n_heads_per_layer]
         if bad:

@@ -26,6 +26,19 @@ smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space
   min_effect_ratio x max(random_effect_mean, 0)`` (2).
 - ``not_causal``: otherwise (including an empty circuit: nothing was ablated). For a non-empty
   circuit ``not_causal_reason`` names the criteria it missed, with its numbers (``missed_criteria``).
+- ``untested``: the decision metric is top-1 (or top-5) and the unablated model shows no behaviour
+  for it to remove: fewer than ``min_baseline_hits`` (10) of the ablated sequences have B as their
+  top-1 (``at_floor``), and no ``fallback_metric`` is set. An ablation cannot lower a count that is
+  already at its floor, so "not causal" would be a statement about the probe, not the circuit.
+
+**The floor rule** (fixed before any model was ablated under it, the same for every model): when the
+decision metric is at its floor and ``fallback_metric`` is set (``ce`` by default), that metric
+decides the cell's verdicts instead, by the same criteria (``ce`` has no half-baseline criterion),
+and ``floor_reason`` says so with the count; ``metric`` names the metric that decided, and the
+top-1 figures stay in their own columns. ``ce`` (the cross-entropy of B) rather than ``logit_b``:
+it is the log-probability of the target, which a shift of every logit leaves unchanged, and the
+field's usual in-context measure (Olsson et al. 2022 score induction by the loss on repeated tokens).
+A cell whose ablated sequences are not counted (the published ablations) is never at its floor.
 
 **Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
 evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets". When
@@ -72,7 +85,9 @@ from headtrace.causal.conditions import CIRCUITS, size_profile
 from headtrace.cell.bootstrap import resample_counts
 from headtrace.core import tables
 
-VERDICTS = ("causal", "not_causal", "underpowered")
+VERDICTS = ("causal", "not_causal", "underpowered", "untested")
+MIN_BASELINE_HITS = 10
+FALLBACK_METRIC = "ce"
 DECISION_METRICS = ("top1", "logit_b", "ce")
 CI_METRICS = ("top1", "logit_b", "ce")
 DIRECTION = {"top1": 1.0, "top5": 1.0, "logit_b": 1.0, "ce": -1.0}  # effect = DIRECTION x (baseline - ablated)
@@ -113,6 +128,29 @@ def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_va
                              random_effect_mean=random_effect_mean, metric=metric, alpha=alpha,
                              max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
     return "not_causal" if missed else "causal"
+
+
+def at_floor(metric: str, baseline: float, n_sequences: int | None,
+             min_baseline_hits: int = MIN_BASELINE_HITS) -> bool:
+    """A top-1/top-5 baseline hit by fewer than ``min_baseline_hits`` of ``n_sequences`` sequences
+    (the module docstring's floor rule); never for ``ce``/``logit_b`` or an unknown count."""
+    if metric not in ("top1", "top5") or not n_sequences:
+        return False
+    return round(baseline * n_sequences) < min_baseline_hits
+
+
+def floor_reason(metric: str, baseline: float, n_sequences: int, min_baseline_hits: int,
+                 fallback: str | None) -> str:
+    """Why ``metric`` could not decide, and what did: the words of the ``floor_reason`` column."""
+    hits = round(baseline * n_sequences)
+    said = {"top1": "top-1", "top5": "top-5"}[metric]
+    head = (f"{said} is at its floor: the unablated model predicts B {'first' if metric == 'top1' else 'in its top 5'} "
+            f"in {hits} of {n_sequences} sequences, fewer than {min_baseline_hits}, so no ablation can show a loss "
+            f"on it")
+    return head + (f"; decided on {METRIC_WORDS[fallback]} instead" if fallback else "")
+
+
+METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
 
 
 def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: float, random_effect_mean: float,
@@ -262,20 +300,29 @@ def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], uppe
 
 def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = ALPHA,
             max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
-            saturation_fraction: float = 0.1) -> pl.DataFrame:
-    """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell."""
+            saturation_fraction: float = 0.1, min_baseline_hits: int = MIN_BASELINE_HITS,
+            fallback_metric: str | None = FALLBACK_METRIC) -> pl.DataFrame:
+    """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell. A cell whose
+    top-1 baseline is at its floor (:func:`at_floor`) is decided on ``fallback_metric``, or is
+    ``untested`` without one (module docstring, the floor rule)."""
     if metric not in DECISION_METRICS:
         raise ValueError(f"ablation.metric must be one of {DECISION_METRICS}, got {metric!r}")
+    if fallback_metric is not None and fallback_metric not in ("ce", "logit_b"):
+        raise ValueError(f"ablation.fallback_metric must be ce, logit_b or null, got {fallback_metric!r}")
+    requested = metric
     rows = []
     for key, cell in ablation_df.group_by(["model", "revision", "tokens"], maintain_order=True):
         conds = set(cell["condition"].to_list())
         base = cell.filter(pl.col("condition") == "baseline")
         if base.height != 1:
             raise ValueError(f"cell {key}: expected one baseline row, found {base.height}")
+        n_seq = int(base["n_sequences"][0]) if "n_sequences" in base.columns and base["n_sequences"][0] else None
+        floor = (floor_reason(requested, float(base[requested][0]), n_seq, min_baseline_hits, fallback_metric)
+                 if at_floor(requested, float(base[requested][0]), n_seq, min_baseline_hits) else None)
+        metric = fallback_metric if floor and fallback_metric else requested
         b_top1, b = float(base["top1"][0]), float(base[metric][0])
         b_copy = {c: None if c not in base.columns or base[c][0] is None else float(base[c][0])
                   for c in ("top1_control", "top1_context")}
-        n_seq = int(base["n_sequences"][0]) if "n_sequences" in base.columns and base["n_sequences"][0] else None
         for circuit_name, spec in CIRCUITS.items():
             if spec.condition not in conds:
                 continue
@@ -300,6 +347,8 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = A
             problem = control_problem(cell, rname, heads, uname) if n_heads else None
             if problem and "per-layer sizes" in problem:
                 v = "underpowered"  # never judged against another circuit's control
+            if floor and not fallback_metric and n_heads:
+                v = "untested"  # no behaviour for the requested metric to lose, and nothing else decides
             reason = not_reason = None
             if v == "underpowered":
                 reason = problem or (f"{n_distinct} distinct matched set(s): min p = 1/{n_distinct + 1} = "
@@ -333,6 +382,7 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = A
                 "baseline_top1_context": b_copy["top1_context"],
                 "upper_bound_value": ub_value, "upper_bound_effect": ub_effect,
                 "upper_bound_share": (effect / ub_effect if urow and n_heads and ub_effect > 0 else None),
+                "floor_reason": floor,
             })
     schema = tables.SCHEMAS["verdict"]
     if not rows:

@@ -196,7 +196,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "upper_bound_top1": pl.Float64,
         "upper_bound_saturates": pl.Boolean,  # on the decision metric (null: logit_b / ce have no floor)
         "causal": pl.Boolean,
-        "verdict": pl.String,  # causal | not_causal | underpowered
+        "verdict": pl.String,  # causal | not_causal | underpowered | untested
         "metric": pl.String,  # decision metric (ablation.metric); effect/baseline_value/ablated_value use it
         "baseline_value": pl.Float64,
         "ablated_value": pl.Float64,
@@ -232,6 +232,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "upper_bound_value": pl.Float64,
         "upper_bound_effect": pl.Float64,
         "upper_bound_share": pl.Float64,
+        # why the requested decision metric (top-1) could not decide: its baseline at the floor (fewer than
+        # ablation.min_baseline_hits sequences hit); null when it decided (headtrace.causal.verdict, the floor rule)
+        "floor_reason": pl.String,
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from headtrace.core import probe, schema
+from headtrace.models import gguf
 from headtrace.models.toy import recipe as toy
 
 __all__ = ["CONTEXT_KEYS", "limit_of", "read_config", "toy_arch", "toy_limit", "vocab_of", "Limits", "limits_of",
@@ -56,8 +57,15 @@ def limit_of(cfg) -> tuple[int, str] | None:
 
 def read_config(config_json: str | Path) -> dict | None:
     """A checkpoint's ``config.json`` as a dict; None when the file is not there (yet) or unreadable
-    (an unreadable config fails the cell's job, with its own message)."""
+    (an unreadable config fails the cell's job, with its own message). A ``.gguf`` file gives the
+    same keys from its header (:func:`headtrace.models.gguf.config_dict`; a bad file is refused by
+    the config check, :func:`headtrace.models.gguf.check`)."""
     path = Path(config_json)
+    if path.suffix == gguf.SUFFIX:
+        try:
+            return gguf.config_dict(path) if path.is_file() else None
+        except gguf.CheckpointError:
+            return None
     if not path.is_file():
         return None
     try:

@@ -34,6 +34,11 @@ where ``n_eff`` counts tensors of comparable contribution). The relative error i
 ``tests/test_fingerprint.py`` (unbiasedness over many seeds, spread against ``sqrt(2/k)``).
 ``||a||`` is recorded exactly (``norm``), so relative distances ``||a - b|| / ||a||`` can be formed.
 
+A GGUF file's tensors are fingerprinted as dequantized (float32, :func:`headtrace.models.gguf.tensors`):
+digest, norm and sketch are of the values the model runs with, under the file's own tensor names;
+``dtype`` names the stored quantization type (``Q4_1``, ``F32``, ...). Two GGUF revisions compare as
+any two checkpoints do; a GGUF and a safetensors checkpoint of one model do not (other names).
+
 Cost: one pass over each file for its sha256, one over each tensor's bytes for its digest, and the
 sketch's hashing (about 10 vectorised integer operations per element, in chunks of ``CHUNK``
 elements, so memory stays bounded for any tensor size). Measured against the capture pass in
@@ -48,7 +53,7 @@ import numpy as np
 import polars as pl
 from safetensors import safe_open
 
-from headtrace.models import weights
+from headtrace.models import gguf, weights
 from headtrace.models.provenance import sha256_file as file_sha256
 
 __all__ = ["SKETCH_DIM", "SEED", "CHUNK", "sketch", "sketch_and_norm", "tensor_digest", "fingerprint_rows", "file_sha256"]
@@ -176,6 +181,9 @@ def _tensors(path: Path, fmt: str):
         with safe_open(str(path), framework="pt") as f:
             for key in f.keys():
                 yield key, f.get_tensor(key)
+    elif fmt == weights.GGUF:  # the dequantized values (float32), one tensor at a time
+        for key, values, _stored in gguf.tensors(path):
+            yield key, values
     else:
         yield from weights.load_pickle(path).items()
 
@@ -192,7 +200,11 @@ def fingerprint_rows(files: list[Path], model: str, revision: str, fmt: str | No
     already computed (e.g. by :mod:`headtrace.models.provenance`)."""
     files = [Path(f) for f in files]
     if fmt is None:
-        fmt = weights.SAFETENSORS if all(f.suffix == ".safetensors" for f in files) else weights.PICKLE
+        fmt = (weights.SAFETENSORS if all(f.suffix == ".safetensors" for f in files)
+               else weights.GGUF if all(f.suffix == gguf.SUFFIX for f in files) else weights.PICKLE)
+    stored = {}  # a GGUF tensor's stored (quantization) type: its rows' dtype
+    for f in files if fmt == weights.GGUF else ():
+        stored.update(gguf.read(f).tensor_types)
     file_hashes = dict(file_hashes or {})
     rows: dict[str, list] = {c: [] for c in FILE_COLUMNS}
 
@@ -207,7 +219,7 @@ def fingerprint_rows(files: list[Path], model: str, revision: str, fmt: str | No
         for key, t in _tensors(f, fmt):
             sk, norm = sketch_and_norm(t, key)
             add(model=model, revision=revision, kind="tensor", name=key, file=f.name, format=fmt,
-                sha256=tensor_digest(t), dtype=_dtype_name(t), shape=[int(s) for s in t.shape],
+                sha256=tensor_digest(t), dtype=stored.get(key) or _dtype_name(t), shape=[int(s) for s in t.shape],
                 numel=_numel(t), norm=norm, sketch=sk.tolist())
     return pl.DataFrame(rows, schema={
         "model": pl.String, "revision": pl.String, "kind": pl.String, "name": pl.String, "file": pl.String,

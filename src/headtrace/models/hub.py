@@ -26,7 +26,7 @@ import torch
 import transformers
 
 from headtrace.core.errors import ConfigError
-from headtrace.models import context, families, weights
+from headtrace.models import context, dequantize, families, gguf, weights
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path
 
 __all__ = [
@@ -247,7 +247,9 @@ def load_model(
       in the HF cache (``cache_dir`` or ``HF_HUB_CACHE``/``HF_HOME``), downloading it first unless
       ``offline`` (default: offline, as on compute nodes after the fetch step).
     * ``source="local"`` / ``"toy"``: ``path_or_id`` is a directory holding one checkpoint
-      (toy: ``resources/checkpoints/{model}/{revision}``); ``revision`` is informational.
+      (toy: ``resources/checkpoints/{model}/{revision}``); ``revision`` is informational. A local
+      GGUF checkpoint (a ``.gguf`` file, or a folder holding one) is read through transformers' GGUF
+      support once and then from its safetensors copy (:mod:`headtrace.models.dequantize`).
 
     The class is the family's ``model_class`` from transformers (family ``auto``: from the
     checkpoint's ``config.model_type``); remote code is never trusted. Weights: the folder's
@@ -272,6 +274,9 @@ def load_model(
     elif source in ("local", "toy"):
         path = str(path_or_id)
         what = f"{source} checkpoint '{path}'" + (f" (revision '{revision}')" if revision else "")
+        file = gguf.locate(path) if source == "local" else None
+        if file is not None:  # read once through transformers' GGUF support, then from its safetensors copy
+            path = str(dequantize.dequantized(file, what))
         if not (Path(path) / "config.json").is_file():
             raise CheckpointError(f"{what}: no config.json in {path}")
     else:
@@ -361,7 +366,7 @@ def local_checkpoint_dir(load: dict, model: str, revision: str) -> str:
     revision and the folder looked in -- never a fallback to ``path`` itself, which may be another
     checkpoint (e.g. the final model at the top, intermediate ones in sub-folders)."""
     folder = local_checkpoint_path(load, revision)
-    if Path(folder).is_dir():
+    if Path(folder).is_dir() or gguf.locate(folder) is not None:  # a folder, or a GGUF file
         return folder
     base = str(load["path"])
     parent = Path(folder).parent

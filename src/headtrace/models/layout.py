@@ -2,14 +2,21 @@
 model's repository and revision in it (torch-free: the workflow resolves both when it builds the DAG)."""
 from __future__ import annotations
 
+import os
 import re
+
+from headtrace.models import gguf
 
 
 def local_checkpoint_path(spec: dict, revision: str) -> str:
-    """The folder a ``local`` model's revision is read from, as the config says: ``path`` with
-    ``{revision}`` filled in, ``path`` itself with ``single_checkpoint: true``, else
-    ``path/{revision}``. Never a fallback: ``headtrace.models.hub`` fails the cell when it is missing."""
+    """The folder (or GGUF file) a ``local`` model's revision is read from, as the config says:
+    ``path`` with ``{revision}`` filled in, ``path`` itself with ``single_checkpoint: true``, else
+    ``path/{revision}``; with ``package``, ``path`` is inside that installed package's folder
+    (:func:`headtrace.models.gguf.package_folder`). Never a fallback: ``headtrace.models.hub``
+    fails the cell when it is missing."""
     base = str(spec["path"])
+    if spec.get("package"):
+        base = os.path.join(gguf.package_folder(spec["package"]), base)
     if "{revision}" in base:
         return base.replace("{revision}", revision)
     if spec.get("single_checkpoint"):

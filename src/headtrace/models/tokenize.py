@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from headtrace.core import tables, texts
+from headtrace.models import gguf
 
 BYTES = "bytes"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
@@ -30,8 +31,9 @@ class ByteTokenizer:
 
 
 def has_tokenizer(folder: str | Path) -> bool:
-    """Whether a checkpoint folder holds tokenizer files."""
-    return any((Path(folder) / f).is_file() for f in TOKENIZER_FILES)
+    """Whether a checkpoint folder holds tokenizer files, or is a GGUF checkpoint (whose file holds its
+    tokenizer: :func:`headtrace.models.gguf.tokenizer_source`)."""
+    return any((Path(folder) / f).is_file() for f in TOKENIZER_FILES) or gguf.is_gguf(folder)
 
 
 def load(spec: str | None, folder: str | Path | None, what: str):
@@ -47,6 +49,9 @@ def load(spec: str | None, folder: str | Path | None, what: str):
                          "folder (or 'bytes' for a byte-level model)")
     from transformers import AutoTokenizer  # heavy, and only for a text probe
 
+    if gguf.is_gguf(where):
+        folder, kwargs = gguf.tokenizer_source(where)
+        return AutoTokenizer.from_pretrained(folder, **kwargs)
     return AutoTokenizer.from_pretrained(str(where))
 
 

@@ -36,6 +36,7 @@ __all__ = [
 
 SAFETENSORS = "safetensors"
 PICKLE = "pickle"
+GGUF = "gguf"  # one quantized file (headtrace.models.gguf), read through transformers' GGUF support
 PICKLE_SINGLE = "pytorch_model.bin"
 PICKLE_INDEX = "pytorch_model.bin.index.json"
 MIN_TORCH = (2, 6)  # weights_only before 2.6 could be bypassed (CVE-2025-32434); transformers requires it too
@@ -76,14 +77,21 @@ def weight_files(folder: str | Path) -> tuple[str, list[Path]]:
     (format ``"safetensors"``) if there is one, else ``pytorch_model.bin`` or the shards its
     ``pytorch_model.bin.index.json`` lists (format ``"pickle"``). Files sorted by name; symlinks (as in
     the Hugging Face cache) are kept as paths. Raises :class:`CheckpointError` when there is neither.
-    Other pickle names (``*.pt``, ``*.pth``, ``training_args.bin``) are never weights here."""
+    Other pickle names (``*.pt``, ``*.pth``, ``training_args.bin``) are never weights here.
+    A ``.gguf`` file, or a folder without ``config.json`` holding exactly one, is format ``"gguf"``
+    (:func:`headtrace.models.gguf.locate`, which also refuses a folder holding several)."""
     folder = Path(folder)
+    if folder.suffix == ".gguf" and folder.is_file():
+        return GGUF, [folder]
     st = sorted(folder.glob("*.safetensors"))
     if st:
         return SAFETENSORS, st
     pk = _pickle_files(folder)
     if pk:
         return PICKLE, pk
+    gg = sorted(folder.glob("*.gguf")) if not (folder / "config.json").is_file() else []
+    if len(gg) == 1:
+        return GGUF, gg
     other = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth")) \
         if folder.is_dir() else []
     raise CheckpointError(

@@ -14,7 +14,7 @@ from headtrace.core import revisions as revs
 from headtrace.core import probe as probe_core
 from headtrace.core import schema, texts
 from headtrace.core.errors import ConfigError
-from headtrace.models import context, tokenize
+from headtrace.models import context, gguf, tokenize
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse_repo
 from headtrace.models.toy import recipe as toy
 
@@ -88,6 +88,14 @@ def probe_given(config: dict, model: str) -> dict:
     return {**(config.get("probe") or {}), **(model_spec(config, model).get("probe") or {})}
 
 
+def ablation_settings(config: dict, model: str) -> dict:
+    """The ablation block as ``model`` runs it: the global block, then the model's own
+    ``models.{model}.ablation`` keys (``n_sequences``, ``previous_token``); ``batch_size`` left out
+    (the job reads it, so changing it reruns nothing)."""
+    block = {**(config.get("ablation") or {}), **(model_spec(config, model).get("ablation") or {})}
+    return {k: v for k, v in block.items() if k != "batch_size"}
+
+
 def probe_settings(config: dict, model: str) -> dict:
     """The probe of one model: defaults < global ``probe`` < the model's own ``probe``; with
     ``derive: true``, ``seq_len``, ``ab_range`` and ``token_range`` that neither block sets are
@@ -153,8 +161,18 @@ def families_shown(config: dict) -> dict[str, str]:
 
 
 def _config_jsons_of(config: dict, model: str) -> list[str]:
+    """Where each local revision's configuration is read: its folder's ``config.json``, or its GGUF
+    file (a ``.gguf`` path, or the one ``.gguf`` in its folder: :func:`headtrace.models.gguf.locate`)."""
     spec = model_spec(config, model)
-    return [f"{local_checkpoint_path(spec, revision)}/config.json" for revision in spec["revisions"]]
+    out = []
+    for revision in spec["revisions"]:
+        where = local_checkpoint_path(spec, revision)
+        try:
+            file = gguf.locate(where)
+        except gguf.CheckpointError:
+            file = None  # several GGUF files: refused by _check_gguf
+        out.append(str(file) if file is not None else f"{where}/config.json")
+    return out
 
 
 def _config_jsons(config: dict, model: str) -> str:
@@ -182,7 +200,7 @@ def load_spec(config: dict, model: str, revision: str | None = None) -> dict:
     does not change the params of the other cells' jobs). With ``revision``, of the ``repos`` map
     only that revision's entry (if it has one), for the same reason; without, the whole map."""
     spec = model_spec(config, model)
-    keys = ("source", "hf_id", "path", "single_checkpoint", "family", "dtype")
+    keys = ("source", "hf_id", "path", "package", "single_checkpoint", "family", "dtype")
     out = {k: spec[k] for k in keys if k in spec}
     repos = spec.get("repos") or {}
     if revision is None and repos:
@@ -240,7 +258,7 @@ def missing_local_revisions(config: dict) -> list[str]:
             continue
         for revision in spec["revisions"]:
             folder = local_checkpoint_path(spec, revision)
-            if not Path(folder).is_dir():
+            if not Path(folder).exists():
                 out.append(f"headtrace: warning: models.{model}: revision '{revision}' has no checkpoint "
                            f"folder {folder}; its cells will fail (nothing falls back to another checkpoint)")
     return out
@@ -256,6 +274,7 @@ def check(config: dict) -> None:
         if needs and needs not in spec and not (source == "hub" and spec.get("repos")):
             raise ConfigError(f"{where}: source '{source}' needs the key '{needs}'"
                               + (" (or 'repos', a repository per revision)" if source == "hub" else ""))
+        _check_gguf(spec, where)
         _check_repos(spec, where)
         if source == "toy" and spec.get("family", "auto") == "auto":
             raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
@@ -351,6 +370,25 @@ def _describe(schedule: list[dict]) -> str:
                      f"{prev if end is None else f'[{prev}, {end})'}")
         prev = end
     return "tokens " + ", ".join(parts)
+
+
+def _check_gguf(spec: dict, where: str) -> None:
+    """A local model's ``package`` is installed, and each revision that is a GGUF checkpoint passes
+    :func:`headtrace.models.gguf.check` (readable, an architecture transformers maps, quantization types
+    it can dequantize), before any job. A revision not there yet is left to the job (as for folders)."""
+    if spec.get("package"):
+        if spec["source"] != "local":
+            raise ConfigError(f"{where}.package: only a local model reads its path inside a package")
+        gguf.package_folder(spec["package"], where)
+    if spec["source"] != "local":
+        return
+    for revision in spec["revisions"]:
+        try:
+            file = gguf.locate(local_checkpoint_path(spec, revision))
+            if file is not None:
+                gguf.check(file, f"{where} revision '{revision}'")
+        except gguf.CheckpointError as e:
+            raise ConfigError(str(e) if str(e).startswith(where) else f"{where} revision '{revision}': {e}") from None
 
 
 def _check_local_layout(spec: dict, where: str) -> None:

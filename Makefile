@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 CONFIG ?= config/config.yaml
+# KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
+KEEP_GOING ?=
 
 .PHONY: demo unlock test test-slurm lint dag report install-profile clean-results venv browser report-shot
 
@@ -31,7 +33,7 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 demo: $(STAMP)
 	@$(BIN)/headtrace lock-check $(if $(filter config/config.yaml,$(CONFIG)),,--rerun-command "make demo CONFIG=$(CONFIG)")
 	@start=$$(date +%s); export SLURM_CONF=$${SLURM_CONF:-/dev/null}; \
-	$(BIN)/headtrace warm --log logs/warm.log -- $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete && \
+	$(BIN)/headtrace warm --log logs/warm.log -- $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete $(if $(KEEP_GOING),--keep-going) && \
 	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html && \
 	$(BIN)/headtrace summary results && \
 	echo "make demo: $$(( $$(date +%s) - start )) s; report: results/report.html"

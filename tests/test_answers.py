@@ -126,7 +126,7 @@ def test_every_sentence_matches_the_tables():
     formation, sink, decided, final, undecided = run.sentences
     # formation: counts of models and revisions (circuit_size), which formed (f3_milestones), the
     # earliest with its bracket rounded outward
-    assert formation.startswith("This run screened 3 models over 7 revisions in all; 2 of them formed")
+    assert formation.startswith("This run screened 3 models over 7 revisions in all; 2 of the 3 models formed")
     assert "the earliest full by 100 tokens (f1, already at the first revision screened)" in formation
     assert "never never did" in formation
     # sink: who reached 50% (f3_milestones) and the ordered ones' lower bound from f3_gaps, rounded down
@@ -143,8 +143,8 @@ def test_every_sentence_matches_the_tables():
     # undecided: the verdict's own reason (a full layer), the empty circuit, each gap's reason
     assert "toy: no matched set: too few free heads (L1: 8 circuit heads, 0 free)" in undecided
     assert "never (no circuit at the final revision to ablate)" in undecided
-    assert "the sink/circuit gap in full (the circuit was already there at the first revision" in undecided
-    assert "the sink/circuit gap in never (no induction circuit formed)" in undecided
+    assert "the gap between sink and circuit in full (the circuit was already there at the first revision" in undecided
+    assert "the gap between sink and circuit in never (no induction circuit formed)" in undecided
     assert not run.all_decided and "Every" not in undecided
     # each statement rests on the revisions it reads
     st = run.statements
@@ -179,10 +179,10 @@ def test_nothing_formed_panel_gives_consistent_sentences():
     V = vtable([vrow("gpt2", "r5", 10 ** 5, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False)])
     run = A.build(F, V, families={"gpt2": "gpt2"})
     text = " ".join(run.sentences)
-    assert "0 of them formed an induction circuit" in text and "gpt2 never did" in text
+    assert "no model formed an induction circuit" in text and "gpt2 never did" in text
     assert "no circuit to ablate in gpt2" in text
     assert "It could not decide whether an induction circuit is causal in gpt2" in text
-    assert "the sink/circuit gap in gpt2 (no induction circuit formed)" in text
+    assert "nor the gap between sink and circuit in gpt2 (no induction circuit formed)" in text
     assert "was decided" not in text and not run.all_decided
     assert HL.headline_rows(F, V, families={"gpt2": "gpt2"})[0]["family"] == "gpt2"
 
@@ -387,7 +387,9 @@ def _check_against_tables(F, V, run):
     assert f"screened {len(cs['model'].unique())} model" in formation
     assert f"over {cs.height} revision" in formation
     ms = F["f3_milestones"].filter(pl.col("milestone") == I3)
-    assert f"; {ms['revision'].drop_nulls().len()} of them formed" in formation
+    k, n = ms['revision'].drop_nulls().len(), len(cs['model'].unique())
+    assert "; " + ("no model formed" if k == 0 else "the model formed" if n == 1 else f"{k} of the {n} models formed") \
+        in formation
     s50 = F["f3_milestones"].filter((pl.col("milestone") == F50) & pl.col("revision").is_not_null())
     assert f"came in {s50.height} of {len(cs['model'].unique())} models" in sink
     d = (V.filter(pl.col("verdict").is_in(["causal", "not_causal"]) & (pl.col("n_heads") > 0)

@@ -204,7 +204,7 @@ def test_headtrace_cell_says_every_misfit_in_its_flags_before_the_weights(newcom
     ckpt = str(newcomer / "broken" / "step100")
     assert cli.main(["cell", ckpt, "--device", "cpu", "--seq-len", "200", "--ab-range", "20", "196"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("headtrace cell: step100: --seq-len 200 (tokens as fed")
+    assert err.count("\n") == 1 and err.startswith("headtrace cell: broken step100: --seq-len 200 (tokens as fed")
     for said in ("--ab-range 20 196 ends after 193", "--token-range 100 10000 (the default) reaches token id 9999",
                  "A probe that fits: --seq-len 160 --ab-range 12 80 --token-range 2 256; or --probe auto"):
         assert said in err

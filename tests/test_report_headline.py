@@ -150,11 +150,11 @@ def test_sentences_say_what_was_found_and_what_was_not_decided():
     s = HL.sentences(rows)
     assert len(s) == 5
     text = " ".join(s)
-    assert "3 models over 9 revisions" in text and "2 of them formed an induction circuit" in text
+    assert "3 models over 9 revisions" in text and "2 of the 3 models formed an induction circuit" in text
     assert "the earliest A after 50 and by 100 tokens (r1)" in text and "B never did" in text
     assert "Ablating the final circuit at the last revision: causal in A; underpowered in B; not ablated in C." in s
     assert "could not decide" in text and "B: the smallest p 1 matched set allow is 0.500 > alpha" in text
-    assert "the sink/circuit gap in C (no sink by the last revision" in text
+    assert "the gap between sink and circuit in C (no sink by the last revision" in text
 
 
 def test_markdown_section_goes_after_the_title():

@@ -46,16 +46,20 @@ run in forks of one process that imported torch, transformers and every family's
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 import polars as pl
 
 from headtrace.cell import positional
+from headtrace.core import local_panel
 from headtrace.core import revisions as rv
 from headtrace.core import schema
 from headtrace.core.errors import ConfigError
 from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
+from headtrace.models import context, reach
+from headtrace.models.layout import REPO_PATTERN
 from headtrace.report import console
 from headtrace.runtime import locks, warm
 
@@ -65,7 +69,62 @@ def _read_names(path: str) -> list[str]:
     return rv.parse_name_list(text)
 
 
+# What each command that asks the Hub can do without it (said instead of a network traceback).
+OFFLINE = {
+    "revisions": "pass the branch names with --from-file FILE (written where the Hub is reachable: headtrace "
+                 "revisions ORG/NAME --list > FILE); for checkpoints of your own run: headtrace revisions FOLDER",
+    "audit": "audit from a recording with --recorded FILE (made where the Hub is reachable: "
+             "headtrace.models.audit.save_recording), or leave it: every cell fingerprints the weights it loads "
+             "and the lineage job flags duplicates (docs/integrity.md)",
+    "cell": "headtrace cell ORG/NAME --offline reads the local Hugging Face cache; a checkpoint folder: "
+            "headtrace cell FOLDER",
+}
+
+
+def _is_local(arg: str) -> bool:
+    """A folder on disk (or a path that cannot be a Hub id), not ``owner/name``."""
+    return Path(arg).is_dir() or not re.fullmatch(REPO_PATTERN, arg) or arg.startswith((".", "/", "~"))
+
+
+def _local_revisions(args: argparse.Namespace) -> int:
+    """``headtrace revisions FOLDER``: a ``source: local`` block of the checkpoints in FOLDER (or of
+    the run around a checkpoint folder), no network."""
+    if not Path(args.hf_id).is_dir():
+        print(f"headtrace revisions: '{args.hf_id}' is neither a folder here nor a Hub id 'owner/name'",
+              file=sys.stderr)
+        return 2
+    root, one = local_panel.root_of(args.hf_id)
+    if args.from_file:
+        names = _read_names(args.from_file)
+    else:
+        names = [one] if one else rv.list_checkpoints(root)
+        left = local_panel.skipped(root, names) if not one else []
+        if left:
+            print(f"headtrace: not listed under {root} (no step in the name, no config.json or no *.safetensors): "
+                  + ", ".join(left[:8]) + (" …" if len(left) > 8 else ""), file=sys.stderr)
+    names = rv.sort_revisions(names)
+    if args.list:
+        sys.stdout.write("".join(f"{n}\n" for n in names))
+        return 0
+    if not names:
+        print(f"headtrace revisions: no checkpoint folders with a step in the name under {root} "
+              "(step<N> or checkpoint-<N>, each with config.json and *.safetensors)", file=sys.stderr)
+        return 1
+    chosen = names
+    if args.log_spaced:
+        stepless = [n for n in names if rv.parse_step(n) is None]
+        chosen = rv.choose_log_spaced(names, args.log_spaced, by="step") + stepless
+    limits = context.limits_of((context.read_config(root / r / "config.json"), str(root / r / "config.json"))
+                               for r in chosen)
+    small = not limits.known or context.misfit("m", schema.defaults("$defs", "probe"), limits) is not None
+    sys.stdout.write(local_panel.config_block(root, args.name, chosen, family=args.family,
+                                              tokens_per_step=args.tokens_per_step, derive_probe=small))
+    return 0
+
+
 def _cmd_revisions(args: argparse.Namespace) -> int:
+    if _is_local(args.hf_id):
+        return _local_revisions(args)
     names = _read_names(args.from_file) if args.from_file else rv.list_hub_revisions(args.hf_id)
     names = rv.sort_revisions(names)
     if args.list:  # the branch list file a hub model's refine pool can use (models.NAME.branch_list)
@@ -89,6 +148,9 @@ def _cmd_revisions(args: argparse.Namespace) -> int:
             if notes:
                 print(f"headtrace: the audit flags {len(notes)} of the chosen revisions (marked below; "
                       "--skip-duplicates chooses others)", file=sys.stderr)
+        if not audit_on and not args.no_audit:  # say so: the names came from a file, not from the Hub
+            print("headtrace: the chosen revisions were not audited (branch names read from a file; --recorded FILE "
+                  "audits from a recording; without --from-file the Hub's metadata is read)", file=sys.stderr)
     else:
         chosen = [n for n in names if rv.parse_step(n) is not None]
     if not chosen:
@@ -134,7 +196,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
-    from headtrace.models import context, gguf, hub
+    from headtrace.models import gguf, hub
 
     given = {k: v for k, v in (("n_sequences", args.n_sequences), ("seq_len", args.seq_len),
                                ("seed", args.probe_seed)) if v is not None}
@@ -143,15 +205,19 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     if args.ab_range:
         given["ab_range"] = list(args.ab_range)
     settings = {**schema.defaults("$defs", "probe"), **given, "derive": args.probe == "auto"}
-    name = args.name or Path(args.checkpoint.rstrip("/")).name
     local = Path(args.checkpoint).is_dir() or Path(args.checkpoint).suffix == gguf.SUFFIX
+    if Path(args.checkpoint).is_dir():  # run/step1500 is revision step1500 of model run, as a local config names it
+        run_root, folder_name = local_panel.root_of(args.checkpoint)
+        name, args.revision = args.name or run_root.name, args.revision or folder_name
+    else:
+        name = args.name or Path(args.checkpoint.rstrip("/")).name
     try:  # every probe misfit is said at once, from config.json (or the GGUF header), before the weights are read
         folder = args.checkpoint if local else hub.snapshot_path(args.checkpoint, args.revision,
                                                                  offline=args.offline)
         where = gguf.locate(folder) or Path(folder) / "config.json"
         limits = context.limits_of([(context.read_config(where), str(where))])
         settings = context.derive(settings, given, limits)
-        msg = context.misfit(name, settings, limits, "cli", given=given)
+        msg = context.misfit(f"{name} {args.revision}" if local and args.revision else name, settings, limits, "cli", given=given)
         if msg:
             raise ConfigError(msg)
         model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,
@@ -217,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("revisions", help="print a config block of log-spaced checkpoints of a Hub model")
-    r.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-160m")
+    r.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-160m, or a folder of "
+                   "your own run's checkpoints (a source: local block)")
     r.add_argument("--log-spaced", type=int, metavar="N",
                    help="choose N log-spaced revisions (first and last included); default: all")
     r.add_argument("--name", help="model name in the config (default: from HF_ID)")
@@ -289,9 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, OSError) as e:  # bad input or a broken checkpoint: say what, not a traceback
-        print(f"headtrace {args.command}: {e}", file=sys.stderr)
-        return 2
+    except Exception as e:  # noqa: BLE001 - a Hub that cannot be reached: one line, not the client's traceback
+        if args.command in OFFLINE and reach.is_network_failure(e):
+            print(reach.unreachable(args.command, OFFLINE[args.command]), file=sys.stderr)
+            return 2
+        if isinstance(e, (ValueError, OSError)):  # bad input or a broken checkpoint: say what, not a traceback
+            print(f"headtrace {args.command}: {e}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

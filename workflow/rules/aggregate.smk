@@ -59,6 +59,7 @@ rule findings:
         on_suspect=config["provenance"]["on_suspect"],
         groups=GROUPS,
         cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
+        probes=PROBES_SHOWN,  # model -> its probe in words: stated on the first screen
     conda:
         CONDA_ENV
     resources:
@@ -171,6 +172,7 @@ rule summary_html:
         families=model_families(),
         on_suspect=config["provenance"]["on_suspect"],
         cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
+        probes=PROBES_SHOWN,  # model -> its probe in words: stated on the first screen
     conda:
         CONDA_ENV
     resources:

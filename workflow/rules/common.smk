@@ -11,17 +11,26 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from headtrace import experiments  # noqa: E402
 from headtrace.panel import config as panel
+from headtrace.panel import keys as config_keys
+from headtrace.panel import local_weights
+from headtrace.panel import probe_shown
 from headtrace.panel import refine
 from headtrace.core import revisions
 
+config_keys.check(config)  # every unknown key with the closest valid one, in a few lines (not the schema)
 validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
 panel.derive_toy_tokens(config)  # toy: tokens_schedule from the recipe (batch x seq_len, phase by phase)
 experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
 panel.check(config)
+local_weights.check(config)  # a local revision folder without loadable weights: refused now, not in its job
 for _warning in panel.missing_local_revisions(config):  # their cells fail; say so up front
     print(_warning, file=sys.stderr)
 refine.check(config)
+PROBES_SHOWN = probe_shown.shown(config)  # model -> its probe in words (the summaries' first screen)
+if workflow.is_main_process:  # once per run, not in every job that re-parses the workflow
+    for _line in probe_shown.console_lines(config):
+        print(_line, file=sys.stderr)
 
 SCRIPTS = "../scripts"
 CONDA_ENV = "../envs/headtrace.yaml"

@@ -6,7 +6,7 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 from pathlib import Path
 
 from headtrace.cell import positional
-from headtrace.core import tables
+from headtrace.core import probe_text, tables
 from headtrace.findings import compute
 from headtrace.findings import groups as group_stats
 from headtrace.panel import refine
@@ -20,6 +20,7 @@ with logs.to_file(snakemake.log[0]):
     on_suspect = params.pop("on_suspect")  # provenance.on_suspect: what the lineage banner says of flagged revisions
     group_members = params.pop("groups")  # seed groups: group -> {member: seed}
     cross_seed_of = params.pop("cross_seed_of")  # group -> its cross-seed ablation table (an input)
+    probes = params.pop("probes", {})  # model -> its probe in words (the first screen says which ran)
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
@@ -42,7 +43,8 @@ with logs.to_file(snakemake.log[0]):
     rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage),
                                   groups=groups)
     text = summary.render(traj, findings, **params)
-    answers = report_lineage.banner_markdown(lineage, on_suspect) + headline.markdown(rows, headline.sentences(rows))
+    answers = (report_lineage.banner_markdown(lineage, on_suspect) + probe_text.markdown(probes)
+               + headline.markdown(rows, headline.sentences(rows)))
     text = headline.insert(text, answers)  # the answers first
     text += "\n" + report_lineage.section_markdown(lineage)
     text += "\n" + refine.summary_section(findings["f3_onsets"])

@@ -27,4 +27,5 @@ with logs.to_file(snakemake.log[0]):
     cross_seed = {g: tables.read(p) for g, p in snakemake.params.cross_seed_of.items()}  # inputs too
     html.write(findings, verdicts, out, headline_html=snakemake.output.headline, brief_html=snakemake.output.brief,
                families=snakemake.params.families, figures=figures, lineage=lineage,
-               on_suspect=snakemake.params.on_suspect, group_tables=group_tables, cross_seed=cross_seed)
+               on_suspect=snakemake.params.on_suspect, group_tables=group_tables, cross_seed=cross_seed,
+               probes=snakemake.params.get("probes", {}))

@@ -251,7 +251,9 @@ def tokens_for(revision: str, spec: dict) -> int | None:
         tried.append(f"no 'step<N>' in the name for {'tokens_per_step' if per_step is not None else 'tokens_schedule'}")
     raise ValueError(
         f"cannot determine training tokens for revision '{revision}': {'; '.join(tried)}. "
-        f"Add it to the model's 'tokens:' map."
+        f"Add it to the model's 'tokens:' map: tokens: {{{revision}: N}}, N the training tokens it has seen"
+        + (" (tokens_per_step and tokens_schedule apply only to names with a step; both keys can stay)"
+           if per_step is not None or schedule is not None else "")
     )
 
 

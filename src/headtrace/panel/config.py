@@ -431,10 +431,12 @@ def _check_token_axis(config: dict, model: str) -> None:
     if not missing:
         return
     stepped = [r for r in missing if revs.parse_step(r) is not None]
-    example = missing[0]
-    how = (f"models.{model}.tokens_per_step (tokens = step x it; '{stepped[0]}' has a step)" if stepped else
-           f"models.{model}.tokens: {{{example}: N}} (a revision named without a step, such as '{example}', "
-           "needs its count there)")
+    stepless = [r for r in missing if revs.parse_step(r) is None]
+    hows = [f"models.{model}.tokens_per_step (tokens = step x it; '{stepped[0]}' has a step)"] if stepped else []
+    if stepless:  # tokens_per_step cannot help a name without a step: say what does, in the same message
+        hows.append(f"models.{model}.tokens: {{{', '.join(f'{r}: N' for r in stepless[:3])}}} (a revision named "
+                    f"without a step, such as '{stepless[0]}', needs its count there)")
+    how = " and ".join(hows)
     raise ConfigError(f"models.{model}.revisions: no training tokens for {', '.join(repr(r) for r in missing[:4])}"
                       f"{' and more' if len(missing) > 4 else ''}: the model sets none of tokens, tokens_per_step, "
                       f"tokens_schedule, tokens_from_name, and every finding and figure is drawn against training "

@@ -41,6 +41,7 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
+from headtrace.report import empty_case as EC
 from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
@@ -793,8 +794,7 @@ def _formation(answers: list[ModelAnswer]) -> Statement:
     total = sum(a.n_revisions for a in answers)
     formed = [a for a in answers if a.circuit.reached]
     ms = answers[0].circuit.milestone.replace("_", " ")
-    s = (f"This run screened {_plural(n, 'model')} over {_plural(total, 'revision')} in all; "
-         f"{len(formed)} of them formed an induction circuit ({ms})")
+    s = f"This run screened {_plural(n, 'model')} over {_plural(total, 'revision')} in all; " + EC.formed_clause(len(formed), n, ms)
     parts: list[tuple[ModelAnswer, Iterable[str]]] = []
     known = [a for a in formed if a.circuit.tokens is not None]
     if known:
@@ -921,10 +921,10 @@ def _undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
         if w is not None:
             gaps.setdefault(w, []).append(a)
     for w, ms in gaps.items():
-        items.append(f"the sink/circuit gap in {_names([a.model for a in ms])} ({w})")
+        items.append(f"the gap between sink and circuit in {_names([a.model for a in ms])} ({w})")
         parts += [(a, a.gap50.rests_on) for a in ms]
     if items:
-        return _statement("It could not decide " + "; ".join(items) + ".", parts), False
+        return _statement(EC.could_not_decide(items), parts), False
     return _statement("Every model's final verdict and sink/circuit gap in this run was decided.",
                       [(a, a.final_rests_on + a.gap50.rests_on) for a in answers]), True
 

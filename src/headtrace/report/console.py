@@ -8,6 +8,7 @@ from typing import Mapping
 import polars as pl
 
 from headtrace.cell import positional
+from headtrace.core import probe_text
 from headtrace.report import answers as A
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
@@ -67,7 +68,8 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
                                    f"final circuits: {g.circuit_text()}", 110, subsequent_indent="  "))
     if run and run.groups:
         lines.append("")
-    head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'BOS heads':>9}"
+    lines += _probe_lines(results)
+    head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'first-token heads':>17}"
     lines += [head, "-" * len(head)]
     verdicts = _verdicts(vtable)
     for path in trajectories:
@@ -98,7 +100,7 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
         )
         lines.append(
             f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
-            f"{final['n_bos']:>4}/{final['n_heads']:<4}"
+            f"{final['n_bos']:>12}/{final['n_heads']:<4}"
         )
         if a is not None and a.final is not None:
             v = a.final.row
@@ -130,6 +132,14 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     if report.exists():
         lines.append(f"report:   {report}")
     return "\n".join(lines)
+
+
+def _probe_lines(results: Path) -> list[str]:
+    """The probe each model's screens read, from its probe table (``results/probes/*/``), models that
+    share one on one line; a blank line after (none without probe tables: a reference-only run)."""
+    shown = {p.parent.name: probe_text.from_table(pl.read_parquet(p))
+             for p in sorted(results.glob("probes/*/induction_batch.parquet"))}
+    return [textwrap.fill(line, 110, subsequent_indent="  ") for line in probe_text.lines(shown)] + [""] if shown else []
 
 
 fmt_metric = A.fmt_metric  # public: one formatter of a metric's value (top-1 as %, logit / CE to 2 decimals)

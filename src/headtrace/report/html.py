@@ -17,8 +17,9 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.core import tables
+from headtrace.core import probe_text, tables
 from headtrace.report import answers as A
+from headtrace.report import empty_case as EC
 from headtrace.report import group_html as GH
 from headtrace.report import lineage as RL
 from headtrace.report import headline as HL
@@ -73,9 +74,11 @@ def rst_to_html(text: str) -> str:
     text = re.sub(r"\{\{.*?\}\}", "…", text, flags=re.S)
     text = re.sub(r"\{%.*?%\}", "", text, flags=re.S)
     t = _e(text)
-    t = re.sub(r"``(.+?)``", r"<code>\1</code>", t, flags=re.S)
-    t = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", t, flags=re.S)
-    t = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", t, flags=re.S)
+    parts = re.split(r"``(.+?)``", t, flags=re.S)  # odd items: code, kept literal (a glob's * is no italic)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", parts[i], flags=re.S)
+        parts[i] = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<i>\1</i>", parts[i], flags=re.S)
+    t = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
     return "<p>" + "</p><p>".join(p.strip() for p in re.split(r"\n\s*\n", t) if p.strip()) + "</p>"
 
 
@@ -242,8 +245,10 @@ def _verdict_table(v: pl.DataFrame) -> str:
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="{cls}">{_e(word)}' + (f'<span class="why">{_e(why)}</span>' if why else "")
                     + "</td></tr>")
+    chance = EC.chance_note(v)
     return ('<table class="verdicts"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in hdr)
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
+            + (f'<p class="note">{_e(chance)}</p>' if chance else ""))
 
 
 def _trajectory_table(sizes: pl.DataFrame, bos: pl.DataFrame) -> str:
@@ -292,7 +297,7 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
          verdicts: pl.DataFrame | None = None, *, figures: Iterable[tuple[str, str, str]] = (),
          title: str = "headtrace — when do attention circuits form?", lineage: pl.DataFrame | None = None,
          on_suspect: str = "warn", group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
-         cross_seed: Mapping[str, pl.DataFrame] | None = None) -> str:
+         cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None) -> str:
     """The whole page. ``figures``: (relative image path, title, caption HTML) in display order.
     ``lineage``: the checkpoint-lineage tables (:mod:`headtrace.findings.lineage`): a banner naming
     every flagged revision above the headline, and a section after the models'."""
@@ -306,7 +311,7 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_e(title)}</title><style>{CSS}{HEADLINE_CSS}</style></head><body>",
              f'<h1 id="top">{_e(title)}</h1>', "<nav>" + "".join(nav) + "</nav>",
-             RL.banner_html(lineage, on_suspect), headline_fragment(rows, sents)]
+             RL.banner_html(lineage, on_suspect), headline_fragment(rows, sents), probe_text.html(probes or {})]
     if figures:
         parts.append('<h2 id="figures">Figures</h2>')
         for src, name, cap in figures:
@@ -324,7 +329,7 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
           brief_html=None, families: Mapping[str, str] | None = None, figures: Iterable[tuple[str, str, str]] = (),
           lineage: pl.DataFrame | None = None, on_suspect: str = "warn",
           group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
-          cross_seed: Mapping[str, pl.DataFrame] | None = None) -> list[dict]:
+          cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None) -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
     result of ``snakemake --report``); return the headline rows. ``lineage``: the checkpoint-lineage
     tables (:func:`headtrace.report.lineage.read`): the banner of flagged revisions on the first
@@ -336,9 +341,11 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
     rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage), groups=groups)
     sents = HL.sentences(rows)
     tables.write_text(page(rows, sents, findings, verdicts, figures=figures, lineage=lineage,
-                           on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed), out_html)
+                           on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed, probes=probes),
+                      out_html)
     if headline_html is not None:  # a fragment: the report's "Answers" result and its front page embed it
-        frag = RL.banner_html(lineage, on_suspect) + headline_fragment(rows, sents, link_models=False)
+        frag = (RL.banner_html(lineage, on_suspect) + headline_fragment(rows, sents, link_models=False)
+                + probe_text.html(probes or {}))
         tables.write_text(f'<meta charset="utf-8"><title>headtrace headline</title><style>{HEADLINE_CSS}</style>\n'
                           f'<div class="ht"><h3>What this run found</h3></div>\n{frag}\n<p class="note">Figures and a '
                           "section per model: <code>results/findings/summary.html</code> (opens on its own).</p>\n",

@@ -17,6 +17,7 @@ import polars as pl
 from headtrace.core import tables
 from headtrace.findings import trajectory as T
 from headtrace.models import provenance
+from headtrace.report import empty_case as EC
 from headtrace.report.format import fmt_bound, fmt_tokens
 
 
@@ -127,13 +128,15 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
     for r in sp.iter_rows(named=True):
         f = (lambda x: "—" if x is None else f"{x:+.2f}")
         rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
-                     fmt_tokens(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
+                     EC.tokens_or_dash(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
                      r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
                      "—" if r["p_value"] is None else f"{r['p_value']:.3f}",
                      "—" if r.get("p_holm") is None else f"{r['p_holm']:.3f}",
                      "—" if not r.get("best_order") else f"{r['best_order']}: {r.get('pairwise') or '—'}",
                      f"**{r['label']}**"])
-        if r["onset"] == "first":
+        if r["onset"] == "first" and not r["leading_layers"]:
+            lines.append(EC.no_sink_line(r))
+        elif r["onset"] == "first":
             never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""
             p = "" if r["p_value"] is None or "p = " in r["label"] else (
                 f" (p = {r['p_value']:.3f}" + ("" if r.get("p_holm") is None else f", Holm {r['p_holm']:.3f}") + ")")
@@ -145,6 +148,7 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
     text.append("Spread summary (`f2_layer_spread`; *next* = the earliest onset of the other layers):\n\n"
                 + _md(["model", "onset", "middle", "leading layers", "at", "next / leading", "last",
                        "ρ_middle", "ρ_depth", "p", "p (Holm)", "best order: pairwise", "label"], rows) + "\n")
+    text.append(EC.floor_note(sp))
     text.append("What each model shows (onset = ≥ 1 first-token head):\n\n" + "\n".join(lines) + "\n")
     text.append("A named order says that order fits better than each other order by more than exchangeable "
                 "layers would produce; *not exchangeable* says only that the onsets depend on the layer. With ~10 "
@@ -185,8 +189,8 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
                 note.append(f"{r['earlier']} met at the first revision: lower bound only")
             if r.get("later_right_censored"):
                 note.append(f"{r['later']} never reached: lower bound only")
-            rows.append([r["model"], f"{r['later']} / {r['earlier']}", fmt_tokens(r["later_tokens"]),
-                         fmt_tokens(r["earlier_tokens"]), f"**{bound}**", "; ".join(note) or "—"])
+            rows.append([r["model"], f"{r['later']} / {r['earlier']}", EC.tokens_or_dash(r["later_tokens"]),
+                         EC.tokens_or_dash(r["earlier_tokens"]), f"**{bound}**", "; ".join(note) or "—"])
     text.append("Token gaps: what the checkpoints allow, (later's lo / earlier's hi, later's hi / earlier's lo); "
                 "a milestone met at the first revision, or never, leaves one side open (≥: a lower bound). The ratio "
                 "of the first revisions reaching each (`gap_ratio` in `f3_gaps`) is one value inside the range, not "
@@ -265,8 +269,7 @@ def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_t
         rows = []
         for m in _models(traj):
             heads = fin.filter(pl.col("model") == m)
-            label = f"{m} ({heads.height}-head circuit: " + ", ".join(
-                tables.head_name(a, b) for a, b in zip(heads["layer"], heads["head"])) + ")"
+            label = EC.f4_label(m, [tables.head_name(a, b) for a, b in zip(heads["layer"], heads["head"])])
             g = rm.filter(pl.col("model") == m).sort("level")
             cells = ["—" if r["revision"] is None else f"{r['revision']} ({fmt_tokens(r['tokens'])})"
                      for r in g.iter_rows(named=True)]
@@ -315,7 +318,7 @@ def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: s
             f"before it (each short of {factor:g}×), and the margin (min of rise / {factor:g} and {factor:g} / "
             "before; near 1 = the rise revision hinges on a few percent of PR).\n",
             _md(["model", "head", "PR rises", "selectivity crosses", "lead", "lead (revisions)",
-                 "rule ratio"], rows) + "\n"]
+                 "rule ratio"], rows) + "\n" if rows else EC.f5_empty_note(induction_threshold)]
     # worked example per model: the final induction head with the highest final selectivity
     o = T.with_rev_index(traj)
     for m in _models(traj):
@@ -349,6 +352,10 @@ def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 
             "author's integral:\n"]
     for m in _models(traj):
         g = pi.filter(pl.col("model") == m).sort("rank_author").head(top)
+        zero = EC.integral_all_zero(m, pi.filter(pl.col("model") == m), traj.filter(pl.col("model") == m)["tokens"].max())
+        if zero:
+            text.append(zero)
+            continue
         rows = [[str(r["rank_author"]), tables.head_name(r["layer"], r["head"]),
                  "—" if r["integral_author"] is None else f"{r['integral_author']:.1f}",
                  "—" if r["integral_paper"] is None else f"{r['integral_paper']:.1f}",

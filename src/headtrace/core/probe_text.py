@@ -1,0 +1,68 @@
+"""The probe a run used, in words: for the console when the DAG is built, and for the first screen
+of ``summary.md``, ``summary.html`` and ``headtrace summary`` (models that share a probe share one
+line). Pure: settings in, text out."""
+from __future__ import annotations
+
+from html import escape
+from typing import Mapping
+
+import polars as pl
+
+
+def describe(settings: Mapping) -> str:
+    """``{"n_sequences": 2000, "seq_len": 160, "ab_range": [12, 80], "token_range": [2, 256], ...}`` ->
+    ``"2000 sequences of 160 tokens, A first at positions 12–79, token ids 2–255, seed 42, no BOS"``
+    (ranges are the config's half-open [low, high), written as the values they take)."""
+    ab_lo, ab_hi = (int(x) for x in settings["ab_range"])
+    tok_lo, tok_hi = (int(x) for x in settings["token_range"])
+    bos = (f"BOS {settings.get('bos_token_id')} prepended" if settings.get("prepend_bos") else "no BOS")
+    return (f"{int(settings['n_sequences'])} sequences of {int(settings['seq_len'])} tokens, A first at positions "
+            f"{ab_lo}–{ab_hi - 1}, token ids {tok_lo}–{tok_hi - 1}, seed {settings.get('seed')}, {bos}")
+
+
+def describe_kwargs(kwargs: Mapping) -> str:
+    """:func:`describe` of ``probe.make_batch``'s keyword arguments (the probe job's params)."""
+    return describe({**kwargs, "ab_range": [kwargs["ab_low"], kwargs["ab_high"]],
+                     "token_range": [kwargs["token_low"], kwargs["token_high"]]})
+
+
+def grouped(shown: Mapping[str, str]) -> list[tuple[list[str], str]]:
+    """``model -> description`` -> ``[(models, description)]``, models sharing a description together,
+    in the order they first appear."""
+    out: dict[str, list[str]] = {}
+    for model, text in shown.items():
+        out.setdefault(text, []).append(model)
+    return [(models, text) for text, models in out.items()]
+
+
+def _names(models: list[str], shown: int = 6) -> str:
+    return ", ".join(models[:shown]) + (f" and {len(models) - shown} more" if len(models) > shown else "")
+
+
+def lines(shown: Mapping[str, str], prefix: str = "probe") -> list[str]:
+    """One line per distinct probe, naming the models that read it: ``probe (my-run): …``."""
+    return [f"{prefix} ({_names(models)}): {text}" for models, text in grouped(shown)]
+
+
+def markdown(shown: Mapping[str, str]) -> str:
+    """The probe on the first screen of ``summary.md``: one bullet per distinct probe."""
+    if not shown:
+        return ""
+    return "**Probe** (the synthetic induction batch every screen read):\n\n" + "".join(
+        f"- {_names(models)}: {text}\n" for models, text in grouped(shown)) + "\n"
+
+
+def html(shown: Mapping[str, str]) -> str:
+    """The same on the first screen of ``summary.html``."""
+    if not shown:
+        return ""
+    items = "".join(f"<li>{escape(_names(models))}: {escape(text)}</li>" for models, text in grouped(shown))
+    return f'<p class="note"><b>Probe</b> (the synthetic induction batch every screen read):</p><ul class="note">{items}</ul>'
+
+
+def from_table(batch: pl.DataFrame) -> str:
+    """A probe table (``results/probes/{model}/induction_batch.parquet``) in words, as drawn: the
+    sequences, their length, and the A positions and token ids that occur in it."""
+    tokens = batch["tokens"].explode()
+    return (f"{batch.height} sequences of {batch['tokens'].list.len().max()} tokens, A first at positions "
+            f"{batch['ab'].min()}–{batch['ab'].max()}, token ids {tokens.min()}–{tokens.max()} (as drawn)")

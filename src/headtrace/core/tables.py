@@ -82,14 +82,15 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "positional_induction": pl.Boolean,
     },
     # results/cells/{model}/{revision}/measures.parquet: the field's own measures per probe and head
-    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha and the share of sequences in
-    # which the head is a sink at 0.3, Olsson et al.'s prefix-matching score (null: the probe has no
-    # repeats), Elhage et al.'s copying score of the head's OV circuit (weights only; equal on every probe).
+    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha, averaged over the sequences and
+    # per sequence (the published sink rate thresholds each sequence's), Olsson et al.'s prefix-matching
+    # score (null: the probe has no repeats), Elhage et al.'s copying score of the head's OV circuit
+    # (weights only; equal on every probe).
     "measures": {
         **HEAD_KEY,
         "probe": pl.String,
         "sink_alpha": pl.Float64,
-        "sink_share": pl.Float64,
+        "sink_alpha_per_sequence": pl.List(pl.Float64),  # n_sequences values, in probe order
         "prefix_matching": pl.Float64,
         "copying": pl.Float64,
         "n_sequences": pl.Int32,
@@ -100,10 +101,13 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "measures_over_training": {
         **CELL_KEY,
         "eps": pl.Float64,
-        "text_sink_rate": pl.Float64,  # Gu et al.'s sink rate on the text probe (null: no text probe)
-        # thresholded per sequence, then averaged over the sequences (the other reading; eps 0.3 only)
-        "text_sink_rate_per_sequence": pl.Float64,
-        "repeated_sink_rate": pl.Float64,
+        # Gu et al.'s sink rate on the text probe (null: no text probe), as their released code computes it:
+        # each sequence's alpha thresholded, the indicator averaged over sequences, layers and heads
+        "text_sink_rate": pl.Float64,
+        # the other reading: the heads' alpha averaged over the sequences first, then thresholded
+        "text_sink_rate_of_mean_alpha": pl.Float64,
+        "repeated_sink_rate": pl.Float64,  # the published reading on the repeated-random probe
+        "repeated_sink_rate_of_mean_alpha": pl.Float64,
         "n_prefix_heads": pl.Int32,  # prefix-matching score > measures.prefix_threshold
         "n_heads": pl.Int32,
         "first_token_fraction": pl.Float64,  # the paper's F2 (synthetic probe)

@@ -4,8 +4,9 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
 (the synthetic screen). Three tables:
 
 * ``measures_over_training``: per model x revision x sink threshold eps, the sink rate on the text probe
-  (Gu et al.'s, the F2 analogue on text; alpha averaged over the sequences, then thresholded; beside it at
-  eps 0.3 the other reading, thresholded per sequence and averaged) and on the repeated-random probe, the number of heads whose
+  (Gu et al.'s, the F2 analogue on text, as their released code computes it: each sequence's alpha
+  thresholded, then averaged over sequences, layers and heads; beside it, named for what it is, the rate of
+  the heads' alpha averaged over the sequences first) and on the repeated-random probe, the number of heads whose
   prefix-matching score is above ``prefix_threshold``, and beside them the paper's synthetic first-token
   fraction and induction-circuit size, and the Jaccard index of the induction circuit and the top
   prefix-matching heads (as many as the circuit has; null when the circuit is empty).
@@ -52,13 +53,16 @@ def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formu
         jac, n_top = _jaccard_top(circuit, rep)
         b = bos.get((model, revision))
         n_prefix = int((rep["prefix_matching"] > prefix_threshold).sum()) if rep.height else None
+        text_seq, rep_seq = _alpha_per_sequence(text), _alpha_per_sequence(rep)
         for eps in sink_eps:
             rows.append(dict(
                 model=model, revision=revision, tokens=tokens, eps=float(eps),
-                text_sink_rate=formulas.sink_rate(text["sink_alpha"].to_numpy(), eps) if text.height else None,
-                text_sink_rate_per_sequence=float(text["sink_share"].mean())
-                if text.height and abs(eps - formulas.SINK_EPS) < 1e-12 else None,
-                repeated_sink_rate=formulas.sink_rate(rep["sink_alpha"].to_numpy(), eps) if rep.height else None,
+                text_sink_rate=formulas.sink_rate_per_sequence(text_seq, eps) if text.height else None,
+                text_sink_rate_of_mean_alpha=formulas.sink_rate(text["sink_alpha"].to_numpy(), eps)
+                if text.height else None,
+                repeated_sink_rate=formulas.sink_rate_per_sequence(rep_seq, eps) if rep.height else None,
+                repeated_sink_rate_of_mean_alpha=formulas.sink_rate(rep["sink_alpha"].to_numpy(), eps)
+                if rep.height else None,
                 n_prefix_heads=n_prefix, n_heads=int(max(text.height, rep.height)),
                 first_token_fraction=None if b is None else b["bos_fraction"],
                 n_induction_circuit=len(circuit) if t.height else None,
@@ -66,6 +70,17 @@ def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formu
     out = pl.DataFrame(rows, schema=SCHEMAS["measures_over_training"])
     return conform(tr.with_rev_index(out).sort("model", "rev_index", "eps").drop("rev_index"),
                    "measures_over_training")
+
+
+def _alpha_per_sequence(probe_rows: pl.DataFrame) -> np.ndarray:
+    """(n_sequences, n_heads) alpha of one cell's probe: every head's ``sink_alpha_per_sequence``."""
+    if not probe_rows.height:
+        return np.zeros((0, 0))
+    lists = probe_rows["sink_alpha_per_sequence"].to_list()
+    if any(v is None for v in lists) or len({len(v) for v in lists}) != 1:
+        raise ValueError("measures: every head of a cell's probe needs the same sequences' alpha "
+                         "(sink_alpha_per_sequence); rerun the cell's capture job")
+    return np.asarray(lists, dtype=np.float64).T
 
 
 def _jaccard_top(circuit: set, rep: pl.DataFrame) -> tuple[float | None, int | None]:

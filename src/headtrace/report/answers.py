@@ -843,8 +843,8 @@ def _text_sinks(answers: list[ModelAnswer]) -> Statement | None:
             when = "no onset computed"
         bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}")
         parts.append((a, t.rests_on))
-    return _statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate, mean attention "
-                      f"to the first token above {eps:g}) was: " + "; ".join(bits) + ".", parts)
+    return _statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate: mean attention "
+                      f"to the first token above {eps:g}, per sequence) was: " + "; ".join(bits) + ".", parts)
 
 
 def _where_decided(answers: list[ModelAnswer]) -> Statement:

@@ -69,6 +69,10 @@ def test_over_training_counts_and_jaccard():
     # step2: circuit {(1,0)} vs top-1 prefix {(1,0)}: 1; step3: circuit {(1,0),(1,1)} vs top-2 {(1,0),(1,1)}
     # ((1,1) has 0.15, the highest after 0.9): 1
     assert o["jaccard_circuit_prefix"].to_list() == [None, None, 1.0, 1.0]
+    # within-layer null (2 heads a layer): step2 one head of layer 1 each, the same with probability 1/2;
+    # step3 both fill layer 1, so their Jaccard of 1 is forced
+    assert o["jaccard_chance"].to_list() == [None, None, 0.5, 1.0]
+    assert o["jaccard_p_value"].to_list() == [None, None, 0.5, 1.0]
 
 
 def test_onsets_have_brackets_like_f3():
@@ -100,7 +104,8 @@ def test_comparison_states_numbers_with_their_uncertainty():
     # both reached at step2, bracketed by step1: the ratio lies in (100 / 200, 200 / 100)
     assert gap["value"] == pytest.approx(1.0) and (gap["lo"], gap["hi"]) == (0.5, 2.0)
     jac = cmp.filter(pl.col("measure") == "jaccard_circuit_top_prefix_final").row(0, named=True)
-    assert jac["value"] == 1.0 and jac["n"] == 2
+    assert jac["value"] == 1.0 and jac["n"] == 2 and jac["p_value"] == 1.0
+    assert "chance 1.00: no more than chance" in jac["uncertainty"]
     assert np.isfinite(cmp["value"].drop_nulls().to_numpy()).all()
 
 

@@ -114,6 +114,10 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_induction_circuit": pl.Int32,
         "n_top_prefix": pl.Int32,  # the top prefix-matching heads compared: as many as the circuit has
         "jaccard_circuit_prefix": pl.Float64,
+        # the within-layer permutation null of the two sets (headtrace.findings.agreement): its mean
+        # Jaccard, and P(Jaccard >= this one) by placement within the layers alone
+        "jaccard_chance": pl.Float64,
+        "jaccard_p_value": pl.Float64,
     },
     # results/findings/measures/measures_comparison.parquet: per model, each comparison as a number with
     # its uncertainty (lo/hi: its interval or bounds; the uncertainty column says which).
@@ -490,6 +494,10 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "phase": pl.String,
         "circuit": pl.List(pl.String),
         "jaccard_to_pre_shift": pl.Float64,
+        # the within-layer permutation null (headtrace.findings.agreement): its mean Jaccard to the
+        # pre-shift circuit, and P(Jaccard >= this one) by placement within the layers alone
+        "jaccard_chance": pl.Float64,
+        "jaccard_p_value": pl.Float64,
     },
     # Composition: previous-token-circuit ablation vs its matched-random control per revision.
     "composition": {
@@ -571,6 +579,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "jaccard_median": pl.Float64,
         "jaccard_min": pl.Float64,
         "jaccard_max": pl.Float64,
+        # the pairs' mean Jaccard under the within-layer permutation null (docs/statistics.md), their median
+        "jaccard_chance_median": pl.Float64,
+        "jaccard_n_beyond_chance": pl.Int32,  # pairs whose overlap is beyond chance (P <= 0.05)
         "n_distinct_heads": pl.Int32,  # distinct (layer, head) in any member's final circuit
         "n_recurring_heads": pl.Int32,  # of those, in more than one member's
         "recurring_share": pl.Float64,
@@ -677,6 +688,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_shared": pl.Int32,
         "n_a": pl.Int32,
         "n_b": pl.Int32,
+        # the within-layer permutation null (headtrace.findings.agreement): its mean Jaccard, and
+        # P(Jaccard >= this one) when each circuit's heads are placed at random within their layers
+        "jaccard_chance": pl.Float64,
+        "p_value": pl.Float64,
+        "beyond_chance": pl.Boolean,  # p_value <= 0.05; false: no more than chance
     },
 }
 

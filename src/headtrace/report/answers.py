@@ -41,7 +41,7 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
+from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
            "model_answers", "group_answers",
@@ -699,7 +699,7 @@ class GroupAnswer:
         s = self.summary
         if not _get(s, "jaccard_n_pairs", 0):
             return "no pair of final circuits to compare"
-        out = f"Jaccard median {s['jaccard_median']:.2f} over {_plural(int(s['jaccard_n_pairs']), 'pair')}"
+        out = f"Jaccard median {s['jaccard_median']:.2f} over {_plural(int(s['jaccard_n_pairs']), 'pair')}" + fmt_chance(s)
         if _get(s, "n_distinct_heads", 0):
             out += (f"; {s['n_recurring_heads']} of {s['n_distinct_heads']} circuit heads recur in more than one "
                     "seed")

@@ -556,9 +556,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "dist_from_first": pl.Float64,  # ||r - reference|| / rms(||r||, ||reference||), matrices only
         "dist_from_previous": pl.Float64,
         "cos_from_first": pl.Float64,  # per-matrix cosine to the reference (0: independent)
-        "cos_sd": pl.Float64,  # its sketch noise were the two independent
+        "cos_sd": pl.Float64,  # the null's SD: the cosine's sketch noise were the two independent
         "detour": pl.Float64,  # (d(prev, r) + d(r, next)) / d(prev, next); null at the ends
         "n_matrices": pl.Int32,  # matrices compared with the reference
+        # how it descends from the reference: reference, direct (its cosine passes the descent test),
+        # chain (it fails it, but a predecessor that descends passes against it: drifted far, step by
+        # step) or none (flag not_descended_from_init)
+        "descent": pl.String,
+        "reference_is_init": pl.Boolean,  # the reference is step 0 (else the descent test cannot see #203)
         "flags": pl.List(pl.String),  # duplicate_of, shares_shard_with, not_descended_from_init, discontinuous
         "detail": pl.String,  # the evidence, in words
     },

@@ -181,6 +181,9 @@ def test_data_shift_table():
     assert df["tokens"].to_list() == [0, 1000, 1000, 1100]
     assert df["jaccard_to_pre_shift"].to_list()[1:] == [1.0, 1.0, 0.5]
     assert df["jaccard_to_pre_shift"][0] == 0.0
+    # the pre-shift circuit fills layer 1 (2 heads): any circuit in that layer shares what it can, so every
+    # Jaccard here is the one placement within the layers forces (chance = observed, P = 1)
+    assert df["jaccard_chance"].to_list() == [0.0, 1.0, 1.0, 0.5] and df["jaccard_p_value"].to_list() == [1.0] * 4
     heads = E.data_shift_heads(base, shifted)
     assert heads.height == 16 and heads.filter(pl.col("in_pre_shift_circuit")).height == 8
     assert heads.filter(pl.col("phase") == "after")["tokens"].max() == 1100

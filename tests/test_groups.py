@@ -166,6 +166,17 @@ def test_circuit_identity_jaccard_and_recurrence(G):
     assert (s["jaccard_n_pairs"], s["jaccard_median"], s["jaccard_min"], s["jaccard_max"]) == (3, 0.2, 0.2, 0.5)
     # distinct heads: L1H0 L1H1 L2H0 L2H1 L2H2 L2H3; recurring: L1H0 (3 seeds), L1H1 (2)
     assert (s["n_distinct_heads"], s["n_recurring_heads"], s["recurring_share"]) == (6, 2, pytest.approx(1 / 3))
+    # the within-layer null, by hand (4 heads a layer). A-B: 2 and 1 heads in L1, 1 and 2 in L2; each layer's
+    # overlap is 1 with probability 1/2, so K = 0, 1, 2 with 1/4, 1/2, 1/4 and J = K / (6 - K):
+    # chance 1/2 * 1/5 + 1/4 * 1/2 = 0.225, P(K >= 1) = 3/4 (B-C alike). A-C: 2 and 2 in L1 (K1 = 0, 1, 2
+    # with 1/6, 4/6, 1/6), 1 and 1 in L2 (K2 = 1 with 1/4): P(K >= 2) = 1/6 + 4/6 * 1/4 = 1/3,
+    # chance = 13/24 * 1/5 + 7/24 * 1/2 + 1/24 * 1.
+    null = {(r["member_a"], r["member_b"]): (r["jaccard_chance"], r["p_value"], r["beyond_chance"])
+            for r in G["group_jaccard"].iter_rows(named=True)}
+    assert null[("A", "B")] == (pytest.approx(0.225), pytest.approx(0.75), False)
+    assert null[("B", "C")] == (pytest.approx(0.225), pytest.approx(0.75), False)
+    assert null[("A", "C")] == (pytest.approx(13 / 120 + 7 / 48 + 1 / 24), pytest.approx(1 / 3), False)
+    assert (s["jaccard_chance_median"], s["jaccard_n_beyond_chance"]) == (pytest.approx(0.225), 0)
 
 
 def test_members_of_other_geometry_fail_the_group_job():
@@ -190,7 +201,8 @@ def test_headline_puts_the_group_row_before_its_members_and_words_it_once(G):
                               "(1 without findings); exact two-sided binomial p = 0.25 against 50%, the smallest "
                               "3 decided seeds allow")
     assert g.gap_text().startswith("median gap [4.0×, ∞] over 3 seeds; smallest [2.0×, 8.0×], largest [4.0×, ∞]")
-    assert g.circuit_text() == "Jaccard median 0.20 over 3 pairs; 2 of 6 circuit heads recur in more than one seed"
+    assert g.circuit_text() == ("Jaccard median 0.20 over 3 pairs; no more than chance (0.23 by placement within "
+                                "the layers alone); 2 of 6 circuit heads recur in more than one seed")
     assert g.onset_text("induction_3_heads") == "median [100, 200] (3 of 4 seeds; 1 left-censored)"
     rows = HL.headline_rows(f, None, groups=[g])
     assert [r["model"] for r in rows] == ["toy (seeds 0, 1, 2, 3)", "A", "B", "C"]

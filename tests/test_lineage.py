@@ -290,3 +290,68 @@ def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
     md = report_lineage.section_markdown(table)
     assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 1 flagged)" in md
     assert '<section id="lineage">' in report_lineage.section_html(table)
+
+
+# ---- drift against another init: synthetic fingerprints whose sketch is the tensor itself ----------
+
+def _synthetic(chain: list[list], model: str = "syn") -> pl.DataFrame:
+    """Fingerprint rows of revisions step0..stepN: per revision a list of 64-long vectors, one per
+    matrix, used as both the sketch and (through its norm) the exact norm (a self-consistent table)."""
+    import numpy as np
+
+    rows = []
+    for k, mats in enumerate(chain):
+        rev = f"step{k}"
+        rows.append(dict(model=model, revision=rev, kind="file", name=f"f{k}", file=f"f{k}", format="safetensors",
+                         sha256=f"file{k}", dtype=None, shape=None, numel=None, norm=None, sketch=None))
+        for t, v in enumerate(mats):
+            rows.append(dict(model=model, revision=rev, kind="tensor", name=f"m{t}", file=f"f{k}", format="safetensors",
+                             sha256=f"{k}-{t}", dtype="F32", shape=[8, 8], numel=64, norm=float(np.linalg.norm(v)),
+                             sketch=[float(x) for x in v]))
+    return tables.conform(pl.DataFrame(rows), "fingerprint")
+
+
+def _drift(n_steps: int, keep: float, seed: int, start=None) -> list[list]:
+    """A chain of 40 matrices, each step keeping ``keep`` of the previous direction plus fresh noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cur = [rng.normal(size=64) for _ in range(40)] if start is None else start
+    out = [cur]
+    for _ in range(n_steps):
+        cur = [keep * v + math.sqrt(1 - keep ** 2) * rng.normal(size=64) for v in cur]
+        out.append(cur)
+    return out
+
+
+def test_drift_far_from_init_is_descent_by_chain_and_another_init_is_not():
+    healthy = _drift(20, keep=0.85, seed=0)  # consecutive cosine ~0.85, to step0 0.85^k -> ~0.04 at step 20
+    table = lineage.model_lineage(_synthetic(healthy), {f"step{k}": k for k in range(21)})
+    last = table.row(-1, named=True)
+    # the direct test alone would flag the end of this healthy run: its cosine to step0 is under 4 null SDs
+    assert last["cos_from_first"] < lineage.Z * last["cos_sd"]
+    assert last["descent"] == "chain" and not last["flags"] and no_flags(table)
+    assert table["descent"].to_list()[:2] == ["reference", "direct"] and table["reference_is_init"].all()
+    # the same run after a foreign step0 (another seed's init): every later revision is flagged
+    foreign = _drift(0, keep=0.85, seed=1) + healthy[1:]
+    bad = lineage.model_lineage(_synthetic(foreign), {f"step{k}": k for k in range(21)})
+    assert bad["descent"].to_list()[1:] == ["none"] * 20
+    assert all(f == ["not_descended_from_init"] for f in bad["flags"].to_list()[1:])
+    assert "no chain of revisions" in bad["detail"][1]
+
+
+def test_a_panel_without_its_init_is_warned_about():
+    run = _drift(4, keep=0.9, seed=2)
+    fp = _synthetic(run).filter(pl.col("revision") != "step0")
+    table = lineage.model_lineage(fp, {f"step{k}": k for k in range(5)})
+    assert table["reference"][0] == "step1" and not table["reference_is_init"][0]
+    (warning,) = lineage.reference_warnings(table)
+    assert "step1, is not the init" in warning and "pythia#203" in warning
+    assert lineage.reference_warnings(lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(5)})) == []
+    assert lineage.is_init("step0-tokens0B") and lineage.is_init("checkpoint-0") and not lineage.is_init("step01x0")
+    assert not lineage.is_init("step10") and lineage.is_init("main", 0)
+    md = report_lineage.section_markdown(table, ["syn", "pythia-1b-published"])
+    assert "is not the init" in md and "Unchecked (no fingerprints" in md and "pythia-1b-published" in md
+    assert "cosine to first ± null SD" in md
+    only = report_lineage.section_html(None, ["pythia-1b-published"])
+    assert "Unchecked" in only and "pythia-1b-published" in only

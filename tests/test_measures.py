@@ -35,6 +35,51 @@ def test_sink_rate_is_the_share_of_heads_strictly_above_eps():
         measures.sink_alpha(np.ones(3), key=3)
 
 
+def _released_sink_rate(patterns: np.ndarray, eps: float) -> float:
+    """The authors' released computation, restated: every key k's score is the sum over the queries of
+    A[i, k] / (T - k) (0-based k), thresholded strictly per sequence, layer and head, averaged over all
+    three; the first key's share."""
+    t = patterns.shape[-1]
+    score = (patterns / np.arange(t, 0, -1)[None, :]).sum(-2)  # (n, L, H, T)
+    return float((score > eps).mean(axis=(0, 1, 2))[0])
+
+
+def test_published_sink_rate_thresholds_each_sequence_then_averages():
+    # One head, T = 4, two sequences; A[i, 0] over queries i = 0..3:
+    #   sequence 1: 1, 0.2, 0.2, 0.2 -> alpha = 1.6 / 4 = 0.4 (a sink at 0.3)
+    #   sequence 2: 1, 0, 0, 0     -> alpha = 1 / 4 = 0.25 (not one)
+    # published: 1 of 2 sequences -> 0.5; of the mean alpha 0.325 -> 1.0; at eps 0.35: 0.5 against 0.0.
+    a = np.zeros((2, 1, 1, 4, 4))
+    for n, col in enumerate(([1, 0.2, 0.2, 0.2], [1, 0, 0, 0])):
+        for i, v in enumerate(col):
+            a[n, 0, 0, i, 0] = v
+            a[n, 0, 0, i, i] += 1 - v if i else 0  # the rest on the query itself: rows sum to 1
+    alpha = measures.sink_alpha_of_pattern(a)  # (2, 1, 1)
+    np.testing.assert_allclose(alpha.ravel(), [0.4, 0.25])
+    assert measures.sink_rate_per_sequence(alpha, 0.3) == pytest.approx(0.5)
+    assert measures.sink_rate(alpha.mean(0), 0.3) == 1.0
+    assert measures.sink_rate_per_sequence(alpha, 0.35) == pytest.approx(0.5)
+    assert measures.sink_rate(alpha.mean(0), 0.35) == 0.0
+    np.testing.assert_allclose(measures.sink_share(alpha, 0.3), [[0.5]])
+    for eps in (0.2, 0.3, 0.35, 0.5):
+        assert measures.sink_rate_per_sequence(alpha, eps) == pytest.approx(_released_sink_rate(a, eps))
+
+
+def test_published_sink_rate_matches_the_released_computation_on_random_patterns():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(7, 3, 5, 16, 16)) * 2
+    logits[..., 0] += rng.normal(size=(7, 3, 5, 1)) * 2  # heads that lean on the first key, differently per sequence
+    logits = np.where(np.tril(np.ones((16, 16), bool)), logits, -np.inf)
+    a = np.exp(logits - logits.max(-1, keepdims=True))
+    a /= a.sum(-1, keepdims=True)
+    alpha = measures.sink_alpha_of_pattern(a)
+    differ = 0
+    for eps in (0.1, 0.2, 0.3, 0.5):
+        assert measures.sink_rate_per_sequence(alpha, eps) == pytest.approx(_released_sink_rate(a, eps))
+        differ += measures.sink_rate_per_sequence(alpha, eps) != measures.sink_rate(alpha.mean(0), eps)
+    assert differ  # the two readings are different numbers here
+
+
 def test_prefix_matching_of_a_perfect_induction_head_is_one_and_of_a_previous_token_head_zero():
     seg = np.array([5, 9, 7, 3])
     tokens = np.concatenate([[0], seg, seg, seg])[None, :]  # BOS + 3 repeats of L = 4

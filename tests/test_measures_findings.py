@@ -12,6 +12,11 @@ from headtrace.findings import trajectory as tr
 REVS = [("step0", 0), ("step1", 100), ("step2", 200), ("step3", 400)]
 
 
+# Per-sequence text alphas (5 sequences) of a head whose mean alpha is 0.1, 0.5 or 0.9: the 0.1 head is a
+# sink at eps 0.3 on one sequence of five (0.5 > 0.3), the 0.5 head on all five, the 0.9 head on all five.
+SEQ = {0.1: [0.5, 0.0, 0.0, 0.0, 0.0], 0.5: [0.5] * 5, 0.9: [0.9] * 5}
+
+
 def _cells() -> pl.DataFrame:
     """2 layers x 2 heads; text sink alphas rise over training; head (1, 0) becomes prefix-matching at step2."""
     rows = []
@@ -20,10 +25,11 @@ def _cells() -> pl.DataFrame:
         for k, (layer, head) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
             prefix = 0.9 if (layer, head) == (1, 0) and i >= 2 else 0.05 * k
             rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="repeated",
-                             sink_alpha=0.2, sink_share=0.0, prefix_matching=prefix, copying=0.5, n_sequences=5,
+                             sink_alpha=0.2, sink_alpha_per_sequence=[0.2] * 5, prefix_matching=prefix, copying=0.5, n_sequences=5,
                              seq_len=64))
             rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="text",
-                             sink_alpha=text_alpha[i][k], sink_share=0.0, prefix_matching=None, copying=0.5, n_sequences=5,
+                             sink_alpha=text_alpha[i][k],
+                             sink_alpha_per_sequence=SEQ[text_alpha[i][k]], prefix_matching=None, copying=0.5, n_sequences=5,
                              seq_len=64))
     return tables.conform(pl.DataFrame(rows), "measures")
 
@@ -47,16 +53,26 @@ def test_over_training_counts_and_jaccard():
     over = fm.over_training(_cells(), _traj(), sink_eps=(0.3, 0.6))
     tables.conform(over, "measures_over_training")
     o = over.filter(pl.col("eps") == 0.3)
-    assert o["text_sink_rate"].to_list() == [0.0, 0.25, 0.75, 1.0]
+    # the published reading, by hand: a 0.1 head is a sink on 1 of 5 sequences, a 0.5 or 0.9 head on 5 of 5;
+    # step1 = (1/5 + 1 + 1/5 + 1/5) / 4 = 0.4, step2 = (1 + 1 + 1 + 1/5) / 4 = 0.8
+    assert o["text_sink_rate"].to_list() == pytest.approx([0.2, 0.4, 0.8, 1.0])
     assert over.filter(pl.col("eps") == 0.6)["text_sink_rate"].to_list() == [0.0, 0.0, 0.0, 1.0]
-    assert o["text_sink_rate_per_sequence"].to_list() == [0.0] * 4  # sink_share 0 in the hand-built cells
-    assert over.filter(pl.col("eps") == 0.6)["text_sink_rate_per_sequence"].null_count() == 4
+    # the other reading thresholds the heads' mean alpha (0.1 is no sink): step1 = 1/4, step2 = 3/4
+    assert o["text_sink_rate_of_mean_alpha"].to_list() == [0.0, 0.25, 0.75, 1.0]
+    assert over.filter(pl.col("eps") == 0.6)["text_sink_rate_of_mean_alpha"].to_list() == [0.0, 0.0, 0.0, 1.0]
+    assert o["repeated_sink_rate"].to_list() == [0.0] * 4 and o["repeated_sink_rate_of_mean_alpha"].to_list() == [0.0] * 4
+    low = fm.over_training(_cells(), _traj(), sink_eps=(0.1,))  # every repeated-probe alpha is 0.2 > 0.1
+    assert low["repeated_sink_rate"].to_list() == [1.0] * 4 and low["repeated_sink_rate_of_mean_alpha"].to_list() == [1.0] * 4
     assert o["n_prefix_heads"].to_list() == [0, 0, 1, 1]  # 0.9 > 0.4; the others 0.05 k <= 0.15
     assert o["first_token_fraction"].to_list() == [0.0, 0.25, 0.5, 1.0]
     assert o["n_induction_circuit"].to_list() == [0, 0, 1, 2]
     # step2: circuit {(1,0)} vs top-1 prefix {(1,0)}: 1; step3: circuit {(1,0),(1,1)} vs top-2 {(1,0),(1,1)}
     # ((1,1) has 0.15, the highest after 0.9): 1
     assert o["jaccard_circuit_prefix"].to_list() == [None, None, 1.0, 1.0]
+    # within-layer null (2 heads a layer): step2 one head of layer 1 each, the same with probability 1/2;
+    # step3 both fill layer 1, so their Jaccard of 1 is forced
+    assert o["jaccard_chance"].to_list() == [None, None, 0.5, 1.0]
+    assert o["jaccard_p_value"].to_list() == [None, None, 0.5, 1.0]
 
 
 def test_onsets_have_brackets_like_f3():
@@ -88,7 +104,8 @@ def test_comparison_states_numbers_with_their_uncertainty():
     # both reached at step2, bracketed by step1: the ratio lies in (100 / 200, 200 / 100)
     assert gap["value"] == pytest.approx(1.0) and (gap["lo"], gap["hi"]) == (0.5, 2.0)
     jac = cmp.filter(pl.col("measure") == "jaccard_circuit_top_prefix_final").row(0, named=True)
-    assert jac["value"] == 1.0 and jac["n"] == 2
+    assert jac["value"] == 1.0 and jac["n"] == 2 and jac["p_value"] == 1.0
+    assert "chance 1.00: no more than chance" in jac["uncertainty"]
     assert np.isfinite(cmp["value"].drop_nulls().to_numpy()).all()
 
 
@@ -102,8 +119,8 @@ def test_headline_gains_the_text_sink_rate_and_its_onset(tmp_path):
     assert a.text_sink.rate == 1.0 and a.text_sink.revision == "step3"
     assert (a.text_sink.onset.revision, a.text_sink.onset.lo_revision) == ("step2", "step1")
     said = [s for s in run.sentences if "text probe" in s]
-    assert said == ["On the text probe, the share of heads that are sinks (Gu et al.'s sink rate, mean attention to "
-                    "the first token above 0.3) was: m 100.0% at step3, half the heads after 100 and by 200 tokens "
+    assert said == ["On the text probe, the share of heads that are sinks (Gu et al.'s sink rate: mean attention to "
+                    "the first token above 0.3, per sequence) was: m 100.0% at step3, half the heads after 100 and by 200 tokens "
                     "(step2)."]
     rows = headline.headline_rows(F, models=["m"])
     assert rows[0]["text_sink_text"].startswith("100.0% at step3 (alpha > 0.3); half the heads: step2")

@@ -69,6 +69,9 @@ def test_measures_table_schema(tokens):
     assert df.filter(df["probe"] == "repeated")["prefix_matching"].null_count() == 0
     np.testing.assert_allclose(df.filter(df["probe"] == "repeated")["sink_alpha"].to_numpy(),
                                rep.alpha.mean(0).ravel())
+    # every sequence's alpha per head, in probe order: the published sink rate thresholds these
+    per_seq = np.array(df.filter(df["probe"] == "text")["sink_alpha_per_sequence"].to_list())  # (heads, n)
+    np.testing.assert_allclose(per_seq.T, txt.alpha.reshape(txt.alpha.shape[0], -1))
 
 
 def test_repeated_random_probe():

@@ -46,7 +46,7 @@ with logs.to_file(snakemake.log[0]):
     answers = (report_lineage.banner_markdown(lineage, on_suspect) + probe_text.markdown(probes)
                + headline.markdown(rows, headline.sentences(rows)))
     text = headline.insert(text, answers)  # the answers first
-    text += "\n" + report_lineage.section_markdown(lineage)
+    text += "\n" + report_lineage.section_markdown(lineage, [r["model"] for r in rows if not r.get("group")])
     text += "\n" + refine.summary_section(findings["f3_onsets"])
     if snakemake.input.positional:
         flags = positional.circuit_flags(tables.read_many(snakemake.input.positional), traj)

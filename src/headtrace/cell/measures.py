@@ -7,9 +7,12 @@ agree on every family.
 * **Sink rate** (Gu et al. 2025, "When Attention Sink Emerges in Language Models"): for head (l, h) and
   key position k, ``alpha = 1 / (T - k) * sum_{i >= k} A[i, k]`` (0-based positions; the paper's
   ``1 / (T - k + 1)`` with 1-based ones): the mean attention every query at or after k gives to key k.
-  The head is a sink at ``eps`` when ``alpha > eps``; the sink rate is the share of all heads that are.
-  The paper: k = the first token, eps = 0.3, T = 64, 100 natural-text sequences. headtrace averages
-  alpha over the sequences first, then thresholds (docs/measures.md says why and how that may differ).
+  A head is a sink on a sequence at ``eps`` when its ``alpha > eps`` there; the **sink rate** is the share
+  of (sequence, layer, head) triples that are (:func:`sink_rate_per_sequence`), as the authors' released
+  ``compute_attention_sink`` (sail-sg/Attention-Sink) thresholds each sequence and then averages over
+  sequences, heads and layers. The paper: k = the first token, eps = 0.3, T = 64, 100 natural-text
+  sequences. :func:`sink_rate` thresholds whatever alpha it is given (e.g. the heads' mean over the
+  sequences: another number, named for what it is where the findings report it; docs/measures.md).
 * **Prefix-matching score** (Olsson et al. 2022): on random tokens repeated, the attention a query gives
   to the tokens that *followed* its own token's earlier occurrences, averaged over the queries that have
   an earlier occurrence (the positions of the later repeats).
@@ -63,6 +66,25 @@ def sink_rate(alpha: np.ndarray, eps: float = SINK_EPS) -> float:
 def sink_rates(alpha: np.ndarray, eps: Iterable[float]) -> dict[float, float]:
     """``{eps: sink_rate(alpha, eps)}`` for every threshold."""
     return {float(e): sink_rate(alpha, e) for e in eps}
+
+
+def sink_share(alpha_seq: np.ndarray, eps: float = SINK_EPS) -> np.ndarray:
+    """Per head, the share of sequences on which it is a sink at ``eps``: ``alpha_seq`` (n_sequences, ...)
+    -> (...), the mean over the first axis of ``alpha > eps``."""
+    alpha_seq = np.asarray(alpha_seq, dtype=np.float64)
+    if alpha_seq.ndim < 1 or alpha_seq.shape[0] == 0:
+        raise ValueError("sink_share of no sequences")
+    return is_sink(alpha_seq, eps).mean(0)
+
+
+def sink_rate_per_sequence(alpha_seq: np.ndarray, eps: float = SINK_EPS) -> float:
+    """The published sink rate: ``alpha_seq`` (n_sequences, n_layers, n_heads) thresholded per sequence,
+    layer and head, then averaged over all three (Gu et al.'s ``compute_attention_sink``; the mean over the
+    heads of :func:`sink_share`, every head having the same sequences)."""
+    alpha_seq = np.asarray(alpha_seq, dtype=np.float64)
+    if alpha_seq.size == 0:
+        raise ValueError("sink_rate_per_sequence of no heads")
+    return float(is_sink(alpha_seq, eps).mean())
 
 
 # ---- prefix matching ----------------------------------------------------------------------------

@@ -7,7 +7,8 @@ model runs with capture's registered attention function (output exactly SDPA) an
 softmax of every query row of the layer (``softmax(q k^T * scaling + mask)``, (B, H, T, T) per chunk),
 which is immediately reduced, per sequence and head, to
 
-* ``alpha``: the mean over the queries of their attention to key 0 (``headtrace.cell.measures.sink_alpha``);
+* ``alpha``: the mean over the queries of their attention to key 0 (``headtrace.cell.measures.sink_alpha``),
+  kept per sequence in the table (the published sink rate thresholds each sequence's);
 * ``prefix``: the prefix-matching score (``headtrace.cell.measures.prefix_matching``), when asked.
 
 The copying score of each head comes from the weights alone (:func:`copying`), no pass.
@@ -130,9 +131,9 @@ def copying(model, family: families.Family) -> np.ndarray:
 
 def measures_table(results: dict[str, PatternResult], model_name: str, revision: str, tokens: int | None,
                    copying_scores: np.ndarray | None = None) -> pl.DataFrame:
-    """One row per (probe, layer, head), schema ``measures``: the sink alpha (mean over sequences), the
-    share of sequences in which the head is a sink at 0.3, the prefix-matching score (null where the
-    probe has no repeats) and the head's copying score (from its weights: the same on every probe's row;
+    """One row per (probe, layer, head), schema ``measures``: the sink alpha (mean over sequences) and
+    every sequence's (in probe order: the published sink rate thresholds these, at any eps, in the
+    findings), the prefix-matching score (null where the probe has no repeats) and the head's copying score (from its weights: the same on every probe's row;
     null when not given)."""
     frames = []
     for probe_name, r in results.items():
@@ -140,7 +141,7 @@ def measures_table(results: dict[str, PatternResult], model_name: str, revision:
         data = tables.head_key_columns(model_name, revision, tokens, n_layers, n_heads)
         data["probe"] = [probe_name] * (n_layers * n_heads)
         data["sink_alpha"] = r.alpha.mean(0).ravel()
-        data["sink_share"] = measures.is_sink(r.alpha, measures.SINK_EPS).mean(0).ravel().astype(np.float64)
+        data["sink_alpha_per_sequence"] = r.alpha.reshape(r.alpha.shape[0], -1).T.tolist()  # per head, every sequence's
         data["prefix_matching"] = (np.full(n_layers * n_heads, np.nan) if r.prefix is None
                                    else np.nanmean(r.prefix, 0).ravel())
         data["copying"] = (np.full(n_layers * n_heads, np.nan) if copying_scores is None

@@ -82,14 +82,15 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "positional_induction": pl.Boolean,
     },
     # results/cells/{model}/{revision}/measures.parquet: the field's own measures per probe and head
-    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha and the share of sequences in
-    # which the head is a sink at 0.3, Olsson et al.'s prefix-matching score (null: the probe has no
-    # repeats), Elhage et al.'s copying score of the head's OV circuit (weights only; equal on every probe).
+    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha, averaged over the sequences and
+    # per sequence (the published sink rate thresholds each sequence's), Olsson et al.'s prefix-matching
+    # score (null: the probe has no repeats), Elhage et al.'s copying score of the head's OV circuit
+    # (weights only; equal on every probe).
     "measures": {
         **HEAD_KEY,
         "probe": pl.String,
         "sink_alpha": pl.Float64,
-        "sink_share": pl.Float64,
+        "sink_alpha_per_sequence": pl.List(pl.Float64),  # n_sequences values, in probe order
         "prefix_matching": pl.Float64,
         "copying": pl.Float64,
         "n_sequences": pl.Int32,
@@ -100,16 +101,23 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "measures_over_training": {
         **CELL_KEY,
         "eps": pl.Float64,
-        "text_sink_rate": pl.Float64,  # Gu et al.'s sink rate on the text probe (null: no text probe)
-        # thresholded per sequence, then averaged over the sequences (the other reading; eps 0.3 only)
-        "text_sink_rate_per_sequence": pl.Float64,
-        "repeated_sink_rate": pl.Float64,
+        # Gu et al.'s sink rate on the text probe (null: no text probe), as their released code computes it:
+        # each sequence's alpha thresholded, the indicator averaged over sequences, layers and heads
+        "text_sink_rate": pl.Float64,
+        # the other reading: the heads' alpha averaged over the sequences first, then thresholded
+        "text_sink_rate_of_mean_alpha": pl.Float64,
+        "repeated_sink_rate": pl.Float64,  # the published reading on the repeated-random probe
+        "repeated_sink_rate_of_mean_alpha": pl.Float64,
         "n_prefix_heads": pl.Int32,  # prefix-matching score > measures.prefix_threshold
         "n_heads": pl.Int32,
         "first_token_fraction": pl.Float64,  # the paper's F2 (synthetic probe)
         "n_induction_circuit": pl.Int32,
         "n_top_prefix": pl.Int32,  # the top prefix-matching heads compared: as many as the circuit has
         "jaccard_circuit_prefix": pl.Float64,
+        # the within-layer permutation null of the two sets (headtrace.findings.agreement): its mean
+        # Jaccard, and P(Jaccard >= this one) by placement within the layers alone
+        "jaccard_chance": pl.Float64,
+        "jaccard_p_value": pl.Float64,
     },
     # results/findings/measures/measures_comparison.parquet: per model, each comparison as a number with
     # its uncertainty (lo/hi: its interval or bounds; the uncertainty column says which).
@@ -493,6 +501,10 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "phase": pl.String,
         "circuit": pl.List(pl.String),
         "jaccard_to_pre_shift": pl.Float64,
+        # the within-layer permutation null (headtrace.findings.agreement): its mean Jaccard to the
+        # pre-shift circuit, and P(Jaccard >= this one) by placement within the layers alone
+        "jaccard_chance": pl.Float64,
+        "jaccard_p_value": pl.Float64,
     },
     # Composition: previous-token-circuit ablation vs its matched-random control per revision.
     "composition": {
@@ -551,9 +563,14 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "dist_from_first": pl.Float64,  # ||r - reference|| / rms(||r||, ||reference||), matrices only
         "dist_from_previous": pl.Float64,
         "cos_from_first": pl.Float64,  # per-matrix cosine to the reference (0: independent)
-        "cos_sd": pl.Float64,  # its sketch noise were the two independent
+        "cos_sd": pl.Float64,  # the null's SD: the cosine's sketch noise were the two independent
         "detour": pl.Float64,  # (d(prev, r) + d(r, next)) / d(prev, next); null at the ends
         "n_matrices": pl.Int32,  # matrices compared with the reference
+        # how it descends from the reference: reference, direct (its cosine passes the descent test),
+        # chain (it fails it, but a predecessor that descends passes against it: drifted far, step by
+        # step) or none (flag not_descended_from_init)
+        "descent": pl.String,
+        "reference_is_init": pl.Boolean,  # the reference is step 0 (else the descent test cannot see #203)
         "flags": pl.List(pl.String),  # duplicate_of, shares_shard_with, not_descended_from_init, discontinuous
         "detail": pl.String,  # the evidence, in words
     },
@@ -574,6 +591,9 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "jaccard_median": pl.Float64,
         "jaccard_min": pl.Float64,
         "jaccard_max": pl.Float64,
+        # the pairs' mean Jaccard under the within-layer permutation null (docs/statistics.md), their median
+        "jaccard_chance_median": pl.Float64,
+        "jaccard_n_beyond_chance": pl.Int32,  # pairs whose overlap is beyond chance (P <= 0.05)
         "n_distinct_heads": pl.Int32,  # distinct (layer, head) in any member's final circuit
         "n_recurring_heads": pl.Int32,  # of those, in more than one member's
         "recurring_share": pl.Float64,
@@ -680,6 +700,11 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_shared": pl.Int32,
         "n_a": pl.Int32,
         "n_b": pl.Int32,
+        # the within-layer permutation null (headtrace.findings.agreement): its mean Jaccard, and
+        # P(Jaccard >= this one) when each circuit's heads are placed at random within their layers
+        "jaccard_chance": pl.Float64,
+        "p_value": pl.Float64,
+        "beyond_chance": pl.Boolean,  # p_value <= 0.05; false: no more than chance
     },
 }
 

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from headtrace.core.heads import head_name, jaccard
+from headtrace.findings import agreement
 from headtrace.core.tables import SCHEMAS as SCHEMAS_GROUP
 from headtrace.core.tables import conform
 from headtrace.findings.trajectory import final_circuit, revision_order
@@ -249,15 +250,20 @@ def recall_tables(group: str, members: Mapping[str, int], rec: pl.DataFrame | No
             conform(pl.DataFrame(summ, schema=SCHEMAS_GROUP["group_recall_levels"]), "group_recall_levels"))
 
 
-def jaccard_table(group: str, circuits: Mapping) -> pl.DataFrame:
+def jaccard_table(group: str, circuits: Mapping, n_heads: Mapping[int, int] | None = None) -> pl.DataFrame:
     """``group_jaccard``: every pair of members with a final circuit: the Jaccard of their head
-    sets (null when both circuits are empty), shared heads, each circuit's size."""
+    sets (null when both circuits are empty), shared heads, each circuit's size, and beside it the
+    within-layer permutation null (``headtrace.findings.agreement``; null without ``n_heads``,
+    heads per layer)."""
     rows = []
     for a, b in combinations(list(circuits), 2):
         ca, cb = circuits[a][2], circuits[b][2]
         j = jaccard(ca, cb)
+        null = agreement.jaccard_null(ca, cb, n_heads) if n_heads else {}
         rows.append(dict(group=group, member_a=a, member_b=b, jaccard=None if math.isnan(j) else j,
-                         n_shared=len(set(ca) & set(cb)), n_a=len(ca), n_b=len(cb)))
+                         n_shared=len(set(ca) & set(cb)), n_a=len(ca), n_b=len(cb),
+                         jaccard_chance=null.get("null_mean"), p_value=null.get("p_value"),
+                         beyond_chance=null.get("beyond_chance")))
     return conform(pl.DataFrame(rows, schema=SCHEMAS_GROUP["group_jaccard"]), "group_jaccard")
 
 
@@ -273,13 +279,17 @@ def summary_row(group: str, members: Mapping[str, int], mem: pl.DataFrame, jac: 
     modal, n_modal = (shapes.most_common(1)[0] if shapes else (None, 0))
     tied = sorted(s for s, c in shapes.items() if c == n_modal)  # a tie: the first label alphabetically, said so
     js = [x for x in jac["jaccard"].to_list() if x is not None] if jac.height else []
+    chance = [x for x in jac["jaccard_chance"].to_list() if x is not None] if jac.height else []
     seen = Counter(h for _, _, c in circuits.values() for h in set(c))
     row = dict(group=group, n_members=len(members), n_present=p.height,
                floor_n_used=fl.height, floor_n_held=int(fl["floor_holds"].sum()) if fl.height else 0,
                shape_n_used=sum(shapes.values()), shape_modal=tied[0] if tied else None, shape_n_agree=n_modal,
                shape_tied=len(tied) > 1, circuit_n_used=len(circuits), jaccard_n_pairs=len(js),
                jaccard_median=float(np.median(js)) if js else None, jaccard_min=min(js) if js else None,
-               jaccard_max=max(js) if js else None, n_distinct_heads=len(seen),
+               jaccard_max=max(js) if js else None,
+               jaccard_chance_median=float(np.median(chance)) if chance else None,
+               jaccard_n_beyond_chance=int(jac["beyond_chance"].fill_null(False).sum()) if chance else None,
+               n_distinct_heads=len(seen),
                n_recurring_heads=sum(1 for c in seen.values() if c > 1),
                recurring_share=(sum(1 for c in seen.values() if c > 1) / len(seen)) if seen else None)
     return conform(pl.DataFrame([row], schema=SCHEMAS_GROUP["group_summary"]), "group_summary")
@@ -302,7 +312,7 @@ def group_findings(group: str, members: Mapping[str, int], findings: Mapping[str
     circuits = final_circuits(traj, list(members), induction_threshold)
     mem = member_table(group, members, findings, circuits)
     rec, rec_levels = recall_tables(group, members, findings.get("f4_recall_milestones"))
-    jac = jaccard_table(group, circuits)
+    jac = jaccard_table(group, circuits, agreement.heads_per_layer(traj, next(iter(circuits))) if circuits else None)
     return {
         "group_summary": summary_row(group, members, mem, jac, circuits),
         "group_members": mem,

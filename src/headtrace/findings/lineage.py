@@ -47,9 +47,12 @@ and the noisiest) by its size and leave a 2-layer toy model undecidable; each ma
   (#206). A matrix left unchanged over consecutive revisions (a frozen or never-routed weight) is
   not sharing: a matrix counts only when a revision between the two holds a different value.
 * ``not_descended_from_init`` — the revision is as far from the model's earliest (non-duplicate)
-  revision as independent inits are from each other: ``cos_from_first < max(Z · cos_sd, COS_FLOOR)``. The
-  calibration is in docs/integrity.md (toy seeds: independent pairs give |cos| ≤ a few sd; every
-  healthy toy revision lies far above).
+  revision as independent inits are from each other, ``cos_from_first < max(Z · cos_sd, COS_FLOOR)``,
+  and no chain descends to it: it also fails that test against each of the :data:`CHAIN_TRIES` latest
+  revisions that descend (directly or by chain). A run drifting far from its init (weight decay, long
+  training) keeps every link and is ``descent = chain``, not flagged; another init breaks them all.
+  The test compares with the earliest revision, so a panel without step 0 is warned about
+  (:func:`reference_warnings`). The calibration and each flag's blind spots are in docs/integrity.md.
 * ``discontinuous`` — the revision leaves the path of training: its *detour*
   ``(d(prev, r) + d(r, next)) / d(prev, next)`` exceeds :data:`DETOUR` (two consecutive steps of any
   direction that are not opposed give at most √2 ≈ 1.41; a revision carrying weights from
@@ -62,6 +65,7 @@ Models without fingerprints (the published reference panel) give no rows.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 import numpy as np
@@ -78,6 +82,7 @@ Z = 4.0  # sketch-noise multiples a difference must exceed to count (one-sided, 
 COS_FLOOR = 0.05  # cosine to the init below which a revision counts as independent, however small the noise
 DETOUR = 2.0  # (d(prev,r) + d(r,next)) / d(prev,next) above which r leaves the path (orthogonal steps: ≤ √2)
 FALLBACK = 0.05  # relative fall of the distance from the init that counts (beside Z sketch sd)
+CHAIN_TRIES = 3  # a revision failing the descent test against the init is tested against this many predecessors
 
 LINEAGE_COLUMNS = tables.SCHEMAS["lineage"]
 EMPTY = pl.DataFrame(schema=LINEAGE_COLUMNS)
@@ -249,6 +254,54 @@ def _describe_evidence(mod: _Model, i: int, j: int, items: list[str]) -> str:
 # ---- the table ---------------------------------------------------------------------------------
 
 
+def _descends(s: dict, z: float, cos_floor: float) -> bool:
+    """A pair's descent test: the cosine beyond ``max(z * null sd, cos_floor)`` (undecidable: True)."""
+    return not s["n"] or math.isnan(s["cos"]) or s["cos"] >= max(z * s["cos_sd"], cos_floor)
+
+
+def _descent(mod: _Model, seq: list[int], from_first: dict, z: float, cos_floor: float,
+             tries: int = CHAIN_TRIES) -> dict[int, str]:
+    """Per revision of the path ``seq`` (and every duplicate, by its kept revision): ``direct`` (it passes
+    the descent test against the reference), ``chain`` (it fails it, but passes against one of the
+    ``tries`` latest revisions that descend, directly or by chain: drifted far from its init, step by
+    step) or ``none`` (another init, or revisions too far apart to tell)."""
+    out: dict[int, str] = {}
+    reached: list[int] = [seq[0]]
+    for i in seq[1:]:
+        if _descends(from_first[i], z, cos_floor):
+            out[i] = "direct"
+        elif any(_descends(pair_stats(mod, j, i), z, cos_floor) for j in reversed(reached[-tries:])):
+            out[i] = "chain"
+        else:
+            out[i] = "none"
+            continue
+        reached.append(i)
+    return out
+
+
+_INIT = re.compile(r"(step|checkpoint|ckpt|iter)[-_]?0+(?!\d)", re.IGNORECASE)
+
+
+def is_init(revision: str, tokens: int | None = None) -> bool:
+    """Whether a revision is a run's initialisation: 0 training tokens, or a name at step 0
+    (``step0``, ``step0-tokens0B``, ``checkpoint-0``)."""
+    return tokens == 0 or bool(_INIT.match(revision))
+
+
+def reference_warnings(table: pl.DataFrame | None) -> list[str]:
+    """One line per model whose earliest revision is not its init: ``not_descended_from_init`` compares
+    with that revision and cannot see a run that is another init from its first revision on."""
+    if table is None or table.is_empty():
+        return []
+    out = []
+    for r in table.filter(pl.col("order") == 0).iter_rows(named=True):
+        if r["reference_is_init"] is False:
+            out.append(f"model '{r['model']}': the earliest revision, {r['reference']}, is not the init (step 0); "
+                       "not_descended_from_init compares with it and cannot see weights that are another init from "
+                       "it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+    return out
+
+
 def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = None, *, z: float = Z,
                   cos_floor: float = COS_FLOOR, detour: float = DETOUR, fallback: float = FALLBACK) -> pl.DataFrame:
     """The ``lineage`` rows of one model from its ``fingerprint`` rows (every revision's); ``tokens``:
@@ -284,14 +337,17 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
         if shard_with[i]:
             flags[i].append("shares_shard_with")
             details[i] += [_describe_evidence(mod, i, j, evidence[i][j]) for j in shard_with[i]]
+    descent = _descent(mod, seq, from_first, z, cos_floor)
+    descent.update({i: descent.get(j) for i, j in dup.items()})  # a duplicate: its kept revision's
     for i in range(R):
-        if i == ref:
+        if i == ref or descent.get(i) != "none":
             continue
         s = from_first[i]
-        if s["n"] and not math.isnan(s["cos"]) and s["cos"] < max(z * s["cos_sd"], cos_floor):
-            flags[i].append("not_descended_from_init")
-            details[i].append(f"cosine to {revs[ref]} {s['cos']:.3f} (sketch sd {s['cos_sd']:.3f}): "
-                              f"as far as independent inits (relative distance {s['rel']:.3f}, √2 = independent)")
+        flags[i].append("not_descended_from_init")
+        details[i].append(f"cosine to {revs[ref]} {s['cos']:.3f} (null sd {s['cos_sd']:.3f}): as far as independent "
+                          f"inits (relative distance {s['rel']:.3f}, √2 = independent), and no chain of revisions "
+                          f"from {revs[ref]} descends step by step (a link as far as independent inits: another "
+                          "init, or revisions too far apart to tell)")
     detours: dict[int, float] = {}
     for a, i in enumerate(seq[1:-1], start=1):
         p, n = seq[a - 1], seq[a + 1]
@@ -326,6 +382,8 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
             "dist_from_first": from_first[i]["rel"], "dist_from_previous": p["rel"] if p else None,
             "cos_from_first": from_first[i]["cos"], "cos_sd": from_first[i]["cos_sd"],
             "detour": detours.get(i), "n_matrices": from_first[i]["n"],
+            "descent": "reference" if i == ref else descent.get(i),
+            "reference_is_init": is_init(revs[ref], tokens.get(revs[ref])),
             "flags": [f for f in FLAGS if f in flags[i]],
             "detail": "; ".join(details[i]) or None,
         })

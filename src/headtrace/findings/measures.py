@@ -4,11 +4,13 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
 (the synthetic screen). Three tables:
 
 * ``measures_over_training``: per model x revision x sink threshold eps, the sink rate on the text probe
-  (Gu et al.'s, the F2 analogue on text; alpha averaged over the sequences, then thresholded; beside it at
-  eps 0.3 the other reading, thresholded per sequence and averaged) and on the repeated-random probe, the number of heads whose
+  (Gu et al.'s, the F2 analogue on text, as their released code computes it: each sequence's alpha
+  thresholded, then averaged over sequences, layers and heads; beside it, named for what it is, the rate of
+  the heads' alpha averaged over the sequences first) and on the repeated-random probe, the number of heads whose
   prefix-matching score is above ``prefix_threshold``, and beside them the paper's synthetic first-token
   fraction and induction-circuit size, and the Jaccard index of the induction circuit and the top
-  prefix-matching heads (as many as the circuit has; null when the circuit is empty).
+  prefix-matching heads (as many as the circuit has; null when the circuit is empty) beside its
+  within-layer permutation null (``headtrace.findings.agreement``).
 * ``measures_onsets``: F3-style milestones with their checkpoint brackets (schema ``f3_milestones``):
   ``text_sink_{p}pct`` (text sink rate at the first eps >= p, p as F3's first-token fractions) and
   ``prefix_{k}_heads`` (prefix-matching heads >= k, k as F3's induction counts).
@@ -21,12 +23,14 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 import polars as pl
 
 from headtrace.cell import measures as formulas
 from headtrace.core.tables import SCHEMAS, conform
+from headtrace.findings import agreement
 from headtrace.findings import trajectory as tr
 
 N_BOOT = 2000
@@ -49,34 +53,51 @@ def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formu
         t = traj.filter((pl.col("model") == model) & (pl.col("revision") == revision)) if traj.height else traj
         circuit = {(r["layer"], r["head"]) for r in t.filter(pl.col("sel_induction") >= induction_threshold)
                    .iter_rows(named=True)} if t.height else set()
-        jac, n_top = _jaccard_top(circuit, rep)
+        jac, n_top, null = _jaccard_top(circuit, rep)
         b = bos.get((model, revision))
         n_prefix = int((rep["prefix_matching"] > prefix_threshold).sum()) if rep.height else None
+        text_seq, rep_seq = _alpha_per_sequence(text), _alpha_per_sequence(rep)
         for eps in sink_eps:
             rows.append(dict(
                 model=model, revision=revision, tokens=tokens, eps=float(eps),
-                text_sink_rate=formulas.sink_rate(text["sink_alpha"].to_numpy(), eps) if text.height else None,
-                text_sink_rate_per_sequence=float(text["sink_share"].mean())
-                if text.height and abs(eps - formulas.SINK_EPS) < 1e-12 else None,
-                repeated_sink_rate=formulas.sink_rate(rep["sink_alpha"].to_numpy(), eps) if rep.height else None,
+                text_sink_rate=formulas.sink_rate_per_sequence(text_seq, eps) if text.height else None,
+                text_sink_rate_of_mean_alpha=formulas.sink_rate(text["sink_alpha"].to_numpy(), eps)
+                if text.height else None,
+                repeated_sink_rate=formulas.sink_rate_per_sequence(rep_seq, eps) if rep.height else None,
+                repeated_sink_rate_of_mean_alpha=formulas.sink_rate(rep["sink_alpha"].to_numpy(), eps)
+                if rep.height else None,
                 n_prefix_heads=n_prefix, n_heads=int(max(text.height, rep.height)),
                 first_token_fraction=None if b is None else b["bos_fraction"],
                 n_induction_circuit=len(circuit) if t.height else None,
-                n_top_prefix=n_top, jaccard_circuit_prefix=jac))
+                n_top_prefix=n_top, jaccard_circuit_prefix=jac, jaccard_chance=null.get("null_mean"),
+                jaccard_p_value=null.get("p_value")))
     out = pl.DataFrame(rows, schema=SCHEMAS["measures_over_training"])
     return conform(tr.with_rev_index(out).sort("model", "rev_index", "eps").drop("rev_index"),
                    "measures_over_training")
 
 
-def _jaccard_top(circuit: set, rep: pl.DataFrame) -> tuple[float | None, int | None]:
+def _alpha_per_sequence(probe_rows: pl.DataFrame) -> np.ndarray:
+    """(n_sequences, n_heads) alpha of one cell's probe: every head's ``sink_alpha_per_sequence``."""
+    if not probe_rows.height:
+        return np.zeros((0, 0))
+    lists = probe_rows["sink_alpha_per_sequence"].to_list()
+    if any(v is None for v in lists) or len({len(v) for v in lists}) != 1:
+        raise ValueError("measures: every head of a cell's probe needs the same sequences' alpha "
+                         "(sink_alpha_per_sequence); rerun the cell's capture job")
+    return np.asarray(lists, dtype=np.float64).T
+
+
+def _jaccard_top(circuit: set, rep: pl.DataFrame) -> tuple[float | None, int | None, dict]:
     """Jaccard of the circuit and the ``len(circuit)`` heads of highest prefix-matching score (ties at the
-    cut broken by layer, then head); None for an empty circuit or no repeated-random probe."""
+    cut broken by layer, then head), its size, and the within-layer permutation null of the two sets
+    (``agreement.jaccard_null``); None and {} for an empty circuit or no repeated-random probe."""
     if not circuit or not rep.height:
-        return None, None
+        return None, None, {}
     ranked = rep.drop_nulls("prefix_matching").sort(["prefix_matching", "layer", "head"],
                                                      descending=[True, False, False])
     top = {(r["layer"], r["head"]) for r in ranked.head(len(circuit)).iter_rows(named=True)}
-    return len(circuit & top) / len(circuit | top), len(top)
+    n_heads = {int(k): int(v) for k, v in Counter(rep["layer"].to_list()).items()}
+    return len(circuit & top) / len(circuit | top), len(top), agreement.jaccard_null(circuit, top, n_heads)
 
 
 def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
@@ -196,8 +217,13 @@ def comparison(over: pl.DataFrame, measure_onsets: pl.DataFrame, f3: pl.DataFram
                              uncertainty=f"checkpoint brackets of both onsets: {gap['gap_bound']}"))
         last = g.tail(1).row(0, named=True)
         if last["jaccard_circuit_prefix"] is not None:
+            chance = last["jaccard_chance"]
             rows.append(dict(model=model, measure="jaccard_circuit_top_prefix_final", value=last["jaccard_circuit_prefix"],
-                             lo=None, hi=None, p_value=None, n=last["n_induction_circuit"],
-                             uncertainty=f"none: one revision ({last['revision']}), "
-                                         f"{last['n_induction_circuit']} circuit heads vs the top {last['n_top_prefix']}"))
+                             lo=None, hi=None, p_value=last["jaccard_p_value"], n=last["n_induction_circuit"],
+                             uncertainty=f"one revision ({last['revision']}), "
+                                         f"{last['n_induction_circuit']} circuit heads vs the top {last['n_top_prefix']}; "
+                                         f"p: P(Jaccard >= this) placing both sets at random within their layers "
+                                         f"(chance {chance:.2f}: "
+                                         f"{'beyond chance' if last['jaccard_p_value'] <= agreement.ALPHA else 'no more than chance'})"
+                                         if chance is not None else "none"))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["measures_comparison"]), "measures_comparison")

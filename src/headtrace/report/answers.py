@@ -42,7 +42,7 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from headtrace.report import empty_case as EC
-from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
+from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
            "model_answers", "group_answers",
@@ -706,7 +706,7 @@ class GroupAnswer:
         s = self.summary
         if not _get(s, "jaccard_n_pairs", 0):
             return "no pair of final circuits to compare"
-        out = f"Jaccard median {s['jaccard_median']:.2f} over {_plural(int(s['jaccard_n_pairs']), 'pair')}"
+        out = f"Jaccard median {s['jaccard_median']:.2f} over {_plural(int(s['jaccard_n_pairs']), 'pair')}" + fmt_chance(s)
         if _get(s, "n_distinct_heads", 0):
             out += (f"; {s['n_recurring_heads']} of {s['n_distinct_heads']} circuit heads recur in more than one "
                     "seed")
@@ -849,8 +849,8 @@ def _text_sinks(answers: list[ModelAnswer]) -> Statement | None:
             when = "no onset computed"
         bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}")
         parts.append((a, t.rests_on))
-    return _statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate, mean attention "
-                      f"to the first token above {eps:g}) was: " + "; ".join(bits) + ".", parts)
+    return _statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate: mean attention "
+                      f"to the first token above {eps:g}, per sequence) was: " + "; ".join(bits) + ".", parts)
 
 
 def _where_decided(answers: list[ModelAnswer]) -> Statement:

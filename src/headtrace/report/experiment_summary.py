@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from headtrace.findings import agreement
 from headtrace.report.format import fmt_tokens
 
 
@@ -83,7 +84,7 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
             f"{fmt_tokens(after['tokens_since_shift'].max() if after.height else None)} tokens. Pre-shift induction circuit: "
             f"{', '.join(pre) or '∅'}; after the shift: {', '.join(after['circuit'][-1].to_list()) or '∅'} "
             f"(Jaccard {j_end:.2f} at the end, minimum {j_min if j_min is not None else float('nan'):.2f} over the "
-            f"{after.height} post-shift checkpoints; paper: 1.00, FineWeb → OpenWebText). "
+            f"{after.height} post-shift checkpoints; paper: 1.00, FineWeb → OpenWebText){_chance(after)}. "
             + (f"The pre-shift heads' mean induction selectivity goes from "
                f"{data_shift.filter(pl.col('phase') == 'before')['pre_shift_heads_sel_induction'][-1]:.3g}× before the "
                f"shift to {after['pre_shift_heads_sel_induction'][-1]:.3g}× at the end (circuit threshold: "
@@ -138,3 +139,12 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
             + "(`results/experiments/noise_floor.parquet`)")
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _chance(after: pl.DataFrame) -> str:
+    """'; by placement within the layers alone 0.78, P = 1: no more than chance' for the last checkpoint."""
+    if not after.height or "jaccard_chance" not in after.columns or after["jaccard_chance"][-1] is None:
+        return ""
+    p = after["jaccard_p_value"][-1]
+    return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {p:.2g}: "
+            + ("beyond chance" if p <= agreement.ALPHA else "no more than chance"))

@@ -93,3 +93,14 @@ def fmt_token_bound(t, side: str) -> str:
             q, _ = _directed(v, side, 3)
             return f"{q.normalize():f}{unit}"  # as fmt_tokens writes it: '1K', '2.09M', '615K'
     return f"{math.floor(t) if side == 'lo' else math.ceil(t):.0f}"
+
+
+def fmt_chance(summary) -> str:
+    """A group's Jaccard beside its within-layer null (``group_summary``): '; no more than chance
+    (0.23 by placement within the layers alone)' / '; 1 of 3 pairs beyond chance (...)' / ''."""
+    chance = summary.get("jaccard_chance_median") if summary else None
+    if chance is None:
+        return ""
+    k, n = int(summary.get("jaccard_n_beyond_chance") or 0), int(summary.get("jaccard_n_pairs") or 0)
+    said = "no more than chance" if k == 0 else f"{k} of {n} pair{'s' if n != 1 else ''} beyond chance"
+    return f"; {said} ({chance:.2f} by placement within the layers alone)"

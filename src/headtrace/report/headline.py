@@ -213,8 +213,9 @@ def markdown(rows: list[dict], sents: list[str] | None = None) -> str:
     notes = flag_notes(rows)
     if notes:
         lines += ["", f"{DAGGER} Rests on a revision the checkpoint-integrity check flags: " + "; ".join(notes) + "."]
-    lines += ["", NOTE + " Sink rate on text: Gu et al. 2025's (docs/measures.md), at the last revision with a "
-              "text probe, and the first revision where it reaches half the heads. Tables: `f3_milestones`, "
+    lines += ["", NOTE + " Sink rate on text: Gu et al. 2025's, thresholded per sequence (docs/measures.md), at "
+              "the last revision with a text probe, and the first revision where it reaches half the heads. Tables: "
+              "`f3_milestones`, "
               "`f3_onsets`, `f3_gaps`, `f2_layer_spread`, `results/cells/*/*/verdict.parquet`, "
               "`results/findings/measures/`.", ""]
     if any(r.get("group") for r in rows):

@@ -302,7 +302,7 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
     ``lineage``: the checkpoint-lineage tables (:mod:`headtrace.findings.lineage`): a banner naming
     every flagged revision above the headline, and a section after the models'."""
     figures = list(figures)
-    section = RL.section_html(lineage)
+    section = RL.section_html(lineage, [r["model"] for r in rows if not r.get("group")])
     nav = ['<a href="#headline">headline</a>'] + (['<a href="#figures">figures</a>'] if figures else []) + [
         f'<a href="#group-{_e(r["group_name"])}">{_e(r["group_name"])} (group)</a>' if r.get("group") else
         f'<a href="#model-{_e(r["model"])}">{_e(r["model"])}</a>' for r in rows] + (

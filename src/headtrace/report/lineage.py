@@ -89,24 +89,38 @@ def _rows(g: pl.DataFrame) -> list[list[str]]:
     out = []
     for r in g.sort("order").iter_rows(named=True):
         out.append([r["revision"], fmt_tokens(r["tokens"]), _num(r["dist_from_first"]), _num(r["dist_from_previous"]),
-                    f"{_num(r['cos_from_first'], 2)} ± {_num(r['cos_sd'], 2)}",
+                    f"{_num(r['cos_from_first'], 2)} ± {_num(r['cos_sd'], 2)}", r.get("descent") or "—",
                     ", ".join(r["shares"] or []) or "—", ", ".join(_lineage.flag_labels(r)) or "—"])
     return out
 
 
-_HEAD = ["revision", "tokens", "from first", "from previous", "cosine to first", "shares with", "flags"]
+_HEAD = ["revision", "tokens", "from first", "from previous", "cosine to first ± null SD", "descent", "shares with",
+         "flags"]
+_DESCENT = ("descent: direct = the cosine to the earliest revision passes the descent test; chain = it does not, "
+            "but a revision that descends passes against it (drifted far from its init, step by step)")
 
 
-def section_markdown(table: pl.DataFrame | None) -> str:
-    """The lineage section of summary.md: per model, a table of its revisions ("" without a table)."""
-    if table is None or table.is_empty():
+def _unchecked(table: pl.DataFrame | None, models) -> list[str]:
+    have = set(table["model"].to_list()) if table is not None and not table.is_empty() else set()
+    return [m for m in dict.fromkeys(models or []) if m not in have]
+
+
+def section_markdown(table: pl.DataFrame | None, models=()) -> str:
+    """The lineage section of summary.md: per model, a table of its revisions; ``models`` without a
+    table (no fingerprints: the published panel) are listed as unchecked ("" when neither)."""
+    unchecked = _unchecked(table, models)
+    if (table is None or table.is_empty()) and not unchecked:
         return ""
     text = ["## Checkpoint lineage\n",
             "Per revision: its distance from the model's earliest revision and from the previous one "
             "(relative to the weights' scale: 0 = identical, √2 ≈ 1.41 = independent weights), its cosine to "
-            "the earliest (± its sketch noise; 0 = independent), the revisions it shares a weight file, shard "
-            f"or matrix with, and its flags ({INTEGRITY_DOC}).\n"]
-    for model in table["model"].unique(maintain_order=True).to_list():
+            "the earliest (± the SD of that cosine were the two independent: the null's; 0 = independent), "
+            f"{_DESCENT}, the revisions it shares a weight file, shard or matrix with, and its flags "
+            f"({INTEGRITY_DOC}).\n"]
+    text += [f"> {w}\n" for w in _lineage.reference_warnings(table)]
+    if unchecked:
+        text.append(f"Unchecked (no fingerprints, so no lineage flag can be raised): {', '.join(unchecked)}.\n")
+    for model in ([] if table is None or table.is_empty() else table["model"].unique(maintain_order=True).to_list()):
         g = table.filter(pl.col("model") == model)
         rows = _rows(g)
         md = ["| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]
@@ -117,15 +131,22 @@ def section_markdown(table: pl.DataFrame | None) -> str:
     return "\n".join(text)
 
 
-def section_html(table: pl.DataFrame | None) -> str:
-    """The lineage section as an HTML fragment (``<section id="lineage">``; "" without a table)."""
-    if table is None or table.is_empty():
+def section_html(table: pl.DataFrame | None, models=()) -> str:
+    """The lineage section as an HTML fragment (``<section id="lineage">``; "" without a table or
+    unchecked ``models``)."""
+    unchecked = _unchecked(table, models)
+    if (table is None or table.is_empty()) and not unchecked:
         return ""
     parts = ['<section id="lineage"><h2>Checkpoint lineage</h2>',
              "<p>Distance from the model's earliest revision and from the previous one, relative to the "
              "weights' scale (0 = identical, √2 ≈ 1.41 = independent weights); cosine to the earliest "
-             f"(0 = independent); shared files, shards or matrices; flags ({_html.escape(INTEGRITY_DOC)}).</p>"]
-    for model in table["model"].unique(maintain_order=True).to_list():
+             "(± the SD of that cosine were the two independent: the null's; 0 = independent); "
+             f"{_html.escape(_DESCENT)}; shared files, shards or matrices; flags ({_html.escape(INTEGRITY_DOC)}).</p>"]
+    parts += [f'<p class="lineage-warning"><b>{_html.escape(w)}</b></p>' for w in _lineage.reference_warnings(table)]
+    if unchecked:
+        parts.append(f"<p>Unchecked (no fingerprints, so no lineage flag can be raised): "
+                     f"{_html.escape(', '.join(unchecked))}.</p>")
+    for model in ([] if table is None or table.is_empty() else table["model"].unique(maintain_order=True).to_list()):
         g = table.filter(pl.col("model") == model)
         head = "".join(f"<th>{_html.escape(h)}</th>" for h in _HEAD)
         body = []

@@ -60,6 +60,7 @@ rule findings:
         groups=GROUPS,
         cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
         probes=PROBES_SHOWN,  # model -> its probe in words: stated on the first screen
+        notes=MODEL_NOTES,  # model -> the config's note on it: stated on the first screen
     conda:
         CONDA_ENV
     resources:
@@ -173,6 +174,7 @@ rule summary_html:
         on_suspect=config["provenance"]["on_suspect"],
         cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
         probes=PROBES_SHOWN,  # model -> its probe in words: stated on the first screen
+        notes=MODEL_NOTES,  # model -> the config's note on it: stated on the first screen
     conda:
         CONDA_ENV
     resources:

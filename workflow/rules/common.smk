@@ -28,6 +28,7 @@ for _warning in panel.missing_local_revisions(config):  # their cells fail; say 
     print(_warning, file=sys.stderr)
 refine.check(config)
 PROBES_SHOWN = probe_shown.shown(config)  # model -> its probe in words (the summaries' first screen)
+MODEL_NOTES = panel.model_notes(config)  # model -> the config's note on it (the summaries' first screen)
 if workflow.is_main_process:  # once per run, not in every job that re-parses the workflow
     for _line in probe_shown.console_lines(config):
         print(_line, file=sys.stderr)

@@ -12,6 +12,7 @@ from headtrace.findings import groups as group_stats
 from headtrace.panel import refine
 from headtrace.report import answers, headline, summary
 from headtrace.report import lineage as report_lineage
+from headtrace.report import notes as model_notes
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
@@ -21,6 +22,7 @@ with logs.to_file(snakemake.log[0]):
     group_members = params.pop("groups")  # seed groups: group -> {member: seed}
     cross_seed_of = params.pop("cross_seed_of")  # group -> its cross-seed ablation table (an input)
     probes = params.pop("probes", {})  # model -> its probe in words (the first screen says which ran)
+    notes = params.pop("notes", {})  # model -> the config's note on it (the first screen)
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
@@ -43,7 +45,8 @@ with logs.to_file(snakemake.log[0]):
     rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage),
                                   groups=groups)
     text = summary.render(traj, findings, **params)
-    answers = (report_lineage.banner_markdown(lineage, on_suspect) + probe_text.markdown(probes)
+    answers = (report_lineage.banner_markdown(lineage, on_suspect) + model_notes.markdown(notes)
+               + probe_text.markdown(probes)
                + headline.markdown(rows, headline.sentences(rows)))
     text = headline.insert(text, answers)  # the answers first
     text += "\n" + report_lineage.section_markdown(lineage, [r["model"] for r in rows if not r.get("group")])

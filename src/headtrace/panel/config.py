@@ -88,6 +88,11 @@ def probe_given(config: dict, model: str) -> dict:
     return {**(config.get("probe") or {}), **(model_spec(config, model).get("probe") or {})}
 
 
+def model_notes(config: dict) -> dict[str, str]:
+    """``model -> note`` of every model whose config entry has a ``note`` (the first screen shows them)."""
+    return {m: str(model_spec(config, m)["note"]) for m in model_names(config) if model_spec(config, m).get("note")}
+
+
 def ablation_settings(config: dict, model: str) -> dict:
     """The ablation block as ``model`` runs it: the global block, then the model's own
     ``models.{model}.ablation`` keys (``n_sequences``, ``previous_token``); ``batch_size`` left out

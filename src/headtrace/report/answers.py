@@ -42,6 +42,7 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from headtrace.report import empty_case as EC
+from headtrace.report import first_token as FT
 from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
@@ -285,6 +286,7 @@ class ModelAnswer:
     spread: str | None
     suspect: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     text_sink: TextSink | None = None  # None: no text probe ran for this model
+    first_token: FT.FirstToken | None = None  # first-token heads at the last revision (report.first_token)
 
     # -- the final verdict, decided once
     @property
@@ -623,7 +625,7 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
             gap50=_gap(F, m, s50, circ, (final_rev, final_tok)), gap10=_gap(F, m, s10, circ, (final_rev, final_tok)),
             final=final, decided=tuple(v for v in rows if v.decided),
             undecided=tuple(v for v in rows if v.word == "underpowered"),
-            spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m)))
+            spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m), first_token=FT.of(F, m)))
     return out
 
 
@@ -936,8 +938,10 @@ def run_answer(answers: list[ModelAnswer], groups: Iterable[GroupAnswer] = ()) -
     if not answers:
         return RunAnswer((), (Statement("This run has no models with findings yet."),), False, groups)
     last, all_decided = _undecided(answers)
-    text = _text_sinks(answers)
-    return RunAnswer(tuple(answers), (_formation(answers), _sink(answers), *((text,) if text else ()),
+    ft = [(a, a.first_token) for a in answers if a.first_token is not None]
+    first = FT.sentence([(a.model, f) for a, f in ft])
+    text = [s for s in (first and _statement(first, [(a, f.rests_on) for a, f in ft]), _text_sinks(answers)) if s]
+    return RunAnswer(tuple(answers), (_formation(answers), _sink(answers), *text,
                                       _where_decided(answers), _final(answers), last)
                      + tuple(g.statement() for g in groups), all_decided, groups)
 

@@ -7,6 +7,7 @@ from typing import Mapping
 
 import polars as pl
 
+from headtrace.causal import verdict as V
 from headtrace.cell import positional
 from headtrace.core import probe_text
 from headtrace.report import answers as A
@@ -16,9 +17,12 @@ from headtrace.report import lineage as RL
 
 def _findings(results: Path) -> dict[str, pl.DataFrame]:
     """The findings tables the headline reads (empty when the findings job has not run)."""
-    return {name: pl.read_parquet(p) for name in ("circuit_size", "f3_milestones", "f3_onsets", "f3_gaps",
-                                                   "f2_layer_spread")
-            if (p := results / "findings" / f"{name}.parquet").exists()}
+    found = {name: pl.read_parquet(p) for name in ("circuit_size", "f3_milestones", "f3_onsets", "f3_gaps",
+                                                    "f2_layer_spread", "f1_bos_floor", "f1_floor")
+             if (p := results / "findings" / f"{name}.parquet").exists()}
+    # the text sink rate's statement, as on the first screen of summary.md (measures_findings' tables)
+    return found | {p.stem: pl.read_parquet(p) for p in sorted((results / "findings" / "measures").glob("measures_*.parquet"))
+                    if p.stem in ("measures_over_training", "measures_onsets")}
 
 
 def _groups(results: Path, families: Mapping[str, str] | None) -> list[A.GroupAnswer]:
@@ -156,6 +160,11 @@ def verdict_line(v: dict) -> str:
     metric = v.get("metric") or "top1"
     n_sets = v.get("n_distinct_draws") or 0
     out = f"top-1 {v['baseline_top1']:.2%} -> circuit {v['ablated_top1']:.2%}, "
+    if metric != "top1":  # the metric that decided, in its own units, then top-1 beside it
+        random_value = v["baseline_value"] - V.DIRECTION[metric] * v["random_effect_mean"]
+        out = (f"{V.METRIC_WORDS[metric].removeprefix('the ')} {fmt_metric(metric, v['baseline_value'])} -> circuit "
+               f"{fmt_metric(metric, v['ablated_value'])}, matched-random mean {fmt_metric(metric, random_value)}"
+               f"{', upper bound ' + fmt_metric(metric, v['upper_bound_value']) if v.get('upper_bound') else ''}; {out}")
     if n_sets:
         random_top1 = v.get("random_top1_mean")
         if random_top1 is None or random_top1 != random_top1:
@@ -165,10 +174,10 @@ def verdict_line(v: dict) -> str:
     else:
         out += "no matched control"
     if v.get("upper_bound", "-") is not None:
-        out += f", upper bound {v['upper_bound_top1']:.2%}"
+        out += f", upper bound {v['upper_bound_top1']:.2%}" if metric == "top1" else ""
         share = v.get("upper_bound_share")
         if share is not None and share == share:
-            out += f" (the circuit: {100 * share:.0f}% of its {metric} effect)"
+            out += f" (the circuit: {100 * share:.0f}% of the upper bound's {metric} effect)"
     out += f"; {metric} effect {effect_text(v)}"
     if n_sets:
         out += f", p={v['p_value']:.3f}"

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from headtrace.core import probe_text, tables
+from headtrace.report.notes import html as notes_html
 from headtrace.report import answers as A
 from headtrace.report import empty_case as EC
 from headtrace.report import group_html as GH
@@ -297,7 +298,8 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
          verdicts: pl.DataFrame | None = None, *, figures: Iterable[tuple[str, str, str]] = (),
          title: str = "headtrace — when do attention circuits form?", lineage: pl.DataFrame | None = None,
          on_suspect: str = "warn", group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
-         cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None) -> str:
+         cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None,
+         notes: Mapping[str, str] | None = None) -> str:
     """The whole page. ``figures``: (relative image path, title, caption HTML) in display order.
     ``lineage``: the checkpoint-lineage tables (:mod:`headtrace.findings.lineage`): a banner naming
     every flagged revision above the headline, and a section after the models'."""
@@ -311,7 +313,8 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_e(title)}</title><style>{CSS}{HEADLINE_CSS}</style></head><body>",
              f'<h1 id="top">{_e(title)}</h1>', "<nav>" + "".join(nav) + "</nav>",
-             RL.banner_html(lineage, on_suspect), headline_fragment(rows, sents), probe_text.html(probes or {})]
+             RL.banner_html(lineage, on_suspect), headline_fragment(rows, sents), notes_html(notes or {}),
+             probe_text.html(probes or {})]
     if figures:
         parts.append('<h2 id="figures">Figures</h2>')
         for src, name, cap in figures:
@@ -329,7 +332,8 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
           brief_html=None, families: Mapping[str, str] | None = None, figures: Iterable[tuple[str, str, str]] = (),
           lineage: pl.DataFrame | None = None, on_suspect: str = "warn",
           group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
-          cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None) -> list[dict]:
+          cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None,
+          notes: Mapping[str, str] | None = None) -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
     result of ``snakemake --report``); return the headline rows. ``lineage``: the checkpoint-lineage
     tables (:func:`headtrace.report.lineage.read`): the banner of flagged revisions on the first
@@ -341,11 +345,12 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
     rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage), groups=groups)
     sents = HL.sentences(rows)
     tables.write_text(page(rows, sents, findings, verdicts, figures=figures, lineage=lineage,
-                           on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed, probes=probes),
+                           on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed, probes=probes,
+                           notes=notes),
                       out_html)
     if headline_html is not None:  # a fragment: the report's "Answers" result and its front page embed it
         frag = (RL.banner_html(lineage, on_suspect) + headline_fragment(rows, sents, link_models=False)
-                + probe_text.html(probes or {}))
+                + notes_html(notes or {}) + probe_text.html(probes or {}))
         tables.write_text(f'<meta charset="utf-8"><title>headtrace headline</title><style>{HEADLINE_CSS}</style>\n'
                           f'<div class="ht"><h3>What this run found</h3></div>\n{frag}\n<p class="note">Figures and a '
                           "section per model: <code>results/findings/summary.html</code> (opens on its own).</p>\n",

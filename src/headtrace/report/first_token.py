@@ -1,0 +1,69 @@
+"""First-token heads at each model's last revision, and the layer where they begin: a statement of the
+run's answers (``headtrace.report.answers``), from Finding 1's per-layer table (``f1_bos_floor``) and
+its floor verdict (``f1_floor``). For a model screened at one checkpoint this is all F1 and F2 can say;
+for a trajectory it is where the sink ended. Pure: tables in, words out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class FirstToken:
+    """One model's first-token heads (``sel_first_token`` at or above the class threshold) at ``revision``."""
+    revision: str
+    n_first: int
+    n_heads: int
+    lowest_layer: int | None   # the lowest layer holding one (None: no first-token head)
+    floor_layers: str | None   # F1's floor layers ("0,1"), as f1_floor names them
+    floor_holds: bool | None   # no first-token head in those layers at any revision (None: not computed)
+
+    @property
+    def rests_on(self) -> tuple[str, ...]:
+        return (self.revision,)
+
+    def text(self) -> str:
+        """'79.3% (214 of 270) at instruct-q4_1, from layer 2 up; none in layers 0–1 at any revision' /
+        'none at step1000'."""
+        if not self.n_first:
+            return f"none at {self.revision}"
+        out = (f"{100 * self.n_first / self.n_heads:.1f}% ({self.n_first} of {self.n_heads}) at {self.revision}, "
+               f"from layer {self.lowest_layer} up")
+        if self.floor_layers is not None and self.floor_holds is not None:
+            lo, hi = self.floor_layers.split(",")[0], self.floor_layers.split(",")[-1]
+            where = f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
+            out += f"; none in {where} at any revision" if self.floor_holds else f"; some in {where}"
+        return out
+
+
+def of(F: Mapping[str, pl.DataFrame], model: str) -> FirstToken | None:
+    """The model's :class:`FirstToken` at its last revision with a screen; None without F1's table."""
+    f1 = F.get("f1_bos_floor")
+    if f1 is None or not f1.height:
+        return None
+    g = f1.filter(pl.col("model") == model)
+    if not g.height:
+        return None
+    last = g.sort("tokens", nulls_last=True, maintain_order=True)["revision"][-1]
+    rows = g.filter(pl.col("revision") == last)
+    with_first = rows.filter(pl.col("n_first_token") > 0)
+    floor = F.get("f1_floor")
+    fl = floor.filter(pl.col("model") == model) if floor is not None and floor.height else None
+    return FirstToken(
+        revision=str(last), n_first=int(rows["n_first_token"].sum()), n_heads=int(rows["n_heads"].sum()),
+        lowest_layer=int(with_first["layer"].min()) if with_first.height else None,
+        floor_layers=str(fl["floor_layers"][0]) if fl is not None and fl.height else None,
+        floor_holds=bool(fl["floor_holds"][0]) if fl is not None and fl.height else None)
+
+
+def sentence(named: list[tuple[str, FirstToken]]) -> str | None:
+    """'First-token heads at each model's last revision: m1 79.3% (...); m2 none at step1000.'; None
+    when no model has F1's table. Models with none are named together."""
+    if not named:
+        return None
+    some = [f"{m} {ft.text()}" for m, ft in named if ft.n_first]
+    none = [m for m, ft in named if not ft.n_first]
+    bits = some + ([f"none in {', '.join(none)}"] if none else [])
+    return "First-token heads (at or above the class threshold) at each model's last revision: " + "; ".join(bits) + "."

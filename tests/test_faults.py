@@ -278,7 +278,7 @@ def test_make_demo_stops_on_a_stale_lock_with_the_recovery_message(tmp_path):
     if shutil.which("make") is None:
         pytest.skip("no make")
     work = _locked(tmp_path / "w")
-    for f in ("requirements.txt", "pyproject.toml"):  # the venv stamp's prerequisites, made old
+    for f in ("requirements.txt", "requirements-models.txt", "pyproject.toml"):  # the venv stamp's prerequisites, made old
         shutil.copy(ROOT / f, work / f)
         os.utime(work / f, (0, 0))
     bin_dir = Path(sys.executable).parent

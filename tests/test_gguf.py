@@ -169,3 +169,15 @@ def test_the_architectures_written_out_are_those_transformers_maps():
     from transformers.integrations import ggml
 
     assert gguf.SUPPORTED_ARCHITECTURES == set(ggml.GGUF_CONFIG_MAPPING) - {"general", "tokenizer"}
+
+
+def test_a_gguf_file_loads_for_the_notebook_api(written):
+    """headtrace.load reads a GGUF as the workflow does; analyze runs the cell's recipe on it."""
+    import headtrace
+
+    _, model, _, q8 = written
+    loaded = headtrace.load(q8)
+    assert type(loaded).__name__ == "LlamaForCausalLM" and loaded.config.num_hidden_layers == 2
+    cell = headtrace.analyze(loaded, probe={"n_sequences": 8, "seq_len": 64, "token_range": [100, 1000],
+                                            "ab_range": [10, 32]}, ablate=False, name="tiny-q8")
+    assert cell.screen.height == 2 * 4

@@ -18,11 +18,11 @@ in ``models.families``.
 """
 __version__ = "0.1.0"
 
-__all__ = ["analyze", "CellTables"]
+__all__ = ["analyze", "load", "CellTables"]
 
 
 def __getattr__(name):
-    if name in ("analyze", "CellTables"):
+    if name in ("analyze", "load", "CellTables"):
         # imports torch: only on first use of headtrace.analyze, so that `import headtrace` (the
         # Snakefile reads the config through the package) stays light
         from headtrace import api

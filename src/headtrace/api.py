@@ -67,6 +67,18 @@ class CellTables:
         return out
 
 
+def load(checkpoint: str | Path, revision: str | None = None, *, dtype: str = "fp32", device: str = "cpu",
+         offline: bool = False) -> torch.nn.Module:
+    """A checkpoint loaded as the workflow loads it, for :func:`analyze`: a folder on disk (config.json
+    with safetensors, or pickles through the checked loader), a GGUF file or a folder holding one
+    (read once through transformers' GGUF support, then from its safetensors copy: docs/integrity.md),
+    or a Hub id at ``revision`` (downloaded unless ``offline``). Never ``trust_remote_code``."""
+    local = Path(checkpoint).exists()
+    model, _ = hub.load_model("local" if local else "hub", str(checkpoint), revision, dtype=dtype, device=device,
+                              offline=offline or local)
+    return model
+
+
 def family_of(model: torch.nn.Module) -> families.Family:
     """The family adapter of an in-memory Hugging Face model, from ``model.config.model_type``."""
     cfg = getattr(model, "config", None)

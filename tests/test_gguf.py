@@ -22,9 +22,9 @@ from headtrace.panel import config as panel
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    """(folder, the tiny llama, its float32 GGUF, its Q8_0 GGUF)."""
+    """(folder, the tiny llama (vocabulary: SmolLM2's first 1024 tokens), its float32 GGUF, its Q8_0 GGUF)."""
     folder = tmp_path_factory.mktemp("gguf")
-    model = tiny_model("llama", seed=0, vocab_size=49152)
+    model = tiny_model("llama", seed=0, vocab_size=1024)
     tiny_gguf(folder / "tiny-f32.gguf", model)
     tiny_gguf(folder / "tiny-q8.gguf", model, quantize="Q8_0")
     return folder, model, folder / "tiny-f32.gguf", folder / "tiny-q8.gguf"
@@ -44,7 +44,7 @@ def test_header_reads_what_config_json_would_say(written):
     assert head.config["num_hidden_layers"] == cfg.num_hidden_layers
     assert head.config["num_attention_heads"] == cfg.num_attention_heads
     assert head.config["num_key_value_heads"] == cfg.num_key_value_heads
-    assert head.config["vocab_size"] == 49152 and head.config["max_position_embeddings"] == 256
+    assert head.config["vocab_size"] == 1024 and head.config["max_position_embeddings"] == 256
     assert head.quantization == ("F32", "Q8_0")  # norms stay F32, matrices Q8_0
     assert gguf.check(f32).quantization == ("F32",)
 
@@ -73,7 +73,7 @@ def test_truncated_file_is_refused_naming_it(written, tmp_path):
 
 
 def test_architecture_transformers_does_not_map_is_refused(tmp_path):
-    model = tiny_model("llama", seed=1, vocab_size=49152)
+    model = tiny_model("llama", seed=1, vocab_size=1024)
     path = tmp_path / "other.gguf"
     tiny_gguf(path, model, architecture="rwkv7")
     with pytest.raises(weights.CheckpointError, match=r"other\.gguf is a GGUF of architecture 'rwkv7'.*does not map"):
@@ -81,7 +81,7 @@ def test_architecture_transformers_does_not_map_is_refused(tmp_path):
 
 
 def test_quantization_that_cannot_be_dequantized_is_refused(tmp_path):
-    model = tiny_model("llama", seed=1, vocab_size=49152, d_model=256, n_heads=4)
+    model = tiny_model("llama", seed=1, vocab_size=1024, d_model=256, n_heads=4)
     path = tmp_path / "q81.gguf"
     tiny_gguf(path, model, raw_type="Q8_1")  # llama.cpp's activation type: no dequantizer exists
     with pytest.raises(weights.CheckpointError, match=r"q81\.gguf stores 1 tensors \(token_embd\.weight\) as Q8_1"):
@@ -92,7 +92,7 @@ def test_float32_gguf_reloads_to_the_same_model_and_is_cached(written, cache):
     _, model, f32, _ = written
     loaded, fam = hub.load_model("local", f32, "r1")
     assert fam == "llama"
-    ids = torch.randint(100, 5000, (2, 24), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(100, 1000, (2, 24), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         np.testing.assert_array_equal(loaded(ids).logits.numpy(), model(ids).logits.numpy())
     digest = provenance.sha256_file(f32)
@@ -119,7 +119,7 @@ def test_provenance_and_fingerprint_record_the_gguf(written):
     assert files["sha256"].to_list() == [hashes[2]["tiny-q8.gguf"]]
     assert tensors.height == gguf.read(q8).n_tensors
     emb = tensors.filter(pl.col("name") == "token_embd.weight").row(0, named=True)
-    assert emb["dtype"] == "Q8_0" and emb["shape"] == [49152, 32]
+    assert emb["dtype"] == "Q8_0" and emb["shape"] == [1024, 32]
     # the sketch is of the dequantized values: equal to the sketch of what gguf dequantizes
     values = next(v for n, v, _ in gguf.tensors(q8) if n == "token_embd.weight")
     np.testing.assert_allclose(emb["sketch"], fingerprint.sketch(values, "token_embd.weight"))

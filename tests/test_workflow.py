@@ -44,7 +44,7 @@ def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
                 "tokens": {"rev-a": 1000, "rev-b": 2000, "rev-c": 3000},
                 "revisions": list(revisions),
             },
-            # a user's own GGUF checkpoints, one file per revision (tiny llamas with SmolLM2's tokenizer)
+            # a user's own GGUF checkpoints, one file per revision (tiny llamas, SmolLM2's first 1024 tokens)
             "tiny-gguf": {
                 "source": "local",
                 "path": str(local_dir / "gguf" / "{revision}.gguf"),
@@ -95,7 +95,7 @@ def workdir(tmp_path_factory):
         tiny.tiny_tokenizer(local / rev)
     (local / "gguf").mkdir()
     for i, rev in enumerate(("rev-a", "rev-c")):
-        tiny.tiny_gguf(local / "gguf" / f"{rev}.gguf", tiny.tiny_model("llama", seed=10 + i, vocab_size=49152),
+        tiny.tiny_gguf(local / "gguf" / f"{rev}.gguf", tiny.tiny_model("llama", seed=10 + i, vocab_size=1024),
                        quantize="Q8_0")
     (work / "text").mkdir()
     (work / "text" / "notes.txt").write_text(" ".join(["the first token of the text is a sink for every head"] * 30))

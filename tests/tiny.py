@@ -1,6 +1,8 @@
 """Tiny random models of each family, built from the real transformers classes (no download)."""
 from __future__ import annotations
 
+import functools
+
 import torch
 import transformers
 
@@ -111,14 +113,35 @@ def _smollm2_gguf():
 SMOLLM2_GGUF = _smollm2_gguf
 
 
+@functools.lru_cache(maxsize=4)
+def _smollm2_tokenizer(vocab_size: int) -> tuple[list[str], list[int], list[str]]:
+    """SmolLM2's BPE tokenizer cut to its first ``vocab_size`` tokens: those tokens and their types, and
+    the merges whose parts and result are all kept (the first merges, in rank order: still a BPE)."""
+    import gguf
+
+    field = gguf.GGUFReader(str(SMOLLM2_GGUF())).fields
+
+    def strings(key):
+        f = field[key]
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    tokens = strings("tokenizer.ggml.tokens")[:vocab_size]
+    types = [int(field["tokenizer.ggml.token_type"].parts[i][0]) for i in field["tokenizer.ggml.token_type"].data]
+    kept = set(tokens)
+    merges = [m for m in strings("tokenizer.ggml.merges")
+              if (parts := m.split(" ")) and len(parts) == 2 and parts[0] in kept and parts[1] in kept
+              and parts[0] + parts[1] in kept]
+    return tokens, types[:vocab_size], merges
+
+
 def _permute(w, n_head: int):
     # llama.cpp's convert_hf_to_gguf permutes q/k rows for its rotary layout; transformers' GGUF loader undoes it
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
 def tiny_gguf(path, model, quantize: str = "F32", architecture: str = "llama", raw_type=None) -> None:
-    """Write the tiny llama ``model`` (``tiny_model("llama", vocab_size=49152, ...)``) as a GGUF file at
-    ``path``, with SmolLM2's tokenizer (vocabulary 49,152, read from the packaged GGUF): tensors in
+    """Write the tiny llama ``model`` (``tiny_model("llama", vocab_size=V, ...)``) as a GGUF file at
+    ``path``, with SmolLM2's tokenizer cut to its first V tokens (read from the packaged GGUF): tensors in
     llama.cpp's names and q/k layout, ``quantize`` F32 or Q8_0 (2-D weights). ``architecture`` other than
     llama writes the same file under another name (a refusal test); ``raw_type`` stores the first weight
     as raw bytes of that GGMLQuantizationType (a type that cannot be dequantized)."""
@@ -127,12 +150,7 @@ def tiny_gguf(path, model, quantize: str = "F32", architecture: str = "llama", r
     from gguf import quants
 
     cfg = model.config
-    reader = gguf.GGUFReader(str(SMOLLM2_GGUF()))
-    field = reader.fields
-    tokens = [bytes(field["tokenizer.ggml.tokens"].parts[i]).decode("utf-8") for i in field["tokenizer.ggml.tokens"].data]
-    merges = [bytes(field["tokenizer.ggml.merges"].parts[i]).decode("utf-8") for i in field["tokenizer.ggml.merges"].data]
-    types = [int(field["tokenizer.ggml.token_type"].parts[i][0]) for i in field["tokenizer.ggml.token_type"].data]
-    assert cfg.vocab_size == len(tokens), "a tiny GGUF model has SmolLM2's vocabulary (49152)"
+    tokens, types, merges = _smollm2_tokenizer(cfg.vocab_size)
 
     w = gguf.GGUFWriter(str(path), architecture)
     w.add_context_length(cfg.max_position_embeddings)

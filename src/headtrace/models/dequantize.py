@@ -52,6 +52,7 @@ def dequantized(file: str | Path, what: str, root: str | Path | None = None, sha
             "quantization": list(head.quantization), "dtype": "float32",
             "transformers": transformers.__version__, "gguf": _gguf_version(),
         }, indent=1) + "\n")
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the copy is read like any checkpoint folder
         try:
             os.rename(tmp, dest)
         except OSError:  # another job wrote it first: keep theirs

@@ -439,3 +439,14 @@ def test_cross_seed_figure_says_undecidable_without_draws(tmp_path, monkeypatch)
     excess = [t for t in texts if "(" in t]  # the left panel: excess, then the raw drop in brackets
     assert len(excess) == 4 and all("nan" not in t for t in excess)
     assert sum(t.startswith("undecidable") for t in excess) == 2 and "+30.0\n(+40.0)" in excess
+
+
+def test_a_gap_with_both_milestones_at_the_first_revision_has_no_bound():
+    """One checkpoint (or a panel starting late): circuit and sink both first seen at the first revision.
+    Nothing bounds their ratio, so the clause must not call it a lower bound."""
+    both = A.Gap("first_token_50pct", "induction_3_heads", "circuit_at_first", None, None, None, ("r0",))
+    assert both.why_undecided() == ("circuit and sink were both there at the first revision screened: no bound "
+                                    "either way")
+    assert both.text() == "circuit already at the first revision: unbounded"
+    later = A.Gap("first_token_50pct", "induction_3_heads", "circuit_at_first", None, 10.0, None, ("r0", "r3"))
+    assert later.why_undecided().endswith("a lower bound only") and later.text().startswith("≥ 10")

@@ -35,3 +35,14 @@ def test_a_floor_that_does_not_hold_is_said():
                           "floor_holds": [False]})
     assert FT.of({"f1_bos_floor": f1, "f1_floor": floor}, "m").text() == (
         "14.8% (4 of 27) at r, from layer 0 up; some in layers 0–1")
+
+
+def test_a_floor_every_model_keeps_is_said_once():
+    f1 = pl.DataFrame(_f1("a", 1, "r", [0, 0, 9]) + _f1("b", 1, "s", [0, 0, 0, 3]))
+    floor = pl.DataFrame({"model": ["a", "b"], "n_revisions": [1, 1], "max_first_token": [0, 0],
+                          "floor_layers": ["0,1", "0,1"], "floor_holds": [True, True]})
+    F = {"f1_bos_floor": f1, "f1_floor": floor}
+    assert FT.sentence([("a", FT.of(F, "a")), ("b", FT.of(F, "b"))]) == (
+        "First-token heads (at or above the class threshold) at each model's last revision: a 33.3% (9 of 27) at r, "
+        "from layer 2 up; b 8.3% (3 of 36) at s, from layer 3 up; where there are any, none is in layers 0–1 at "
+        "any revision (Finding 1's floor).")

@@ -41,6 +41,7 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
+from headtrace.causal import verdict as V
 from headtrace.report import empty_case as EC
 from headtrace.report import first_token as FT
 from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound
@@ -182,7 +183,9 @@ class Gap:
         return {
             "no_circuit": "no induction circuit formed",
             "no_sink": "no sink by the last revision: a lower bound only",
-            "circuit_at_first": "the circuit was already there at the first revision: a lower bound only",
+            "circuit_at_first": ("the circuit was already there at the first revision: a lower bound only"
+                                 if self.lo is not None else "circuit and sink were both there at the first "
+                                 "revision screened: no bound either way"),
             "same_revision": "both first seen at one revision: the checkpoint spacing does not order them",
             "interval": "the checkpoint spacing does not order circuit and sink",
             "unknown": "no milestone table",
@@ -869,7 +872,8 @@ def _where_decided(answers: list[ModelAnswer]) -> Statement:
         best = a.best
         bit = f"{a.model}: {a.decided_words()}"
         if best is not None:
-            bit += (f" (smallest {best.p_text()}: the {len(best.heads)}-head {best.circuit.replace('_', ' ')} at "
+            on = "" if best.metric == "top1" else f" on {V.METRIC_WORDS.get(best.metric, best.metric)}"
+            bit += (f" (smallest {best.p_text()}{on}: the {len(best.heads)}-head {best.circuit.replace('_', ' ')} at "
                     f"{best.revision}, over {best.control_text()})")
         said.append(bit)
         parts.append((a, [v.revision for v in a.decided]))

@@ -24,16 +24,22 @@ class FirstToken:
     def rests_on(self) -> tuple[str, ...]:
         return (self.revision,)
 
-    def text(self) -> str:
+    def floor_words(self) -> str | None:
+        """'layers 0–1' (F1's floor layers), or None when F1's floor was not computed."""
+        if self.floor_layers is None or self.floor_holds is None:
+            return None
+        lo, hi = self.floor_layers.split(",")[0], self.floor_layers.split(",")[-1]
+        return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
+
+    def text(self, floor: bool = True) -> str:
         """'79.3% (214 of 270) at instruct-q4_1, from layer 2 up; none in layers 0–1 at any revision' /
-        'none at step1000'."""
+        'none at step1000' (``floor=False``: without the floor clause)."""
         if not self.n_first:
             return f"none at {self.revision}"
         out = (f"{100 * self.n_first / self.n_heads:.1f}% ({self.n_first} of {self.n_heads}) at {self.revision}, "
                f"from layer {self.lowest_layer} up")
-        if self.floor_layers is not None and self.floor_holds is not None:
-            lo, hi = self.floor_layers.split(",")[0], self.floor_layers.split(",")[-1]
-            where = f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
+        where = self.floor_words()
+        if floor and where:
             out += f"; none in {where} at any revision" if self.floor_holds else f"; some in {where}"
         return out
 
@@ -63,7 +69,14 @@ def sentence(named: list[tuple[str, FirstToken]]) -> str | None:
     when no model has F1's table. Models with none are named together."""
     if not named:
         return None
-    some = [f"{m} {ft.text()}" for m, ft in named if ft.n_first]
+    with_first = [(m, ft) for m, ft in named if ft.n_first]
+    wheres = {ft.floor_words() for _, ft in with_first}
+    shared = (len(with_first) > 1 and len(wheres) == 1 and None not in wheres
+              and all(ft.floor_holds for _, ft in with_first))
+    some = [f"{m} {ft.text(floor=not shared)}" for m, ft in with_first]
     none = [m for m, ft in named if not ft.n_first]
     bits = some + ([f"none in {', '.join(none)}"] if none else [])
-    return "First-token heads (at or above the class threshold) at each model's last revision: " + "; ".join(bits) + "."
+    tail = (f"; where there are any, none is in {wheres.pop()} at any revision (Finding 1's floor)"
+            if shared else "")
+    return ("First-token heads (at or above the class threshold) at each model's last revision: " + "; ".join(bits)
+            + tail + ".")

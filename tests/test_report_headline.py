@@ -108,7 +108,7 @@ def test_headline_known_answers():
     assert g.rests_on == ("r1a", "r1", "r2", "r3")
     # the final circuit: the final_circuit row of the last ablated revision, not the earlier one
     assert a["heads"] == ["L1H0", "L1H2"] and a["verdict"] == "causal"
-    assert "p = 0.010 over 20 of 21 matched sets (sampled)" in a["reason"] and "[30.00%, 50.00%]" in a["reason"]
+    assert "p = 0.010 over 20 of 21 matched sets (sampled)" in a["reason"] and "40.00 pp [30.00, 50.00]" in a["reason"]
     assert a["spread"] == "bottom-up"  # the 'first' onset's label
     # B: never formed a circuit; the test had one matched set
     assert b["circuit_text"] == "not reached" and b["gap50"].state == "no_circuit"
@@ -181,7 +181,7 @@ def test_page_has_the_headline_first_and_a_section_per_model(tmp_path):
         assert f'<section id="model-{m}">' in page
     a = page[page.index('<section id="model-A">'):page.index('<section id="model-B">')]
     assert a.count("<tr>") >= 3 + 4  # 3 verdict rows, 4 trajectory rows
-    assert "[30.00%, 50.00%]" in a and "<svg" in a
+    assert "40.00 pp [30.00, 50.00]" in a and "<svg" in a
 
 
 def test_write_makes_both_files(tmp_path):
@@ -200,7 +200,7 @@ def test_rst_caption_to_html():
 def test_circuit_line_says_effect_p_sets_and_verdict():
     v = verdicts().row(2, named=True)
     line = console.circuit_line(v)
-    assert line == ("final circuit (L1H0 L1H2): top1 effect 40.00% [30.00%, 50.00%], p=0.010 over 20 of 21 "
+    assert line == ("final circuit (L1H0 L1H2): top1 effect 40.00 pp [30.00, 50.00] (67% of the baseline), p=0.010 over 20 of 21 "
                     "matched sets (sampled) -> causal")
     u = console.circuit_line(verdicts().row(3, named=True))
     assert u.endswith("-> underpowered: the smallest p 1 matched set allow is 0.500 > alpha "

@@ -394,14 +394,22 @@ class RunAnswer:
 
 
 def effect_text(v: Verdict | Mapping) -> str:
-    """The effect on the decision metric with its bootstrap interval: '40.00% [30.00%, 50.00%]'."""
+    """The effect on the decision metric with its bootstrap interval. Top-1/top-5 effects are differences
+    of two percentages, so in percentage points, with the relative drop beside them: '40.00 pp [30.00,
+    50.00] (80% of the baseline)'; the cross-entropy in nats: '2.92 nats [2.19 nats, 3.70 nats]'."""
+    row = v.row if isinstance(v, Verdict) else v
     if isinstance(v, Verdict):
         metric, x, lo, hi = v.metric, v.effect, v.effect_lo, v.effect_hi
     else:
         metric = v.get("metric") or "top1"
         x, lo, hi = v.get("effect"), v.get("effect_lo"), v.get("effect_hi")
-    ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if not _nan(lo) else ""
-    return fmt_metric(metric, x) + ci
+    if metric not in ("top1", "top5") or _nan(x):
+        ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if not _nan(lo) else ""
+        return fmt_metric(metric, x) + ci
+    base = _get(row, "baseline_value", _get(row, "baseline_top1"))
+    ci = f" [{100 * lo:.2f}, {100 * hi:.2f}]" if not _nan(lo) and not _nan(hi) else ""
+    rel = f" ({x / base:.0%} of the baseline)" if base else ""
+    return f"{100 * x:.2f} pp{ci}{rel}"
 
 
 def fmt_metric(metric: str, x) -> str:

@@ -197,7 +197,8 @@ def test_headline_puts_the_group_row_before_its_members_and_words_it_once(G):
     traj = _traj()
     f = all_findings(traj, gaps=PAIRS)
     g, = A.group_answers({"toy": G})
-    assert g.order_text() == ("induction 3 heads before first token 50pct in 3 of 3 seeds whose brackets order them "
+    assert g.order_text() == ("an induction circuit of at least 3 heads before first-token heads on at least 50% of "
+                              "the heads in 3 of 3 seeds whose brackets order them "
                               "(1 without findings); exact two-sided binomial p = 0.25 against 50%, the smallest "
                               "3 decided seeds allow")
     assert g.gap_text().startswith("median gap [4.0×, ∞] over 3 seeds; smallest [2.0×, 8.0×], largest [4.0×, ∞]")
@@ -231,5 +232,6 @@ def test_console_reads_the_group_tables(G, tmp_path):
     for name, df in G.items():
         tables.write(df, tmp_path / "groups" / "toy" / f"{name}.parquet")
     out = console.summary(tmp_path)
-    assert "group toy (4 seeds): induction 3 heads before first token 50pct in 3 of 3 seeds" in out.replace("\n  ", " ")
+    assert ("group toy (4 seeds): an induction circuit of at least 3 heads before first-token heads on at least 50% "
+            "of the heads in 3 of 3 seeds") in out.replace("\n  ", " ")
     assert "Across the 4 seeds of toy" in out.replace("\n  ", " ")

@@ -78,8 +78,9 @@ def test_the_run_statements_are_sentences():
 
 
 def test_phrases():
-    assert EC.formed_clause(2, 3, "x") == "2 of the 3 models formed an induction circuit (x)"
-    assert EC.formed_clause(1, 1, "x") == "the model formed an induction circuit (x)"
+    assert EC.formed_clause(2, 3, "an induction circuit of at least 3 heads") == (
+        "2 of the 3 models formed an induction circuit of at least 3 heads")
+    assert EC.formed_clause(1, 1, "x") == "the model formed x"
     assert EC.could_not_decide(["whether a"]) == "It could not decide whether a."
     assert EC.tokens_or_dash(None) == "—"
 

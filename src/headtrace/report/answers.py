@@ -44,7 +44,7 @@ import polars as pl
 from headtrace.causal import verdict as V
 from headtrace.report import empty_case as EC
 from headtrace.report import first_token as FT
-from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound
+from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound, milestone_words
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
            "model_answers", "group_answers",
@@ -699,7 +699,7 @@ class GroupAnswer:
         k, n = int(_get(g, "n_earlier_first", 0)), int(_get(g, "n_decided", 0))
         rest = [f"{g[c]} {w}" for c, w in (("n_undecided", "undecided by the brackets"), ("n_absent", "without findings"))
                 if _get(g, c, 0)]
-        out = (f"{g['earlier'].replace('_', ' ')} before {g['later'].replace('_', ' ')} in {k} of {n} "
+        out = (f"{milestone_words(g['earlier'])} before {milestone_words(g['later'])} in {k} of {n} "
                f"{'seed' if n == 1 else 'seeds'} whose brackets order them")
         out += (" (" + "; ".join(rest) + ")") if rest else ""
         return out + f"; {_p_text(_get(g, 'p_sign'), n)}"
@@ -806,7 +806,7 @@ def _formation(answers: list[ModelAnswer]) -> Statement:
     n = len(answers)
     total = sum(a.n_revisions for a in answers)
     formed = [a for a in answers if a.circuit.reached]
-    ms = answers[0].circuit.milestone.replace("_", " ")
+    ms = milestone_words(answers[0].circuit.milestone)
     s = f"This run screened {_plural(n, 'model')} over {_plural(total, 'revision')} in all; " + EC.formed_clause(len(formed), n, ms)
     parts: list[tuple[ModelAnswer, Iterable[str]]] = []
     known = [a for a in formed if a.circuit.tokens is not None]

@@ -17,7 +17,7 @@ def tokens_or_dash(tokens) -> str:
 
 def formed_clause(n_formed: int, n_models: int, milestone: str) -> str:
     """How many of the run's models formed an induction circuit, naming the models, not the revisions."""
-    what = f"an induction circuit ({milestone})"
+    what = milestone  # in words: 'an induction circuit of at least 3 heads' (report.format.milestone_words)
     if n_formed == 0:
         return f"no model formed {what}"
     if n_models == 1:

@@ -15,6 +15,7 @@ from headtrace.core import probe as probe_core
 from headtrace.core import schema, texts
 from headtrace.core.errors import ConfigError
 from headtrace.models import context, gguf, tokenize
+from headtrace.panel import local_gguf
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse_repo
 from headtrace.models.toy import recipe as toy
 
@@ -175,7 +176,7 @@ def _config_jsons_of(config: dict, model: str) -> list[str]:
         try:
             file = gguf.locate(where)
         except gguf.CheckpointError:
-            file = None  # several GGUF files: refused by _check_gguf
+            file = None  # several GGUF files: refused by panel.local_gguf.check
         out.append(str(file) if file is not None else f"{where}/config.json")
     return out
 
@@ -279,7 +280,7 @@ def check(config: dict) -> None:
         if needs and needs not in spec and not (source == "hub" and spec.get("repos")):
             raise ConfigError(f"{where}: source '{source}' needs the key '{needs}'"
                               + (" (or 'repos', a repository per revision)" if source == "hub" else ""))
-        _check_gguf(spec, where)
+        local_gguf.check(spec, where)
         _check_repos(spec, where)
         if source == "toy" and spec.get("family", "auto") == "auto":
             raise ConfigError(f"{where}.family: a toy model needs an explicit family (gpt_neox, olmo, olmoe)")
@@ -375,25 +376,6 @@ def _describe(schedule: list[dict]) -> str:
                      f"{prev if end is None else f'[{prev}, {end})'}")
         prev = end
     return "tokens " + ", ".join(parts)
-
-
-def _check_gguf(spec: dict, where: str) -> None:
-    """A local model's ``package`` is installed, and each revision that is a GGUF checkpoint passes
-    :func:`headtrace.models.gguf.check` (readable, an architecture transformers maps, quantization types
-    it can dequantize), before any job. A revision not there yet is left to the job (as for folders)."""
-    if spec.get("package"):
-        if spec["source"] != "local":
-            raise ConfigError(f"{where}.package: only a local model reads its path inside a package")
-        gguf.package_folder(spec["package"], where)
-    if spec["source"] != "local":
-        return
-    for revision in spec["revisions"]:
-        try:
-            file = gguf.locate(local_checkpoint_path(spec, revision))
-            if file is not None:
-                gguf.check(file, f"{where} revision '{revision}'")
-        except gguf.CheckpointError as e:
-            raise ConfigError(str(e) if str(e).startswith(where) else f"{where} revision '{revision}': {e}") from None
 
 
 def _check_local_layout(spec: dict, where: str) -> None:

@@ -1,0 +1,268 @@
+"""The schemas of one cell's tables and of the per-model trajectory built from them: probes,
+attention, PR, screen, bootstrap, positional heads, the field's measures, ablation and verdict,
+provenance and fingerprint (part of the output contract in docs/outputs.md; ``headtrace.core.tables``
+merges them with the cross-revision schemas and writes every table)."""
+from __future__ import annotations
+
+import polars as pl
+
+from headtrace.core.probe import CLASSES
+
+CLASS_COLUMNS = [c.replace("-", "_") for c in CLASSES]  # induction, duplicate_token, ...
+
+CELL_KEY = {"model": pl.String, "revision": pl.String, "tokens": pl.Int64}
+HEAD_KEY = {**CELL_KEY, "layer": pl.Int32, "head": pl.Int32}
+
+CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    # results/probes/{model}/induction_batch.parquet
+    "probe": {
+        "seq": pl.Int32,
+        "tokens": pl.List(pl.Int64),
+        "ab": pl.Int32,
+        "target": pl.Int64,
+        "valid": pl.Boolean,
+    },
+    # results/cells/{model}/{revision}/attention.parquet: the capture pass's attention masses.
+    "attention": {
+        **HEAD_KEY,
+        **{f"attn_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        "attn_baseline_sampled": pl.Float64,
+        "attn_baseline_uniform": pl.Float64,
+        "attn_baseline_clean": pl.Float64,  # per sequence: mean over keys of no class (cell.screen)
+        "n_sequences": pl.Int32,
+        "n_valid": pl.Int32,
+    },
+    # results/cells/{model}/{revision}/pr.parquet
+    "pr": {**HEAD_KEY, "pr": pl.Float64},
+    # results/cells/{model}/{revision}/screen.parquet
+    "screen": {
+        **HEAD_KEY,
+        **{f"sel_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        **{f"attn_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        "attn_baseline": pl.Float64,
+        "best_class": pl.String,
+        "best_selectivity": pl.Float64,
+        "classification": pl.String,
+        "in_induction_circuit": pl.Boolean,
+    },
+    # results/cells/{model}/{revision}/bootstrap.parquet: bootstrap over the probe sequences
+    # (headtrace.cell.bootstrap), per head x class: CI of the selectivity and pass probabilities.
+    "bootstrap": {
+        **HEAD_KEY,
+        "class": pl.String,
+        "sel_lo": pl.Float64,
+        "sel_hi": pl.Float64,
+        "p_above": pl.Float64,
+        "p_classified": pl.Float64,
+        "p_circuit": pl.Float64,
+        "n_resamples": pl.Int32,
+        "interval": pl.Float64,
+    },
+    # results/cells/{model}/{revision}/positional.parquet: per head, how much of its induction
+    # (duplicate-token) mass comes from the probe sequences of one A position (headtrace.cell.positional).
+    "positional": {
+        **HEAD_KEY,
+        "induction_peak_share": pl.Float64,
+        "induction_peak_ab": pl.Int32,
+        "duplicate_token_peak_share": pl.Float64,
+        "duplicate_token_peak_ab": pl.Int32,
+        "uniform_peak_share": pl.Float64,
+        "n_ab": pl.Int32,
+        "positional_induction": pl.Boolean,
+    },
+    # results/cells/{model}/{revision}/measures.parquet: the field's own measures per probe and head
+    # (headtrace.cell.patterns, docs/measures.md): Gu et al.'s sink alpha, averaged over the sequences and
+    # per sequence (the published sink rate thresholds each sequence's), Olsson et al.'s prefix-matching
+    # score (null: the probe has no repeats), Elhage et al.'s copying score of the head's OV circuit
+    # (weights only; equal on every probe).
+    "measures": {
+        **HEAD_KEY,
+        "probe": pl.String,
+        "sink_alpha": pl.Float64,
+        "sink_alpha_per_sequence": pl.List(pl.Float64),  # n_sequences values, in probe order
+        "prefix_matching": pl.Float64,
+        "copying": pl.Float64,
+        "n_sequences": pl.Int32,
+        "seq_len": pl.Int32,
+    },
+    # results/findings/measures/measures_over_training.parquet (headtrace.findings.measures): per model x
+    # revision x sink threshold, the field's measures beside the paper's synthetic ones.
+    "measures_over_training": {
+        **CELL_KEY,
+        "eps": pl.Float64,
+        # Gu et al.'s sink rate on the text probe (null: no text probe), as their released code computes it:
+        # each sequence's alpha thresholded, the indicator averaged over sequences, layers and heads
+        "text_sink_rate": pl.Float64,
+        # the other reading: the heads' alpha averaged over the sequences first, then thresholded
+        "text_sink_rate_of_mean_alpha": pl.Float64,
+        "repeated_sink_rate": pl.Float64,  # the published reading on the repeated-random probe
+        "repeated_sink_rate_of_mean_alpha": pl.Float64,
+        "n_prefix_heads": pl.Int32,  # prefix-matching score > measures.prefix_threshold
+        "n_heads": pl.Int32,
+        "first_token_fraction": pl.Float64,  # the paper's F2 (synthetic probe)
+        "n_induction_circuit": pl.Int32,
+        "n_top_prefix": pl.Int32,  # the top prefix-matching heads compared: as many as the circuit has
+        "jaccard_circuit_prefix": pl.Float64,
+        # the within-layer permutation null of the two sets (headtrace.findings.agreement): its mean
+        # Jaccard, and P(Jaccard >= this one) by placement within the layers alone
+        "jaccard_chance": pl.Float64,
+        "jaccard_p_value": pl.Float64,
+    },
+    # results/findings/measures/measures_comparison.parquet: per model, each comparison as a number with
+    # its uncertainty (lo/hi: its interval or bounds; the uncertainty column says which).
+    "measures_comparison": {
+        "model": pl.String,
+        "measure": pl.String,
+        "value": pl.Float64,
+        "lo": pl.Float64,
+        "hi": pl.Float64,
+        "p_value": pl.Float64,
+        "n": pl.Int32,
+        "uncertainty": pl.String,
+    },
+    # results/probes/{model}/text_batch.parquet: the text probe, built once per model and tokenizer
+    # (headtrace.models.tokenize): its sequences as fed, the file(s) and the tokenizer they came from.
+    "text_probe": {
+        "seq": pl.Int32,
+        "tokens": pl.List(pl.Int64),
+        "file": pl.String,
+        "tokenizer": pl.String,
+        "tokenizer_sha256": pl.String,
+        "n_documents": pl.Int32,
+    },
+    # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
+    # F3 milestones read (same resample index = same draw of sequences at every revision).
+    "bootstrap_milestones": {
+        **CELL_KEY,
+        "resample": pl.Int32,
+        "n_induction_circuit": pl.Int32,
+        "n_first_token": pl.Int32,
+        "n_heads": pl.Int32,
+    },
+    # results/models/{model}/trajectory.parquet: every revision x head, screen joined with PR.
+    "trajectory": {
+        **HEAD_KEY,
+        "pr": pl.Float64,
+        **{f"sel_{c}": pl.Float64 for c in CLASS_COLUMNS},
+        "best_class": pl.String,
+        "best_selectivity": pl.Float64,
+        "classification": pl.String,
+        "in_induction_circuit": pl.Boolean,
+    },
+    # results/cells/{model}/{revision}/ablation.parquet
+    "ablation": {
+        **CELL_KEY,
+        "condition": pl.String,
+        "draw": pl.Int32,
+        "n_heads": pl.Int32,
+        "heads": pl.List(pl.String),
+        "top1": pl.Float64,
+        "top5": pl.Float64,
+        "ce": pl.Float64,
+        "logit_b": pl.Float64,
+        # the top-1 is the sequence's shuffled-B control token / another token of its context
+        # (headtrace.causal.ablation; null in the published ablation files, which do not record them)
+        "top1_control": pl.Float64,
+        "top1_context": pl.Float64,
+        "n_sequences": pl.Int32,
+        # control rows: size of the matched set space they come from (headtrace.causal.conditions); else null
+        "n_matched_sets": pl.Int64,
+        # seeded bootstrap over probe sequences (headtrace.causal.verdict): the condition's mean and its
+        # paired effect against the baseline (positive = hurts), null where not computed
+        **{f"{m}{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
+        # which probe sequences the ablation ran on (config ablation.probe; headtrace.api.ablation_probe):
+        # held_out | same, the seed of that draw, SHA-256 of its token ids (probe.tokens_sha256) and the
+        # draws skipped as duplicates of a screen sequence (held_out); null in the published ablations
+        "ablation_probe": pl.String,
+        "ablation_probe_seed": pl.Int64,
+        "ablation_probe_sha256": pl.String,
+        "ablation_probe_redrawn": pl.Int32,
+    },
+    # results/cells/{model}/{revision}/verdict.parquet (rule: headtrace.causal.verdict)
+    "verdict": {
+        **CELL_KEY,
+        "circuit": pl.String,
+        "n_heads": pl.Int32,
+        "heads": pl.List(pl.String),
+        "baseline_top1": pl.Float64,
+        "ablated_top1": pl.Float64,
+        "effect": pl.Float64,
+        "random_effect_mean": pl.Float64,
+        "effect_vs_random": pl.Float64,
+        "p_value": pl.Float64,
+        "upper_bound_top1": pl.Float64,
+        "upper_bound_saturates": pl.Boolean,  # on the decision metric (null: logit_b / ce have no floor)
+        "causal": pl.Boolean,
+        "verdict": pl.String,  # causal | not_causal | underpowered | untested
+        "metric": pl.String,  # decision metric (ablation.metric); effect/baseline_value/ablated_value use it
+        "baseline_value": pl.Float64,
+        "ablated_value": pl.Float64,
+        "effect_lo": pl.Float64,  # bootstrap interval of effect (paired over probe sequences)
+        "effect_hi": pl.Float64,
+        "min_p": pl.Float64,  # smallest p the control allows: 1 / (1 + n_distinct_draws)
+        "n_matched_sets": pl.Int64,  # size of the matched set space (null: not recorded)
+        "control_exact": pl.Boolean,  # every set of the space evaluated (null: space size not recorded)
+        "control": pl.String,  # the matched control used (null: none)
+        "upper_bound": pl.String,  # the upper-bound condition used (null: none; upper_bound_top1 = baseline)
+        "n_random": pl.Int32,
+        "n_distinct_draws": pl.Int32,
+        "random_top1_mean": pl.Float64,
+        "class_control": pl.String,  # class-matched control (sink heads excluded), null when off
+        "class_p_value": pl.Float64,
+        "class_random_effect_mean": pl.Float64,
+        "n_class_matched_sets": pl.Int64,
+        "underpowered_reason": pl.String,  # why the test cannot decide (null unless underpowered)
+        "not_causal_reason": pl.String,  # the causal criteria a non-empty not_causal circuit missed
+        "control_sizes_match": pl.Boolean,  # the control's sets have the circuit's per-layer sizes
+        "n_sequences": pl.Int32,  # probe sequences the ablation ran on
+        # unablated model: share of sequences whose top-1 is the shuffled-B control token / another
+        # context token (the ablation table's baseline row; null where not recorded)
+        "baseline_top1_control": pl.Float64,
+        "baseline_top1_context": pl.Float64,
+        # which probe sequences the ablation ran on: the ablation table's columns of that name
+        "ablation_probe": pl.String,
+        "ablation_probe_seed": pl.Int64,
+        "ablation_probe_sha256": pl.String,
+        "ablation_probe_redrawn": pl.Int32,
+        # the upper bound (the circuit's whole layers ablated) on the decision metric: its value,
+        # its effect, and the circuit's share of it (effect / upper_bound_effect; null without one)
+        "upper_bound_value": pl.Float64,
+        "upper_bound_effect": pl.Float64,
+        "upper_bound_share": pl.Float64,
+        # why the requested decision metric (top-1) could not decide: its baseline at the floor (fewer than
+        # ablation.min_baseline_hits sequences hit); null when it decided (headtrace.causal.verdict, the floor rule)
+        "floor_reason": pl.String,
+    },
+    # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
+    "provenance": {
+        **CELL_KEY,
+        "source": pl.String,
+        "hf_id": pl.String,
+        "commit": pl.String,
+        "weights_sha256": pl.String,
+        "weight_files": pl.List(pl.String),
+        "weight_bytes": pl.Int64,
+        "weights_format": pl.String,  # safetensors | pickle | gguf (headtrace.models.weights)
+        # gguf: the tensor types the file stores (F32, Q4_1, ...) and the safetensors copy the cell ran
+        # (headtrace.models.dequantize); null for other formats
+        "quantization": pl.List(pl.String),
+        "dequantized_copy": pl.String,
+    },
+    # results/cells/{model}/{revision}/fingerprint.parquet: one row per weight file and one per stored
+    # tensor (headtrace.models.fingerprint): sha256 of the file / of the tensor's dtype, shape and
+    # bytes; per tensor its float64 L2 norm and a 64-bucket CountSketch (null for files).
+    "fingerprint": {
+        "model": pl.String,
+        "revision": pl.String,
+        "kind": pl.String,  # file | tensor
+        "name": pl.String,  # the file name, or the tensor's key as stored
+        "file": pl.String,  # the file holding it (= name for file rows)
+        "format": pl.String,  # safetensors | pickle
+        "sha256": pl.String,
+        "dtype": pl.String,
+        "shape": pl.List(pl.Int64),
+        "numel": pl.Int64,
+        "norm": pl.Float64,
+        "sketch": pl.List(pl.Float64),
+    },
+}

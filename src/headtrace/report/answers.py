@@ -17,8 +17,10 @@ decided here, from the tables the findings and ablation jobs wrote (nothing is r
   circuit).
 
 The renderers (:mod:`headtrace.report.headline`, :mod:`~headtrace.report.html`,
-:mod:`~headtrace.report.console`) only format these structures: a sentence is worded once, in
-:func:`run_answer`, and every renderer prints the same words.
+:mod:`~headtrace.report.console`) only format these structures: a sentence is worded once (the run's
+statements in :mod:`headtrace.report.statements`, put in reading order by :func:`run_answer`), and every
+renderer prints the same words. A verdict row in words is :mod:`headtrace.report.verdicts`, a seed
+group's answers :mod:`headtrace.report.group_answers`; this module re-exports their names.
 
 A milestone reached at revision r is only known to lie in the bracket (previous screened revision,
 r]; the gap is therefore an interval: later in (lo_l, hi_l], earlier in (lo_e, hi_e] gives a ratio
@@ -34,17 +36,22 @@ tables (:func:`headtrace.report.lineage.suspect`).
 """
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.causal import verdict as V
-from headtrace.report import empty_case as EC
 from headtrace.report import first_token as FT
-from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_ratio, fmt_token_bound, milestone_words
+from headtrace.report import statements as S
+from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
+from headtrace.report.group_answers import GroupAnswer, group_answers
+from headtrace.report.statements import Statement
+from headtrace.report.verdicts import (DECIDED, Verdict, effect_text, fmt_metric, underpowered_why, verdict_of,
+                                       verdict_word)
+from headtrace.report.words import CIRCUIT_MILESTONE, SINK_MILESTONES
+from headtrace.report.words import get as _get
+from headtrace.report.words import is_nan as _nan
+from headtrace.report.words import names as _names
 
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
            "model_answers", "group_answers",
@@ -52,34 +59,10 @@ __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer
            "effect_text", "fmt_metric", "CIRCUIT_MILESTONE", "SINK_MILESTONES", "DECIDED",
            "INDUCTION_CIRCUITS", "TextSink", "TEXT_SINK_MILESTONE"]
 
-CIRCUIT_MILESTONE = "induction_3_heads"
 TEXT_SINK_MILESTONE = "text_sink_50pct"  # measures_onsets: the text sink rate reaches half the heads
-SINK_MILESTONES = ("first_token_10pct", "first_token_50pct")
-DECIDED = ("causal", "not_causal")
 INDUCTION_CIRCUITS = ("circuit", "final_circuit")  # the verdict rows that answer "is the induction circuit causal"
 
 Suspect = Mapping[tuple[str, str], Iterable[str]]
-
-
-def _nan(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def _get(row: Mapping | None, key: str, default=None):
-    if row is None:
-        return default
-    v = row.get(key, default)
-    return default if _nan(v) else v
-
-
-def _plural(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
-def _names(ms: list[str]) -> str:
-    if len(ms) <= 1:
-        return "".join(ms)
-    return ", ".join(ms[:-1]) + " and " + ms[-1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,65 +196,6 @@ class Gap:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """One ablated induction circuit at one revision, as its verdict row says."""
-    revision: str
-    tokens: float | None
-    circuit: str
-    heads: tuple[str, ...]
-    word: str  # causal | not_causal | underpowered | no circuit
-    metric: str
-    effect: float | None
-    effect_lo: float | None
-    effect_hi: float | None
-    p: float | None
-    n_sets: int  # distinct matched sets evaluated
-    n_space: int | None  # the matched space's size (None: not recorded)
-    exact: bool | None  # every set of the space evaluated (None: unknown)
-    min_p: float | None
-    why: str | None  # why the test cannot decide (underpowered only)
-    why_not: str | None = None  # the causal criteria a decided not_causal circuit missed (not_causal only)
-    floor: str | None = None  # why top-1 could not decide (its baseline at the floor) and what did
-    upper_share: float | None = None
-    saturates: bool | None = None
-    row: Mapping = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def decided(self) -> bool:
-        return self.word in DECIDED and bool(self.heads)
-
-    def control_text(self) -> str:
-        """'all 70 matched sets (exact)' / '20 of 1820 matched sets (sampled)' / '20 matched sets
-        (space size not recorded)' / 'no matched control'."""
-        n = self.n_sets
-        if not n:
-            return "no matched control"
-        if self.exact:
-            return f"all {_plural(n, 'matched set')} (exact)"
-        if self.exact is None or self.n_space is None:
-            return f"{_plural(n, 'matched set')} (whether all: not recorded)"
-        return f"{n} of {self.n_space} matched sets (sampled)"
-
-    def p_text(self) -> str:
-        """'p = 0.014 = 1/71' (the smallest p its sets allow) / 'p = 0.400'."""
-        if _nan(self.p):
-            return "p undefined"
-        out = f"p = {self.p:.3f}"
-        if self.n_sets and self.min_p is not None and abs(self.p - self.min_p) < 1e-12:
-            out += f" = 1/{self.n_sets + 1}"
-        return out
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One generated sentence, the (model, revision) pairs it rests on, and the checkpoint-integrity
-    flags of those revisions ('toy-neox step1000: duplicate_of step900')."""
-    text: str
-    rests_on: tuple[tuple[str, str], ...] = ()
-    flags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class ModelAnswer:
     model: str
     family: str
@@ -391,83 +315,6 @@ class RunAnswer:
         for s in self.statements:
             out += [f for f in s.flags if f not in out]
         return tuple(out)
-
-
-def effect_text(v: Verdict | Mapping) -> str:
-    """The effect on the decision metric with its bootstrap interval. Top-1/top-5 effects are differences
-    of two percentages, so in percentage points, with the relative drop beside them: '40.00 pp [30.00,
-    50.00] (80% of the baseline)'; the cross-entropy in nats: '2.92 nats [2.19 nats, 3.70 nats]'."""
-    row = v.row if isinstance(v, Verdict) else v
-    if isinstance(v, Verdict):
-        metric, x, lo, hi = v.metric, v.effect, v.effect_lo, v.effect_hi
-    else:
-        metric = v.get("metric") or "top1"
-        x, lo, hi = v.get("effect"), v.get("effect_lo"), v.get("effect_hi")
-    if metric not in ("top1", "top5") or _nan(x):
-        ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if not _nan(lo) else ""
-        return fmt_metric(metric, x) + ci
-    base = _get(row, "baseline_value", _get(row, "baseline_top1"))
-    ci = f" [{100 * lo:.2f}, {100 * hi:.2f}]" if not _nan(lo) and not _nan(hi) else ""
-    rel = f" ({x / base:.0%} of the baseline)" if base else ""
-    return f"{100 * x:.2f} pp{ci}{rel}"
-
-
-def fmt_metric(metric: str, x) -> str:
-    """A metric's value as printed: top-1 as a percentage, logit and cross-entropy to 2 decimals."""
-    return "nan" if _nan(x) else (f"{x:.2%}" if metric in ("top1", "top5") else f"{x:.2f}" + UNITS.get(metric, ""))
-
-
-UNITS = {"ce": " nats"}
-
-
-# ---------------------------------------------------------------------------------------------
-# building
-
-
-def verdict_word(v: Mapping | None) -> str:
-    if v is None:
-        return "not ablated"
-    if not v.get("n_heads"):
-        return "no circuit"
-    return v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
-
-
-def underpowered_why(v: Mapping) -> str:
-    """Why an ``underpowered`` row cannot decide: the verdict's own ``underpowered_reason`` when it
-    has one (a control of other per-layer sizes, a full layer, too few sets); else, for older tables,
-    the smallest p its sets allow, or no control at all."""
-    own = v.get("underpowered_reason")
-    if own:
-        return str(own)
-    n_sets = v.get("n_distinct_draws") or 0
-    min_p = v.get("min_p")
-    if n_sets and not _nan(min_p):
-        return f"the smallest p {_plural(n_sets, 'matched set')} allow is {min_p:.3f} > alpha"
-    return "no matched-random sets, nothing to compare with"
-
-
-def _heads(v: Mapping | None) -> tuple[str, ...]:
-    h = None if v is None else v.get("heads")
-    if h is None:
-        return ()
-    return tuple(str(x) for x in (h.to_list() if hasattr(h, "to_list") else h))
-
-
-def verdict_of(v: Mapping) -> Verdict:
-    word = verdict_word(v)
-    n_space = _get(v, "n_matched_sets")
-    exact = v.get("control_exact")
-    if n_space is None and exact:  # a table written before null meant 'not recorded'
-        exact = None
-    return Verdict(
-        revision=v["revision"], tokens=_get(v, "tokens"), circuit=str(v.get("circuit") or "circuit"),
-        heads=_heads(v), word=word, metric=v.get("metric") or "top1", effect=_get(v, "effect"),
-        effect_lo=_get(v, "effect_lo"), effect_hi=_get(v, "effect_hi"), p=_get(v, "p_value"),
-        n_sets=int(v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
-        exact=None if exact is None else bool(exact), min_p=_get(v, "min_p"),
-        why=underpowered_why(v) if word == "underpowered" else None,
-        why_not=(v.get("not_causal_reason") or None) if word == "not_causal" else None, floor=v.get("floor_reason"),
-        upper_share=_get(v, "upper_bound_share"), saturates=v.get("upper_bound_saturates"), row=dict(v))
 
 
 def _revisions(sizes: pl.DataFrame | None, model: str) -> list[tuple[str, float | None]]:
@@ -640,321 +487,18 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# seed groups (headtrace.findings.groups): one answer per group, from its tables
-
-
-def _p_text(p: float | None, n: int) -> str:
-    """'exact two-sided binomial p = 0.50 against 50% (the smallest 2 seeds allow)'."""
-    if _nan(p) or not n:
-        return "no member's order decided: no test"
-    floor = 2 * 0.5 ** n
-    out = f"exact two-sided binomial p = {p:.3g} against 50%"
-    if abs(p - min(1.0, floor)) < 1e-12:
-        out += f", the smallest {_plural(n, 'decided seed')} allow"
-    return out
-
-
-@dataclass(frozen=True)
-class GroupAnswer:
-    """A seed group's answers, as its tables (``results/groups/{group}/``) say them. ``members``:
-    (member, seed) in the config's order; ``pair``: the ``group_gaps`` row of the headline's pair
-    (later, earlier); ``onsets``: milestone -> its ``group_milestones`` row; ``summary``: the
-    ``group_summary`` row; ``cross_seed``: the group's cross-seed ablation rows (None: not run)."""
-    group: str
-    members: tuple[tuple[str, int], ...]
-    family: str
-    summary: Mapping
-    pair: Mapping | None
-    onsets: Mapping[str, Mapping]
-    circuit_milestone: str
-    sink_milestone: str
-    cross_seed: tuple[Mapping, ...] | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.members)
-
-    @property
-    def n_present(self) -> int:
-        return int(_get(self.summary, "n_present", 0))
-
-    def onset_text(self, milestone: str) -> str:
-        """'median in [200, 400] tokens (3 of 3 members; 1 left-censored)' / '—'."""
-        r = self.onsets.get(milestone)
-        if r is None or not _get(r, "n_used", 0):
-            return "—"
-        lo, hi = _get(r, "median_lo"), _get(r, "median_hi")
-        iv = (f"[{fmt_token_bound(lo, 'lo')}, {fmt_token_bound(hi, 'hi')}]" if hi is not None
-              else f"≥ {fmt_token_bound(lo, 'lo')} (unbounded above)")
-        cens = [f"{r[k]} {w}" for k, w in (("n_left_censored", "left-censored"), ("n_right_censored", "never reached"))
-                if _get(r, k, 0)]
-        return f"median {iv} ({r['n_used']} of {self.n} seeds" + ("; " + ", ".join(cens) if cens else "") + ")"
-
-    def order_text(self) -> str:
-        """'induction_3_heads before first_token_50pct in 2 of 2 seeds (exact two-sided binomial p = 0.5 ...)'."""
-        g = self.pair
-        if g is None:
-            return "—"
-        k, n = int(_get(g, "n_earlier_first", 0)), int(_get(g, "n_decided", 0))
-        rest = [f"{g[c]} {w}" for c, w in (("n_undecided", "undecided by the brackets"), ("n_absent", "without findings"))
-                if _get(g, c, 0)]
-        out = (f"{milestone_words(g['earlier'])} before {milestone_words(g['later'])} in {k} of {n} "
-               f"{'seed' if n == 1 else 'seeds'} whose brackets order them")
-        out += (" (" + "; ".join(rest) + ")") if rest else ""
-        return out + f"; {_p_text(_get(g, 'p_sign'), n)}"
-
-    def gap_text(self) -> str:
-        """'median gap [2.0×, 8.0×] over 3 seeds' (ends rounded outward) / '—'."""
-        g = self.pair
-        if g is None or not _get(g, "n_gap", 0):
-            return "—"
-        return (f"median gap {fmt_interval(_get(g, 'median_gap_lo'), _get(g, 'median_gap_hi'), left='[', right=']')}"
-                f" over {_plural(int(g['n_gap']), 'seed')}; smallest "
-                f"{fmt_interval(_get(g, 'smallest_gap_lo'), _get(g, 'smallest_gap_hi'), left='[', right=']')}, largest "
-                f"{fmt_interval(_get(g, 'largest_gap_lo'), _get(g, 'largest_gap_hi'), left='[', right=']')}")
-
-    def circuit_text(self) -> str:
-        """'Jaccard median 0.33 over 1 pair; 2 of 6 heads recur in more than one seed'."""
-        s = self.summary
-        if not _get(s, "jaccard_n_pairs", 0):
-            return "no pair of final circuits to compare"
-        out = f"Jaccard median {s['jaccard_median']:.2f} over {_plural(int(s['jaccard_n_pairs']), 'pair')}" + fmt_chance(s)
-        if _get(s, "n_distinct_heads", 0):
-            out += (f"; {s['n_recurring_heads']} of {s['n_distinct_heads']} circuit heads recur in more than one "
-                    "seed")
-        return out
-
-    def agreement_text(self) -> str:
-        """'F1 floor held in 2 of 2; F2 shape sharp transition in 2 of 2'."""
-        s = self.summary
-        bits = []
-        if _get(s, "floor_n_used", 0):
-            bits.append(f"zero-sink floor held in {s['floor_n_held']} of {s['floor_n_used']}")
-        if _get(s, "shape_n_used", 0):
-            bits.append(f"sink shape '{s['shape_modal']}' in {s['shape_n_agree']} of {s['shape_n_used']}"
-                        + (" (tied)" if _get(s, "shape_tied") else ""))
-        return "; ".join(bits) if bits else "—"
-
-    def cross_seed_text(self) -> str:
-        """'own circuit: excess drop 40 pp (median over 2 seeds); another seed's: 5 pp (2 pairs)' / ''."""
-        rows = [r for r in (self.cross_seed or ()) if not _nan(r.get("top1_drop_vs_random"))]
-        if not rows:
-            return ""
-        own = [r["top1_drop_vs_random"] for r in rows if r.get("same_seed")]
-        other = [r["top1_drop_vs_random"] for r in rows if not r.get("same_seed")]
-        bits = []
-        if own:
-            bits.append(f"its own circuit {100 * statistics.median(own):+.0f} pp beyond matched-random "
-                        f"(median of {_plural(len(own), 'seed')})")
-        if other:
-            bits.append(f"another seed's {100 * statistics.median(other):+.0f} pp (median of "
-                        f"{_plural(len(other), 'pair')})")
-        return "cross-seed ablation, top-1 drop in a seed's final model: " + "; ".join(bits)
-
-    def statement(self) -> Statement:
-        names = _names([m for m, _ in self.members])
-        text = (f"Across the {self.n} seeds of {self.group} ({names}; findings for {self.n_present}): "
-                f"{self.order_text()}; {self.gap_text()}; final circuits: {self.circuit_text()}")
-        cs = self.cross_seed_text()
-        return Statement(text + (f"; {cs}" if cs else "") + ".")
-
-
-def group_answers(group_tables: Mapping[str, Mapping[str, pl.DataFrame]], *, families: Mapping[str, str] | None = None,
-                  cross_seed: Mapping[str, pl.DataFrame] | None = None, circuit_milestone: str | None = None,
-                  sink_milestone: str = SINK_MILESTONES[1]) -> list[GroupAnswer]:
-    """One :class:`GroupAnswer` per group from its tables (:func:`headtrace.findings.groups.group_findings`
-    by name). The pair: (``sink_milestone``, ``circuit_milestone``), default the first ``group_gaps``
-    pair whose later milestone is ``sink_milestone`` (else the first pair), as the model rows'."""
-    out = []
-    for g, T in group_tables.items():
-        mem = T["group_members"]
-        members = tuple(zip(mem["member"].to_list(), mem["seed"].to_list()))
-        gaps = T["group_gaps"]
-        pair = None
-        if gaps.height:
-            cand = gaps.filter(pl.col("later") == sink_milestone)
-            if circuit_milestone is not None:
-                cand = cand.filter(pl.col("earlier") == circuit_milestone)
-            pair = (cand if cand.height else gaps).row(0, named=True)
-        fams = sorted({(families or {}).get(m) or "—" for m, _ in members})
-        cs = (cross_seed or {}).get(g)
-        out.append(GroupAnswer(
-            group=g, members=members, family="/".join(fams), summary=T["group_summary"].row(0, named=True),
-            pair=pair, onsets={r["milestone"]: r for r in T["group_milestones"].iter_rows(named=True)},
-            circuit_milestone=pair["earlier"] if pair else (circuit_milestone or CIRCUIT_MILESTONE),
-            sink_milestone=pair["later"] if pair else sink_milestone,
-            cross_seed=None if cs is None else tuple(cs.iter_rows(named=True))))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the run's statements
-
-
-def _statement(text: str, parts: Iterable[tuple[ModelAnswer, Iterable[str]]]) -> Statement:
-    rests: list[tuple[str, str]] = []
-    flags: list[str] = []
-    for a, revs in parts:
-        revs = [r for r in revs if r]
-        rests += [(a.model, r) for r in revs if (a.model, r) not in rests]
-        flags += [f for f in a.flags_of(revs) if f not in flags]
-    return Statement(text, tuple(rests), tuple(flags))
-
-
-def _formation(answers: list[ModelAnswer]) -> Statement:
-    n = len(answers)
-    total = sum(a.n_revisions for a in answers)
-    formed = [a for a in answers if a.circuit.reached]
-    ms = milestone_words(answers[0].circuit.milestone)
-    s = f"This run screened {_plural(n, 'model')} over {_plural(total, 'revision')} in all; " + EC.formed_clause(len(formed), n, ms)
-    parts: list[tuple[ModelAnswer, Iterable[str]]] = []
-    known = [a for a in formed if a.circuit.tokens is not None]
-    if known:
-        first = min(known, key=lambda a: a.circuit.tokens)
-        c = first.circuit
-        when = (f"by {fmt_token_bound(c.tokens, 'hi')} tokens ({c.revision}, already at the first revision "
-                "screened)" if c.lo_revision is None else
-                f"after {fmt_token_bound(c.lo_tokens, 'lo')} and by {fmt_token_bound(c.tokens, 'hi')} tokens "
-                f"({c.revision})")
-        s += f", the earliest {first.model} {when}"
-        parts.append((first, c.rests_on))
-    never = [a for a in answers if a.circuit.known and not a.circuit.reached]
-    if never:
-        s += f"; {_names([a.model for a in never])} never did by the last revision screened"
-        parts += [(a, (a.final_revision,)) for a in never]
-    return _statement(s + ".", parts)
-
-
-def _sink(answers: list[ModelAnswer]) -> Statement:
-    n = len(answers)
-    sinks = [a for a in answers if a.sink50.reached]
-    ordered = [a for a in sinks if a.gap50.ordered]
-    s = f"A first-token sink on half the heads came in {len(sinks)} of {n} models"
-    parts: list[tuple[ModelAnswer, Iterable[str]]] = [(a, a.sink50.rests_on) for a in sinks]
-    if ordered:
-        lo = min(ordered, key=lambda a: a.gap50.lo)
-        s += (f"; in {_names([a.model for a in ordered])} it came after the induction circuit whatever the "
-              f"checkpoint spacing hides (at least {fmt_bound(lo.gap50.lo, 'lo')} more tokens at the ends of the "
-              "brackets; each model's interval is in the table)")
-        parts += [(a, a.gap50.rests_on) for a in ordered]
-    return _statement(s + ".", parts)
-
-
-def _text_sinks(answers: list[ModelAnswer]) -> Statement | None:
-    """The text probe's sink rate (Gu et al. 2025) at each model's final revision and when it first reached
-    half the heads; None when no model ran a text probe."""
-    with_text = [a for a in answers if a.text_sink is not None]
-    if not with_text:
-        return None
-    eps = with_text[0].text_sink.eps
-    bits, parts = [], []
-    for a in with_text:
-        t = a.text_sink
-        o = t.onset
-        if o.reached and o.lo_revision is not None:
-            when = f"half the heads after {fmt_token_bound(o.lo_tokens, 'lo')} and by {fmt_token_bound(o.tokens, 'hi')} tokens ({o.revision})"
-        elif o.reached:
-            when = f"half the heads already at the first revision ({o.revision})"
-        elif o.known:
-            when = "never half the heads by the last revision"
-        else:
-            when = "no onset computed"
-        bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}")
-        parts.append((a, t.rests_on))
-    return _statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate: mean attention "
-                      f"to the first token above {eps:g}, per sequence) was: " + "; ".join(bits) + ".", parts)
-
-
-def _where_decided(answers: list[ModelAnswer]) -> Statement:
-    """Where the causal test (the recipe's third step) decided, per model: the revisions, the
-    smallest p, over how many sets; then where it could not."""
-    ablated = [a for a in answers if a.final is not None]
-    if not ablated:
-        return _statement("The causal test (ablating the induction circuit against matched-random head sets) "
-                          "ran on no revision of this run.", [])
-    said, parts = [], []
-    for a in ablated:
-        if not a.decided:
-            continue
-        best = a.best
-        bit = f"{a.model}: {a.decided_words()}"
-        if best is not None:
-            on = "" if best.metric == "top1" else f" on {V.METRIC_WORDS.get(best.metric, best.metric)}"
-            bit += (f" (smallest {best.p_text()}{on}: the {len(best.heads)}-head {best.circuit.replace('_', ' ')} at "
-                    f"{best.revision}, over {best.control_text()})")
-        said.append(bit)
-        parts.append((a, [v.revision for v in a.decided]))
-    none = [a.model for a in ablated if not a.decided]
-    if said:
-        s = "The causal test (ablating the induction circuit against matched-random head sets) decided in " \
-            + "; ".join(said)
-        if none:
-            s += f"; it decided at no revision of {_names(none)}"
-    else:
-        s = ("The causal test (ablating the induction circuit against matched-random head sets) decided at no "
-             f"revision of {_names(none)}")
-    return _statement(s + ".", parts)
-
-
-FINAL_SAY = (("causal", "causal"), ("not_causal", "not causal"), ("underpowered", "underpowered"),
-             ("untested", "untested (no behaviour for top-1 to lose)"),
-             ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
-
-
-def _final(answers: list[ModelAnswer]) -> Statement:
-    by: dict[str, list[ModelAnswer]] = {}
-    for a in answers:
-        by.setdefault(a.verdict, []).append(a)
-    bits = [f"{say} in {_names([a.model for a in by[w]])}" for w, say in FINAL_SAY if by.get(w)]
-    return _statement("Ablating the final circuit at the last revision: " + "; ".join(bits) + ".",
-                      [(a, a.final_rests_on) for a in answers])
-
-
-def _undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
-    items, parts = [], []
-    under = [a for a in answers if a.verdict == "underpowered"]
-    if under:
-        why: dict[str, list[str]] = {}
-        for a in under:
-            why.setdefault(a.final.why or "", []).append(a.model)
-        items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} (underpowered — "
-                     + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
-        parts += [(a, a.final_rests_on) for a in under]
-    empty = [a for a in answers if a.verdict in ("no circuit", "not ablated")]
-    if empty:
-        nothing = [a.model for a in empty if a.verdict == "no circuit"]
-        skipped = [a.model for a in empty if a.verdict == "not ablated"]
-        items.append("whether an induction circuit is causal in " + "; ".join(
-            ([f"{_names(nothing)} (no circuit at the final revision to ablate)"] if nothing else [])
-            + ([f"{_names(skipped)} (not ablated)"] if skipped else [])))
-        parts += [(a, a.final_rests_on) for a in empty]
-    gaps: dict[str, list[ModelAnswer]] = {}
-    for a in answers:
-        w = a.gap50.why_undecided()
-        if w is not None:
-            gaps.setdefault(w, []).append(a)
-    for w, ms in gaps.items():
-        items.append(f"the gap between sink and circuit in {_names([a.model for a in ms])} ({w})")
-        parts += [(a, a.gap50.rests_on) for a in ms]
-    if items:
-        return _statement(EC.could_not_decide(items), parts), False
-    return _statement("Every model's final verdict and sink/circuit gap in this run was decided.",
-                      [(a, a.final_rests_on + a.gap50.rests_on) for a in answers]), True
-
-
 def run_answer(answers: list[ModelAnswer], groups: Iterable[GroupAnswer] = ()) -> RunAnswer:
     """The run's statements, in reading order: formation, the sink, where the causal test decided,
     the final circuit's verdicts, what could not be decided; then one per seed group."""
     groups = tuple(groups)
     if not answers:
         return RunAnswer((), (Statement("This run has no models with findings yet."),), False, groups)
-    last, all_decided = _undecided(answers)
+    last, all_decided = S.undecided(answers)
     ft = [(a, a.first_token) for a in answers if a.first_token is not None]
     first = FT.sentence([(a.model, f) for a, f in ft])
-    text = [s for s in (first and _statement(first, [(a, f.rests_on) for a, f in ft]), _text_sinks(answers)) if s]
-    return RunAnswer(tuple(answers), (_formation(answers), _sink(answers), *text,
-                                      _where_decided(answers), _final(answers), last)
+    text = [s for s in (first and S.statement(first, [(a, f.rests_on) for a, f in ft]), S.text_sinks(answers)) if s]
+    return RunAnswer(tuple(answers), (S.formation(answers), S.sink(answers), *text,
+                                      S.where_decided(answers), S.final(answers), last)
                      + tuple(g.statement() for g in groups), all_decided, groups)
 
 

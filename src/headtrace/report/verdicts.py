@@ -1,0 +1,139 @@
+"""A verdict row in words: :class:`Verdict` (one ablated induction circuit at one revision), its effect
+with the interval (:func:`effect_text`), and the verdict's word and reasons (:func:`verdict_of`); part of
+the run's answers (:mod:`headtrace.report.answers`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from headtrace.report.words import get as _get
+from headtrace.report.words import is_nan as _nan
+from headtrace.report.words import plural as _plural
+
+DECIDED = ("causal", "not_causal")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One ablated induction circuit at one revision, as its verdict row says."""
+    revision: str
+    tokens: float | None
+    circuit: str
+    heads: tuple[str, ...]
+    word: str  # causal | not_causal | underpowered | no circuit
+    metric: str
+    effect: float | None
+    effect_lo: float | None
+    effect_hi: float | None
+    p: float | None
+    n_sets: int  # distinct matched sets evaluated
+    n_space: int | None  # the matched space's size (None: not recorded)
+    exact: bool | None  # every set of the space evaluated (None: unknown)
+    min_p: float | None
+    why: str | None  # why the test cannot decide (underpowered only)
+    why_not: str | None = None  # the causal criteria a decided not_causal circuit missed (not_causal only)
+    floor: str | None = None  # why top-1 could not decide (its baseline at the floor) and what did
+    upper_share: float | None = None
+    saturates: bool | None = None
+    row: Mapping = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def decided(self) -> bool:
+        return self.word in DECIDED and bool(self.heads)
+
+    def control_text(self) -> str:
+        """'all 70 matched sets (exact)' / '20 of 1820 matched sets (sampled)' / '20 matched sets
+        (space size not recorded)' / 'no matched control'."""
+        n = self.n_sets
+        if not n:
+            return "no matched control"
+        if self.exact:
+            return f"all {_plural(n, 'matched set')} (exact)"
+        if self.exact is None or self.n_space is None:
+            return f"{_plural(n, 'matched set')} (whether all: not recorded)"
+        return f"{n} of {self.n_space} matched sets (sampled)"
+
+    def p_text(self) -> str:
+        """'p = 0.014 = 1/71' (the smallest p its sets allow) / 'p = 0.400'."""
+        if _nan(self.p):
+            return "p undefined"
+        out = f"p = {self.p:.3f}"
+        if self.n_sets and self.min_p is not None and abs(self.p - self.min_p) < 1e-12:
+            out += f" = 1/{self.n_sets + 1}"
+        return out
+
+
+
+def effect_text(v: Verdict | Mapping) -> str:
+    """The effect on the decision metric with its bootstrap interval. Top-1/top-5 effects are differences
+    of two percentages, so in percentage points, with the relative drop beside them: '40.00 pp [30.00,
+    50.00] (80% of the baseline)'; the cross-entropy in nats: '2.92 nats [2.19 nats, 3.70 nats]'."""
+    row = v.row if isinstance(v, Verdict) else v
+    if isinstance(v, Verdict):
+        metric, x, lo, hi = v.metric, v.effect, v.effect_lo, v.effect_hi
+    else:
+        metric = v.get("metric") or "top1"
+        x, lo, hi = v.get("effect"), v.get("effect_lo"), v.get("effect_hi")
+    if metric not in ("top1", "top5") or _nan(x):
+        ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if not _nan(lo) else ""
+        return fmt_metric(metric, x) + ci
+    base = _get(row, "baseline_value", _get(row, "baseline_top1"))
+    ci = f" [{100 * lo:.2f}, {100 * hi:.2f}]" if not _nan(lo) and not _nan(hi) else ""
+    rel = f" ({x / base:.0%} of the baseline)" if base else ""
+    return f"{100 * x:.2f} pp{ci}{rel}"
+
+
+def fmt_metric(metric: str, x) -> str:
+    """A metric's value as printed: top-1 as a percentage, logit and cross-entropy to 2 decimals."""
+    return "nan" if _nan(x) else (f"{x:.2%}" if metric in ("top1", "top5") else f"{x:.2f}" + UNITS.get(metric, ""))
+
+
+UNITS = {"ce": " nats"}
+
+
+
+def verdict_word(v: Mapping | None) -> str:
+    if v is None:
+        return "not ablated"
+    if not v.get("n_heads"):
+        return "no circuit"
+    return v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
+
+
+def underpowered_why(v: Mapping) -> str:
+    """Why an ``underpowered`` row cannot decide: the verdict's own ``underpowered_reason`` when it
+    has one (a control of other per-layer sizes, a full layer, too few sets); else, for older tables,
+    the smallest p its sets allow, or no control at all."""
+    own = v.get("underpowered_reason")
+    if own:
+        return str(own)
+    n_sets = v.get("n_distinct_draws") or 0
+    min_p = v.get("min_p")
+    if n_sets and not _nan(min_p):
+        return f"the smallest p {_plural(n_sets, 'matched set')} allow is {min_p:.3f} > alpha"
+    return "no matched-random sets, nothing to compare with"
+
+
+def _heads(v: Mapping | None) -> tuple[str, ...]:
+    h = None if v is None else v.get("heads")
+    if h is None:
+        return ()
+    return tuple(str(x) for x in (h.to_list() if hasattr(h, "to_list") else h))
+
+
+def verdict_of(v: Mapping) -> Verdict:
+    word = verdict_word(v)
+    n_space = _get(v, "n_matched_sets")
+    exact = v.get("control_exact")
+    if n_space is None and exact:  # a table written before null meant 'not recorded'
+        exact = None
+    return Verdict(
+        revision=v["revision"], tokens=_get(v, "tokens"), circuit=str(v.get("circuit") or "circuit"),
+        heads=_heads(v), word=word, metric=v.get("metric") or "top1", effect=_get(v, "effect"),
+        effect_lo=_get(v, "effect_lo"), effect_hi=_get(v, "effect_hi"), p=_get(v, "p_value"),
+        n_sets=int(v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
+        exact=None if exact is None else bool(exact), min_p=_get(v, "min_p"),
+        why=underpowered_why(v) if word == "underpowered" else None,
+        why_not=(v.get("not_causal_reason") or None) if word == "not_causal" else None, floor=v.get("floor_reason"),
+        upper_share=_get(v, "upper_bound_share"), saturates=v.get("upper_bound_saturates"), row=dict(v))
+

@@ -74,7 +74,7 @@ def test_the_run_statements_are_sentences():
     formation = sents[0]
     assert "0 of them" not in formation and "no model formed an induction circuit" in formation
     undecided = [s for s in sents if s.startswith("It could not decide")]
-    assert undecided and "; nor the gap between sink and circuit in my-run" in undecided[0]
+    assert undecided and "; nor the order of sink and circuit in my-run" in undecided[0]
 
 
 def test_phrases():

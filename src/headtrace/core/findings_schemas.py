@@ -131,6 +131,11 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "gap_hi": pl.Float64,
         "gap_bound": pl.String,  # interval | lower bound | upper bound | unknown
         "censored": pl.Boolean,  # bounded on one side only (a lower or an upper bound)
+        # which came first as the brackets decide it (headtrace.findings.order): earlier first | later first |
+        # undecided | absent; and what a decided order rests on: seen (both met) | censoring (the second
+        # milestone never met by the last revision)
+        "order": pl.String,
+        "order_basis": pl.String,
     },
     # F3 onset brackets after adaptive refinement (headtrace.panel.refine): per model x milestone, the
     # revisions just before (lo) and at (hi) the first revision reaching it, over all screened
@@ -315,6 +320,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_present": pl.Int32,  # members with findings (a trajectory)
         "floor_n_used": pl.Int32,
         "floor_n_held": pl.Int32,  # F1: the zero-BOS floor held in this many of floor_n_used
+        "floor_n_vacuous": pl.Int32,  # of those, held with no first-token head anywhere (nothing tested)
         "shape_n_used": pl.Int32,
         "shape_modal": pl.String,  # F2: the commonest shape label (a tie: the first alphabetically, shape_tied)
         "shape_n_agree": pl.Int32,
@@ -340,6 +346,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "final_revision": pl.String,
         "final_tokens": pl.Int64,
         "floor_holds": pl.Boolean,
+        "max_first_token_heads": pl.Int32,  # the most first-token heads at any revision (0: nothing for F1/F2 to test)
         "shape": pl.String,
         "jump_share": pl.Float64,
         "circuit": pl.List(pl.String),  # the final induction circuit, LxHy
@@ -383,6 +390,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_later_first": pl.Int32,
         "n_undecided": pl.Int32,
         "n_absent": pl.Int32,
+        "n_by_censoring": pl.Int32,  # decided orders resting on censoring alone (the second milestone never met)
         "p_sign": pl.Float64,  # exact two-sided binomial p of n_earlier_first of n_decided against 50%
         "n_gap": pl.Int32,  # members whose gap has a bound
         "median_gap_lo": pl.Float64,
@@ -404,6 +412,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "gap_hi": pl.Float64,
         "gap_bound": pl.String,
         "order": pl.String,  # earlier first, later first, undecided, absent
+        "order_basis": pl.String,  # seen | censoring (the second milestone never met) | null (undecided)
     },
     "group_recall": {
         "group": pl.String,

@@ -24,6 +24,7 @@ import polars as pl
 
 from headtrace.core.heads import head_name, jaccard
 from headtrace.findings import agreement
+from headtrace.findings import order as milestone_order
 from headtrace.core.tables import SCHEMAS as SCHEMAS_GROUP
 from headtrace.core.tables import conform
 from headtrace.findings.trajectory import final_circuit, revision_order
@@ -71,25 +72,7 @@ def bracket_stats(los: Sequence[float | None], his: Sequence[float | None]) -> d
 
 def _bounds(row: Mapping) -> tuple[float, float]:
     """A milestone row's crossing interval (lo, hi]: left-censored -> lo 0; right-censored -> hi inf."""
-    lo = 0.0 if row["left_censored"] or row["lo_tokens"] is None else float(row["lo_tokens"])
-    hi = INF if row["right_censored"] or row["tokens"] is None else float(row["tokens"])
-    return lo, hi
-
-
-def order_of(earlier: Mapping | None, later: Mapping | None) -> str:
-    """Which of two milestones a member crossed first, as its brackets decide: "earlier first"
-    when the earlier one's upper end <= the later one's lower end, "later first" in the mirror case,
-    "undecided" when the brackets overlap (the same bracket, or neither reached), "absent" when
-    the member has no row for one of them."""
-    if earlier is None or later is None:
-        return "absent"
-    e_lo, e_hi = _bounds(earlier)
-    l_lo, l_hi = _bounds(later)
-    if e_hi != INF and e_hi <= l_lo:
-        return "earlier first"
-    if l_hi != INF and l_hi <= e_lo:
-        return "later first"
-    return "undecided"
+    return milestone_order.bounds_of_row(row)
 
 
 def _rows_by_member(df: pl.DataFrame | None, members: Sequence[str], key: str | None = None) -> dict:
@@ -141,24 +124,30 @@ def milestone_table(group: str, member_ms: pl.DataFrame, n_members: int) -> pl.D
 def member_gaps(group: str, members: Mapping[str, int], ms: pl.DataFrame, gaps: pl.DataFrame,
                 pairs: Sequence[tuple[str, str]]) -> pl.DataFrame:
     """``group_member_gaps``: every member x (later, earlier) pair: the member's gap bracket
-    (``f3_gaps``) and which milestone its brackets put first (:func:`order_of`)."""
+    (``f3_gaps``), which milestone its brackets put first and what that order rests on
+    (:mod:`headtrace.findings.order`: one rule for the models' rows and the groups')."""
     by_ms = _rows_by_member(ms, list(members), "milestone")
     by_gap = {(r["model"], r["later"], r["earlier"]): r for r in gaps.iter_rows(named=True)} if gaps.height else {}
     rows = []
     for later, earlier in pairs:
         for m, seed in members.items():
             g = by_gap.get((m, later, earlier))
+            e = milestone_order.bounds_of_row(by_ms.get((m, earlier)))
+            l_ = milestone_order.bounds_of_row(by_ms.get((m, later)))
+            o = milestone_order.order_of(e, l_)
             rows.append(dict(group=group, member=m, seed=seed, later=later, earlier=earlier, present=g is not None,
                              gap_ratio=g and g["gap_ratio"], gap_lo=g and g["gap_lo"], gap_hi=g and g["gap_hi"],
                              gap_bound=g and g["gap_bound"],
-                             order=order_of(by_ms.get((m, earlier)), by_ms.get((m, later)))))
+                             order=o, order_basis=milestone_order.basis_of(o, e, l_)))
     return conform(pl.DataFrame(rows, schema=SCHEMAS_GROUP["group_member_gaps"]), "group_member_gaps")
 
 
 def gap_table(group: str, member_g: pl.DataFrame, n_members: int) -> pl.DataFrame:
     """``group_gaps``: per (later, earlier) pair: in how many members the earlier milestone comes
-    first, the later first, undecided or absent; the exact two-sided binomial p of the decided
-    members against 50% (``p_sign``); the median, smallest and largest gap as intervals over the
+    first, the later first, undecided or absent, and how many of the decided orders rest on censoring
+    alone (``n_by_censoring``: the milestone that came second was never met, so the order says only
+    that it did not come); the exact two-sided binomial p of the decided members against 50%
+    (``p_sign``; vacuous where every decided order rests on censoring); the median, smallest and largest gap as intervals over the
     members whose gap has a bound (``n_gap``; a gap "unknown" is counted out)."""
     rows = []
     for (later, earlier), g in member_g.group_by("later", "earlier", maintain_order=True):
@@ -168,7 +157,8 @@ def gap_table(group: str, member_g: pl.DataFrame, n_members: int) -> pl.DataFram
         st = bracket_stats(b["gap_lo"].to_list(), b["gap_hi"].to_list())
         rows.append(dict(group=group, later=later, earlier=earlier, n_members=n_members, n_decided=n,
                          n_earlier_first=k, n_later_first=c["later first"], n_undecided=c["undecided"],
-                         n_absent=c["absent"], p_sign=binomial_p(k, n), n_gap=b.height,
+                         n_absent=c["absent"], n_by_censoring=int((g["order_basis"] == milestone_order.CENSORING).sum()),
+                         p_sign=binomial_p(k, n), n_gap=b.height,
                          median_gap_lo=st["median_lo"], median_gap_hi=st["median_hi"],
                          smallest_gap_lo=st["min_lo"], smallest_gap_hi=st["min_hi"],
                          largest_gap_lo=st["max_lo"], largest_gap_hi=st["max_hi"]))
@@ -212,16 +202,21 @@ def check_geometry(traj: pl.DataFrame, members: Sequence[str], group: str) -> No
 def member_table(group: str, members: Mapping[str, int], findings: Mapping[str, pl.DataFrame],
                  circuits: Mapping) -> pl.DataFrame:
     """``group_members``: one row per member: present (it has findings), revisions, final revision,
-    F1 floor held, F2 shape and jump share, its final induction circuit."""
+    F1 floor held, the most first-token heads at any revision (0: the floor and the shape had nothing
+    to test), F2 shape and jump share, its final induction circuit."""
     shape = _rows_by_member(findings.get("f2_shape"), list(members))
     floor = _rows_by_member(findings.get("f1_floor"), list(members))
+    bos = findings.get("f2_bos_fraction")
+    most = ({} if bos is None or not bos.height else
+            dict(bos.group_by("model").agg(pl.col("n_first_token").max()).iter_rows()))
     rows = []
     for m, seed in members.items():
         s, f = shape.get(m), floor.get(m)
         rev, tok, circ = circuits.get(m, (None, None, None))
         rows.append(dict(group=group, member=m, seed=seed, present=s is not None,
                          n_revisions=s and s["n_revisions"], final_revision=rev, final_tokens=tok,
-                         floor_holds=f and f["floor_holds"], shape=s and s["shape"], jump_share=s and s["jump_share"],
+                         floor_holds=f and f["floor_holds"], max_first_token_heads=most.get(m),
+                         shape=s and s["shape"], jump_share=s and s["jump_share"],
                          circuit=circ, n_circuit=None if circ is None else len(circ)))
     return conform(pl.DataFrame(rows, schema=SCHEMAS_GROUP["group_members"]), "group_members")
 
@@ -283,6 +278,8 @@ def summary_row(group: str, members: Mapping[str, int], mem: pl.DataFrame, jac: 
     seen = Counter(h for _, _, c in circuits.values() for h in set(c))
     row = dict(group=group, n_members=len(members), n_present=p.height,
                floor_n_used=fl.height, floor_n_held=int(fl["floor_holds"].sum()) if fl.height else 0,
+               floor_n_vacuous=int((fl["floor_holds"] & (fl["max_first_token_heads"].fill_null(0) == 0)).sum())
+               if fl.height else 0,
                shape_n_used=sum(shapes.values()), shape_modal=tied[0] if tied else None, shape_n_agree=n_modal,
                shape_tied=len(tied) > 1, circuit_n_used=len(circuits), jaccard_n_pairs=len(js),
                jaccard_median=float(np.median(js)) if js else None, jaccard_min=min(js) if js else None,

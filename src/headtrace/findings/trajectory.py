@@ -24,6 +24,7 @@ import polars as pl
 
 from headtrace.core.revisions import training_order_key
 from headtrace.core.tables import SCHEMAS, conform
+from headtrace.findings import order as milestone_order
 
 KEY = ["model", "revision", "tokens", "layer", "head"]
 
@@ -194,6 +195,19 @@ def milestone_specs(induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
             + [(f"first_token_{round(100 * p)}pct", "bos_fraction", p - 1e-12) for p in first_token_fractions])
 
 
+def milestone_spec(name: str) -> tuple[str, str, float] | None:
+    """(findings table, column, minimum) of one milestone named as :func:`milestone_specs` names them
+    (``circuit_size.n_induction_circuit`` / ``f2_bos_fraction.bos_fraction``); None for another name."""
+    import re
+    m = re.fullmatch(r"induction_(\d+)_heads", name)
+    if m:
+        return "circuit_size", "n_induction_circuit", int(m.group(1))
+    m = re.fullmatch(r"first_token_(\d+)pct", name)
+    if m:
+        return "f2_bos_fraction", "bos_fraction", int(m.group(1)) / 100 - 1e-12
+    return None
+
+
 def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
                   induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
                   first_token_fractions: tuple[float, ...] = FIRST_TOKEN_FRACTIONS) -> pl.DataFrame:
@@ -292,6 +306,13 @@ def f3_gaps(milestones: pl.DataFrame, later: str = "first_token_50pct",
                            gap_hi=pl.Series([x[1] for x in bounds], dtype=pl.Float64),
                            gap_bound=pl.Series([x[2] for x in bounds], dtype=pl.String))
     out = out.with_columns(censored=pl.col("gap_bound").is_in(["lower bound", "upper bound"]))
+    orders = []
+    for r in out.iter_rows(named=True):
+        e, l_ = milestone_order.bounds_of_row(r, "earlier_"), milestone_order.bounds_of_row(r, "later_")
+        o = milestone_order.order_of(e, l_)
+        orders.append((o, milestone_order.basis_of(o, e, l_)))
+    out = out.with_columns(order=pl.Series([o for o, _ in orders], dtype=pl.String),
+                           order_basis=pl.Series([b for _, b in orders], dtype=pl.String))
     return conform(out, "f3_gaps")
 
 

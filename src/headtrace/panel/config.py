@@ -144,6 +144,21 @@ def probe_limits(config: dict, model: str) -> context.Limits | None:
     return None
 
 
+# the published panel's models in words (headtrace.panel.reference.PUBLISHED's keys): the family column
+PUBLISHED_NAMES = {"pythia1b": "Pythia-1B", "olmo": "OLMo-1B-0724", "olmoe": "OLMoE-1B-7B-0924"}
+
+
+def continuations(config: dict) -> dict[str, str]:
+    """Model -> the model whose training run it continues (a data-shift run starts from its base's final
+    checkpoint: ``train.shift_from``), so the headline counts the run once."""
+    out = {}
+    for m in model_names(config):
+        base = (model_spec(config, m).get("train") or {}).get("shift_from")
+        if base:
+            out[m] = base
+    return out
+
+
 def families_shown(config: dict) -> dict[str, str]:
     """The family each model's headline row names: as configured, or as ``family: auto`` resolves it
     (a local checkpoint's config.json ``model_type``, read as the config check reads it); the
@@ -156,7 +171,7 @@ def families_shown(config: dict) -> dict[str, str]:
         if fam and fam != "auto":
             out[m] = fam
         elif spec.get("published"):
-            out[m] = f"published ({spec['published']})"
+            out[m] = f"published ({PUBLISHED_NAMES.get(spec['published'], spec['published'])})"
         elif spec.get("source") == "local":
             types = sorted({c["model_type"] for c in (context.read_config(w) or {} for w in _config_jsons_of(config, m))
                             if c.get("model_type")})

@@ -41,6 +41,8 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
+from headtrace.findings import order as milestone_order
+from headtrace.findings.trajectory import milestone_spec
 from headtrace.report import first_token as FT
 from headtrace.report import statements as S
 from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
@@ -81,10 +83,15 @@ class Milestone:
     lo_revision: str | None = None
     lo_tokens: float | None = None
     refined: bool = False
+    lapses: tuple[str, ...] = ()  # later screened revisions where the milestone no longer held
 
     @property
     def rests_on(self) -> tuple[str, ...]:
         return tuple(r for r in (self.lo_revision, self.revision) if r is not None)
+
+    def lapse_text(self) -> str:
+        """'not persistent: below it again at step700' / '' (it held at every later revision)."""
+        return f"not persistent: below it again at {_names(list(self.lapses))}" if self.lapses else ""
 
     @property
     def at_first(self) -> bool:
@@ -109,8 +116,10 @@ class Milestone:
             return "not reached"
         hi = fmt_token_bound(self.tokens, "hi") if self.tokens is not None else "? tokens"
         if self.lo_revision is None:
-            return f"{self.revision} ({hi}; at the first revision screened)"
-        return f"{self.revision} ({fmt_token_bound(self.lo_tokens, 'lo')}–{hi}]"
+            out = f"{self.revision} ({hi}; at the first revision screened)"
+        else:
+            out = f"{self.revision} ({fmt_token_bound(self.lo_tokens, 'lo')}–{hi}]"
+        return out + (f"; {self.lapse_text()}" if self.lapses else "")
 
 
 @dataclass(frozen=True)
@@ -149,18 +158,28 @@ class Gap:
     lo: float | None = None
     hi: float | None = None
     rests_on: tuple[str, ...] = ()
+    order: str = milestone_order.ABSENT  # headtrace.findings.order: earlier first | later first | undecided | absent
+    basis: str | None = None  # what a decided order rests on: seen | censoring (the later milestone never met)
 
     @property
     def ordered(self) -> bool:
-        """The later milestone after the earlier whatever the spacing hides (lo ≥ 1)."""
-        return self.state == "interval" and self.lo is not None and self.lo >= 1
+        """The circuit (earlier milestone) first whatever the spacing hides: its bracket ends where or
+        before the sink's begins, a censored end included (:mod:`headtrace.findings.order`)."""
+        return self.order == milestone_order.EARLIER_FIRST
+
+    @property
+    def seen(self) -> bool:
+        """Ordered, and both milestones were met (not an order that holds only because no sink came)."""
+        return self.order in (milestone_order.EARLIER_FIRST, milestone_order.LATER_FIRST) \
+            and self.basis == milestone_order.SEEN
 
     @property
     def decided(self) -> bool:
-        return self.ordered
+        """The order is decided (either way; seen or by censoring)."""
+        return self.order in (milestone_order.EARLIER_FIRST, milestone_order.LATER_FIRST)
 
     def why_undecided(self) -> str | None:
-        """Why the gap is not decided, in a clause; None when it is."""
+        """Why the order is not decided, in a clause; None when it is."""
         if self.decided:
             return None
         return {
@@ -214,6 +233,14 @@ class ModelAnswer:
     suspect: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     text_sink: TextSink | None = None  # None: no text probe ran for this model
     first_token: FT.FirstToken | None = None  # first-token heads at the last revision (report.first_token)
+    continues: str | None = None  # the model whose training run this one continues (not an independent run)
+
+    @property
+    def sink_possible(self) -> bool:
+        """Some layer lies above Finding 1's floor, so a sink milestone can be met without contradicting
+        it (a 2-layer model has none); True when the layers are unknown."""
+        above = None if self.first_token is None else self.first_token.layers_above_floor
+        return above is None or above > 0
 
     # -- the final verdict, decided once
     @property
@@ -325,6 +352,21 @@ def _revisions(sizes: pl.DataFrame | None, model: str) -> list[tuple[str, float 
     return list(g.sort("tokens", nulls_last=True, maintain_order=True).iter_rows())
 
 
+def _lapses(F: Mapping[str, pl.DataFrame], model: str, milestone: str, tokens: float | None) -> tuple[str, ...]:
+    """The screened revisions after ``tokens`` where the milestone no longer holds (its table's value
+    below the minimum, :func:`headtrace.findings.trajectory.milestone_spec`): a milestone that does not
+    persist is said to."""
+    spec = milestone_spec(milestone)
+    if spec is None or tokens is None:
+        return ()
+    table, col, minimum = spec
+    t = F.get(table)
+    if t is None or not t.height or col not in t.columns or "tokens" not in t.columns:
+        return ()
+    g = t.filter((pl.col("model") == model) & (pl.col("tokens") > tokens)).sort("tokens")
+    return tuple(r for r, v in zip(g["revision"].to_list(), g[col].to_list()) if v is None or v < minimum)
+
+
 def _milestone(F: Mapping[str, pl.DataFrame], model: str, milestone: str,
                revs: list[tuple[str, float | None]], table: str = "f3_milestones") -> Milestone:
     d = {"revision": None, "tokens": None, "lo_revision": None, "lo_tokens": None, "refined": False,
@@ -346,14 +388,24 @@ def _milestone(F: Mapping[str, pl.DataFrame], model: str, milestone: str,
                 d.update(revision=_get(row, "hi_revision"), tokens=_get(row, "hi_tokens", d["tokens"]),
                          lo_revision=_get(row, "lo_revision"), lo_tokens=_get(row, "lo_tokens"),
                          refined=bool(_get(row, "rounds", 0) or _get(row, "n_added", 0)))
-                return Milestone(milestone, **d)
+                return Milestone(milestone, **d, lapses=_lapses(F, model, milestone, d["tokens"]))
     if d["reached"]:
         names = [r for r, _ in revs]
         if d["revision"] in names:
             i = names.index(d["revision"])
             if i > 0:
                 d["lo_revision"], d["lo_tokens"] = revs[i - 1]
-    return Milestone(milestone, **d)
+    return Milestone(milestone, **d, lapses=_lapses(F, model, milestone, d["tokens"]) if d["reached"] else ())
+
+
+def _bounds(m: Milestone, final_tokens: float | None) -> tuple[float, float] | None:
+    """A milestone's crossing bracket for :func:`headtrace.findings.order.order_of`: (lo, hi], lo 0 when met
+    at the first revision, hi inf (lo the last revision's tokens) when never met; None without a row."""
+    if not m.known:
+        return None
+    if not m.reached:
+        return milestone_order.bounds(final_tokens, None, False, True)
+    return milestone_order.bounds(m.lo_tokens, m.tokens, m.at_first, False)
 
 
 def _gap(F: Mapping[str, pl.DataFrame], model: str, later: Milestone, earlier: Milestone,
@@ -369,11 +421,14 @@ def _gap(F: Mapping[str, pl.DataFrame], model: str, later: Milestone, earlier: M
             ratio = _get(row, "gap_ratio")
             lo, hi = _get(row, "gap_lo"), _get(row, "gap_hi")  # the findings job's, as written
     base = earlier.rests_on + later.rests_on
+    final_rev, final_tok = final
+    e_b, l_b = _bounds(earlier, final_tok), _bounds(later, final_tok)
+    order = milestone_order.order_of(e_b, l_b)
     mk = (lambda state, lo=lo, hi=hi, rests=base: Gap(later.milestone, earlier.milestone, state, ratio, lo, hi,
-                                                      tuple(dict.fromkeys(rests))))
+                                                      tuple(dict.fromkeys(rests)), order,
+                                                      milestone_order.basis_of(order, e_b, l_b)))
     if not earlier.reached:
         return mk("no_circuit", None, None, earlier.rests_on)
-    final_rev, final_tok = final
     if not later.reached or (row is not None and _get(row, "later_right_censored")):
         if lo is None and earlier.tokens and final_tok:
             lo = float(final_tok) / float(earlier.tokens)
@@ -454,10 +509,11 @@ def _models_of(F: Mapping[str, pl.DataFrame]) -> list[str]:
 def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None = None, *,
                   families: Mapping[str, str] | None = None, models: Iterable[str] | None = None,
                   circuit_milestone: str | None = None, sink_milestones: tuple[str, str] = SINK_MILESTONES,
-                  suspect: Suspect | None = None) -> list[ModelAnswer]:
+                  suspect: Suspect | None = None, continues: Mapping[str, str] | None = None) -> list[ModelAnswer]:
     """One :class:`ModelAnswer` per model. ``circuit_milestone``: default the ``earlier`` milestone of
     ``f3_gaps`` (``induction_3_heads`` when it has none). ``families``: the family each model resolved
-    to (a model missing there: '—')."""
+    to (a model missing there: '—'). ``continues``: model -> the model whose training run it continues
+    (its first revision is that model's weights), so the run is counted once."""
     F = dict(findings)
     gaps = F.get("f3_gaps")
     if circuit_milestone is None:
@@ -483,7 +539,8 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
             gap50=_gap(F, m, s50, circ, (final_rev, final_tok)), gap10=_gap(F, m, s10, circ, (final_rev, final_tok)),
             final=final, decided=tuple(v for v in rows if v.decided),
             undecided=tuple(v for v in rows if v.word == "underpowered"),
-            spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m), first_token=FT.of(F, m)))
+            spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m), first_token=FT.of(F, m),
+            continues=(continues or {}).get(m)))
     return out
 
 

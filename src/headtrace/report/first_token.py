@@ -19,6 +19,16 @@ class FirstToken:
     lowest_layer: int | None   # the lowest layer holding one (None: no first-token head)
     floor_layers: str | None   # F1's floor layers ("0,1"), as f1_floor names them
     floor_holds: bool | None   # no first-token head in those layers at any revision (None: not computed)
+    n_layers: int | None = None  # the model's layers (None: unknown)
+
+    @property
+    def layers_above_floor(self) -> int | None:
+        """Layers outside F1's floor, where a first-token head may form without contradicting it (None:
+        unknown). A 2-layer model has none: any sink milestone there would contradict F1 by construction."""
+        if self.n_layers is None or self.floor_layers is None:
+            return None
+        floor = {int(x) for x in self.floor_layers.split(",") if x.strip()}
+        return sum(1 for layer in range(self.n_layers) if layer not in floor)
 
     @property
     def rests_on(self) -> tuple[str, ...]:
@@ -61,7 +71,8 @@ def of(F: Mapping[str, pl.DataFrame], model: str) -> FirstToken | None:
         revision=str(last), n_first=int(rows["n_first_token"].sum()), n_heads=int(rows["n_heads"].sum()),
         lowest_layer=int(with_first["layer"].min()) if with_first.height else None,
         floor_layers=str(fl["floor_layers"][0]) if fl is not None and fl.height else None,
-        floor_holds=bool(fl["floor_holds"][0]) if fl is not None and fl.height else None)
+        floor_holds=bool(fl["floor_holds"][0]) if fl is not None and fl.height else None,
+        n_layers=int(rows["layer"].n_unique()))
 
 
 def sentence(named: list[tuple[str, FirstToken]]) -> str | None:

@@ -8,7 +8,7 @@ from typing import Mapping
 
 import polars as pl
 
-from headtrace.report.format import fmt_chance, fmt_interval, fmt_token_bound, milestone_words
+from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_token_bound, milestone_words
 from headtrace.report.statements import Statement
 from headtrace.report.words import CIRCUIT_MILESTONE, SINK_MILESTONES
 from headtrace.report.words import get as _get
@@ -53,39 +53,57 @@ class GroupAnswer:
         return int(_get(self.summary, "n_present", 0))
 
     def onset_text(self, milestone: str) -> str:
-        """'median in [200, 400] tokens (3 of 3 members; 1 left-censored)' / '—'."""
+        """'range of possible medians [200, 400] (3 of 3 seeds; 1 left-censored)' / 'not reached in 2 of 2
+        seeds (range of possible medians > 768K)' / '—': the members' own bracket notation."""
         r = self.onsets.get(milestone)
         if r is None or not _get(r, "n_used", 0):
             return "—"
         lo, hi = _get(r, "median_lo"), _get(r, "median_hi")
         iv = (f"[{fmt_token_bound(lo, 'lo')}, {fmt_token_bound(hi, 'hi')}]" if hi is not None
-              else f"≥ {fmt_token_bound(lo, 'lo')} (unbounded above)")
-        cens = [f"{r[k]} {w}" for k, w in (("n_left_censored", "left-censored"), ("n_right_censored", "never reached"))
-                if _get(r, k, 0)]
-        return f"median {iv} ({r['n_used']} of {self.n} seeds" + ("; " + ", ".join(cens) if cens else "") + ")"
+              else f"> {fmt_token_bound(lo, 'lo')}")
+        never = int(_get(r, "n_right_censored", 0))
+        if never == r["n_used"]:
+            return f"not reached in {never} of {self.n} seeds (range of possible medians {iv})"
+        cens = [f"{r[k]} {w}" for k, w in (("n_left_censored", "already at the first revision"),
+                                           ("n_right_censored", "never reached")) if _get(r, k, 0)]
+        return (f"range of possible medians {iv} ({r['n_used']} of {self.n} seeds"
+                + ("; " + ", ".join(cens) if cens else "") + ")")
 
     def order_text(self) -> str:
-        """'induction_3_heads before first_token_50pct in 2 of 2 seeds (exact two-sided binomial p = 0.5 ...)'."""
+        """Which came first over the seeds, as :mod:`headtrace.findings.order` decides it for each member;
+        orders that hold only because no sink came are counted apart, and a sign test resting on them alone
+        is said to be vacuous."""
         g = self.pair
         if g is None:
             return "—"
         k, n = int(_get(g, "n_earlier_first", 0)), int(_get(g, "n_decided", 0))
+        cens = int(_get(g, "n_by_censoring", 0))
         rest = [f"{g[c]} {w}" for c, w in (("n_undecided", "undecided by the brackets"), ("n_absent", "without findings"))
                 if _get(g, c, 0)]
-        out = (f"{milestone_words(g['earlier'])} before {milestone_words(g['later'])} in {k} of {n} "
-               f"{'seed' if n == 1 else 'seeds'} whose brackets order them")
+        first, second = milestone_words(g["earlier"]), milestone_words(g["later"])
+        if n and cens == n:
+            out = (f"{first} first in {k} of {n} {'seed' if n == 1 else 'seeds'} only in that {second} never came "
+                   "by the last revision (orders by censoring, none seen)")
+            out += (" (" + "; ".join(rest) + ")") if rest else ""
+            return out + ": the sign test has no observed order to count (vacuous)"
+        out = (f"{first} before {second} in {k} of {n} {'seed' if n == 1 else 'seeds'} whose brackets order them"
+               + (f" ({cens} of them only because {second} never came)" if cens else ""))
         out += (" (" + "; ".join(rest) + ")") if rest else ""
         return out + f"; {_p_text(_get(g, 'p_sign'), n)}"
 
     def gap_text(self) -> str:
-        """'median gap [2.0×, 8.0×] over 3 seeds' (ends rounded outward) / '—'."""
+        """'range of possible median gaps [2.0×, 8.0×] over 3 seeds; smallest ..., largest ...' in the members'
+        notation ('> 1.5×' for a gap bounded below only; ends rounded outward) / '—'."""
         g = self.pair
         if g is None or not _get(g, "n_gap", 0):
             return "—"
-        return (f"median gap {fmt_interval(_get(g, 'median_gap_lo'), _get(g, 'median_gap_hi'), left='[', right=']')}"
+
+        def iv(lo, hi):
+            return fmt_interval(lo, hi, left="[", right="]") if hi is not None else f"> {fmt_bound(lo, 'lo')}"
+        return (f"range of possible median gaps {iv(_get(g, 'median_gap_lo'), _get(g, 'median_gap_hi'))}"
                 f" over {_plural(int(g['n_gap']), 'seed')}; smallest "
-                f"{fmt_interval(_get(g, 'smallest_gap_lo'), _get(g, 'smallest_gap_hi'), left='[', right=']')}, largest "
-                f"{fmt_interval(_get(g, 'largest_gap_lo'), _get(g, 'largest_gap_hi'), left='[', right=']')}")
+                f"{iv(_get(g, 'smallest_gap_lo'), _get(g, 'smallest_gap_hi'))}, largest "
+                f"{iv(_get(g, 'largest_gap_lo'), _get(g, 'largest_gap_hi'))}")
 
     def circuit_text(self) -> str:
         """'Jaccard median 0.33 over 1 pair; 2 of 6 heads recur in more than one seed'."""
@@ -99,13 +117,19 @@ class GroupAnswer:
         return out
 
     def agreement_text(self) -> str:
-        """'F1 floor held in 2 of 2; F2 shape sharp transition in 2 of 2'."""
+        """'Finding 1's zero-sink floor held in 2 of 2; sink shape: sharp transition in 2 of 2' — or, where no
+        seed had a first-token head anywhere, that neither had anything to test."""
         s = self.summary
+        used, held, vac = (int(_get(s, k, 0)) for k in ("floor_n_used", "floor_n_held", "floor_n_vacuous"))
+        if used and vac == used:
+            return (f"no first-token head in any layer of {'the seed' if used == 1 else f'the {used} seeds'} at "
+                    "any revision: Finding 1's floor and Finding 2's shape had nothing to test")
         bits = []
-        if _get(s, "floor_n_used", 0):
-            bits.append(f"zero-sink floor held in {s['floor_n_held']} of {s['floor_n_used']}")
+        if used:
+            bits.append(f"Finding 1's zero-sink floor held in {held} of {used}"
+                        + (f" ({vac} with no first-token head anywhere: nothing tested there)" if vac else ""))
         if _get(s, "shape_n_used", 0):
-            bits.append(f"sink shape '{s['shape_modal']}' in {s['shape_n_agree']} of {s['shape_n_used']}"
+            bits.append(f"sink shape: {s['shape_modal']} in {s['shape_n_agree']} of {s['shape_n_used']}"
                         + (" (tied)" if _get(s, "shape_tied") else ""))
         return "; ".join(bits) if bits else "—"
 
@@ -127,7 +151,10 @@ class GroupAnswer:
 
     def statement(self) -> Statement:
         names = _names([m for m, _ in self.members])
-        text = (f"Across the {self.n} seeds of {self.group} ({names}; findings for {self.n_present}): "
+        have = ("both with findings" if self.n_present == self.n == 2 else
+                f"all {self.n} with findings" if self.n_present == self.n else
+                f"findings for {self.n_present} of {self.n}")
+        text = (f"Across the {self.n} seeds of {self.group} ({names}; {have}): "
                 f"{self.order_text()}; {self.gap_text()}; final circuits: {self.circuit_text()}")
         cs = self.cross_seed_text()
         return Statement(text + (f"; {cs}" if cs else "") + ".")

@@ -74,13 +74,16 @@ def _mark(text: str, flags: tuple[str, ...]) -> str:
 def headline_rows(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None = None, *,
                   families: Mapping[str, str] | None = None, models: Iterable[str] | None = None,
                   circuit_milestone: str | None = None, sink_milestones: tuple[str, str] = SINK_MILESTONES,
-                  suspect: A.Suspect | None = None, groups: Iterable[A.GroupAnswer] = ()) -> list[dict]:
+                  suspect: A.Suspect | None = None, groups: Iterable[A.GroupAnswer] = (),
+                  continues: Mapping[str, str] | None = None) -> list[dict]:
     """One dict per model: ``answer`` (the :class:`~answers.ModelAnswer`), its parts under their old
     names, and the ``*_text`` cells of :data:`COLUMNS` (a dagger on a cell resting on a flagged
     revision). ``groups``: each seed group gets a row (``group_row``, ``"group": True``) placed
-    before its members' rows, which follow it in the group's order."""
+    before its members' rows, which follow it in the group's order. ``continues``: model -> the model
+    whose run it continues (:func:`headtrace.panel.config.continuations`)."""
     ans = A.model_answers(findings, verdicts, families=families, models=models,
-                          circuit_milestone=circuit_milestone, sink_milestones=sink_milestones, suspect=suspect)
+                          circuit_milestone=circuit_milestone, sink_milestones=sink_milestones, suspect=suspect,
+                          continues=continues)
     rows = [row_of(a) for a in ans]
     groups = list(groups)
     if not groups:
@@ -125,6 +128,10 @@ def group_answers_of(rows: list[dict]) -> list[A.GroupAnswer]:
     return [r["answer"] for r in rows if r.get("group")]
 
 
+# the sink cells of a model with no layer above Finding 1's floor (ModelAnswer.sink_possible)
+FLOOR_ONLY = "— (every layer is a floor layer of Finding 1: a sink here would contradict it)"
+
+
 def row_of(a: A.ModelAnswer) -> dict:
     v = a.final
     heads = list(v.heads) if v is not None else []
@@ -135,9 +142,9 @@ def row_of(a: A.ModelAnswer) -> dict:
         "verdict_row": None if v is None else v.row, "verdict": a.verdict, "reason": a.reason(),
         "short_reason": a.short_reason(), "heads": heads, "spread": a.spread,
         "circuit_text": _mark(a.circuit.text(), a.flags_of(a.circuit.rests_on)),
-        "sink10_text": _mark(a.sink10.text(), a.flags_of(a.sink10.rests_on)),
-        "sink50_text": _mark(a.sink50.text(), a.flags_of(a.sink50.rests_on)),
-        "gap_text": _mark(a.gap50.text(), a.flags_of(a.gap50.rests_on)),
+        "sink10_text": _mark(a.sink10.text(), a.flags_of(a.sink10.rests_on)) if a.sink_possible else FLOOR_ONLY,
+        "sink50_text": _mark(a.sink50.text(), a.flags_of(a.sink50.rests_on)) if a.sink_possible else FLOOR_ONLY,
+        "gap_text": _mark(a.gap50.text(), a.flags_of(a.gap50.rests_on)) if a.sink_possible else FLOOR_ONLY,
         "heads_text": (" ".join(heads) + f" @ {v.revision}") if heads else "—",
         "verdict_text": _mark(a.verdict.replace("_", " ") if a.verdict in ("not ablated", "no circuit")
                               else a.verdict, a.flags_of(a.final_rests_on)),

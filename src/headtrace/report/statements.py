@@ -37,16 +37,44 @@ def statement(text: str, parts: Iterable[tuple[ModelAnswer, Iterable[str]]]) -> 
     return Statement(text, tuple(rests), tuple(flags))
 
 
+def _bracket(m) -> str:
+    """A milestone's bracket in tokens, '(358K, 512K]' or '≤ 2T (at its first revision)', ends rounded outward."""
+    hi = fmt_token_bound(m.tokens, "hi")
+    return f"≤ {hi} (at its first revision)" if m.lo_revision is None else f"({fmt_token_bound(m.lo_tokens, 'lo')}, {hi}]"
+
+
+def earliest(answers: list[ModelAnswer]) -> tuple[ModelAnswer | None, list[ModelAnswer]]:
+    """(the model whose circuit milestone came first, None when the brackets do not say; the models
+    whose brackets overlap the earliest-ending one). A model is the earliest only when its bracket ends
+    before every other model's begins (a milestone met at a first revision begins at 0)."""
+    known = [a for a in answers if a.circuit.reached and a.circuit.tokens is not None]
+    if not known:
+        return None, []
+    first = min(known, key=lambda a: a.circuit.tokens)
+    overlap = [a for a in known if a is not first
+               and (a.circuit.lo_tokens is None or a.circuit.lo_revision is None
+                    or a.circuit.lo_tokens < first.circuit.tokens)]
+    return (None if overlap else first), [first] + overlap
+
+
 def formation(answers: list[ModelAnswer]) -> Statement:
-    n = len(answers)
+    """How many independent runs formed the circuit (a run continuing another model's counts once),
+    the earliest where the brackets name one, and the milestones that did not persist."""
     total = sum(a.n_revisions for a in answers)
-    formed = [a for a in answers if a.circuit.reached]
+    runs = [a for a in answers if a.continues is None]
+    formed = [a for a in runs if a.circuit.reached]
     ms = milestone_words(answers[0].circuit.milestone)
-    s = f"This run screened {_plural(n, 'model')} over {_plural(total, 'revision')} in all; " + EC.formed_clause(len(formed), n, ms)
+    s = f"This run screened {_plural(len(answers), 'model')} over {_plural(total, 'revision')} in all"
+    cont = [a for a in answers if a.continues is not None]
+    if cont:
+        s += (f" ({_plural(len(runs), 'independent training run')}: "
+              + "; ".join(f"{a.model} continues {a.continues}'s run" for a in cont) + ")")
+        s += "; " + EC.formed_clause(len(formed), len(runs), ms).replace(" models formed", " runs formed")
+    else:
+        s += "; " + EC.formed_clause(len(formed), len(runs), ms)
     parts: list[tuple[ModelAnswer, Iterable[str]]] = []
-    known = [a for a in formed if a.circuit.tokens is not None]
-    if known:
-        first = min(known, key=lambda a: a.circuit.tokens)
+    first, tied = earliest(formed)
+    if first is not None:
         c = first.circuit
         when = (f"by {fmt_token_bound(c.tokens, 'hi')} tokens ({c.revision}, already at the first revision "
                 "screened)" if c.lo_revision is None else
@@ -54,25 +82,62 @@ def formation(answers: list[ModelAnswer]) -> Statement:
                 f"({c.revision})")
         s += f", the earliest {first.model} {when}"
         parts.append((first, c.rests_on))
-    never = [a for a in answers if a.circuit.known and not a.circuit.reached]
+    elif len(tied) > 1:
+        s += ("; which formed it first the checkpoint spacing does not say: the brackets of "
+              + _names([f"{a.model} {_bracket(a.circuit)}" for a in tied]) + " overlap")
+        parts += [(a, a.circuit.rests_on) for a in tied]
+    never = [a for a in runs if a.circuit.known and not a.circuit.reached]
     if never:
         s += f"; {_names([a.model for a in never])} never did by the last revision screened"
         parts += [(a, (a.final_revision,)) for a in never]
+    lapsed = [a for a in answers if a.circuit.lapses]
+    if lapsed:
+        s += ("; not persistent (below the milestone again at a later revision): "
+              + "; ".join(f"{a.model} at {_names(list(a.circuit.lapses))}" for a in lapsed))
+        parts += [(a, a.circuit.lapses) for a in lapsed]
     return statement(s + ".", parts)
 
 
 def sink(answers: list[ModelAnswer]) -> Statement:
-    n = len(answers)
-    sinks = [a for a in answers if a.sink50.reached]
-    ordered = [a for a in sinks if a.gap50.ordered]
-    s = f"A first-token sink on half the heads came in {len(sinks)} of {n} models"
+    """Which models reached the sink milestone and, per model, what the brackets say of its order
+    against the circuit (one rule: :attr:`Gap.order`, :mod:`headtrace.findings.order`), orders seen and
+    orders that hold only because no sink came counted apart. Models with no layer above Finding 1's
+    floor are left out, and said to be."""
+    able = [a for a in answers if a.sink_possible]
+    floor_only = [a for a in answers if not a.sink_possible]
+    sinks = [a for a in able if a.sink50.reached]
+    s = f"A first-token sink on half the heads came in {len(sinks)} of {_plural(len(able), 'model')}"
+    if floor_only:
+        s += (f" ({_names([a.model for a in floor_only])} left out: every layer of "
+              f"{'a 2-layer model' if len(floor_only) == 1 else '2-layer models'} is a floor layer of Finding 1, "
+              "so a sink milestone there could only contradict it)")
     parts: list[tuple[ModelAnswer, Iterable[str]]] = [(a, a.sink50.rests_on) for a in sinks]
-    if ordered:
-        lo = min(ordered, key=lambda a: a.gap50.lo)
-        s += (f"; in {_names([a.model for a in ordered])} it came after the induction circuit whatever the "
-              f"checkpoint spacing hides (at least {fmt_bound(lo.gap50.lo, 'lo')} more tokens at the ends of the "
-              "brackets; each model's interval is in the table)")
-        parts += [(a, a.gap50.rests_on) for a in ordered]
+    after = [a for a in sinks if a.gap50.ordered]
+    if after:
+        lo = min((a for a in after if a.gap50.lo is not None), key=lambda a: a.gap50.lo, default=None)
+        left = [a.model for a in after if a.gap50.state == "circuit_at_first"]
+        bits = [] if lo is None else [f"at least {fmt_bound(lo.gap50.lo, 'lo')} more tokens at the ends of the brackets"]
+        if left:
+            bits.append(f"{_names(left)} had the circuit at {'its' if len(left) == 1 else 'their'} first revision, "
+                        "so the gap has no upper bound")
+        s += (f"; in {_names([a.model for a in after])} it came after the induction circuit whatever the "
+              f"checkpoint spacing hides ({'; '.join(bits + ['each interval is in the table'])})")
+        parts += [(a, a.gap50.rests_on) for a in after]
+    before = [a for a in sinks if a.gap50.order == "later first"]
+    if before:
+        s += f"; in {_names([a.model for a in before])} it came before the induction circuit"
+        parts += [(a, a.gap50.rests_on) for a in before]
+    unordered = [a for a in sinks if not a.gap50.decided]
+    if unordered:
+        s += (f"; in {_names([a.model for a in unordered])} the spacing does not order sink and circuit "
+              f"({'; '.join(dict.fromkeys(a.gap50.why_undecided() for a in unordered))})")
+        parts += [(a, a.gap50.rests_on) for a in unordered]
+    censored = [a for a in able if not a.sink50.reached and a.gap50.ordered]
+    if censored:
+        s += (f"; {_names([a.model for a in censored])} had no such sink by the last revision, so "
+              f"{'its' if len(censored) == 1 else 'their'} circuit came first only in that no sink came "
+              "(an order by censoring, not an order seen)")
+        parts += [(a, a.gap50.rests_on) for a in censored]
     return statement(s + ".", parts)
 
 
@@ -132,28 +197,38 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
     return statement(s + ".", parts)
 
 
-FINAL_SAY = (("causal", "causal"), ("not_causal", "not causal"), ("underpowered", "underpowered"),
+FINAL_SAY = (("causal", "causal"), ("not_causal", "not causal"),
              ("untested", "untested (no behaviour for top-1 to lose)"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
 
 
 def final(answers: list[ModelAnswer]) -> Statement:
+    """The final circuit's verdict where one was reached; the undecided ones are only counted here
+    (:func:`undecided` says why), so no verdict is said twice."""
     by: dict[str, list[ModelAnswer]] = {}
     for a in answers:
         by.setdefault(a.verdict, []).append(a)
     bits = [f"{say} in {_names([a.model for a in by[w]])}" for w, say in FINAL_SAY if by.get(w)]
+    under = by.get("underpowered", [])
+    if under:
+        n = len(under)
+        who = (_plural(n, "model") if not bits else "the other model" if n == 1 else f"the other {n} models")
+        bits.append(f"undecided in {who} (underpowered: why in the next sentence)")
     return statement("Ablating the final circuit at the last revision: " + "; ".join(bits) + ".",
                       [(a, a.final_rests_on) for a in answers])
 
 
 def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
+    """What the run could not decide: underpowered final verdicts with their reasons, models with no
+    circuit to ablate, and sink/circuit orders the brackets leave open (models with no layer above
+    Finding 1's floor have no sink order to decide)."""
     items, parts = [], []
     under = [a for a in answers if a.verdict == "underpowered"]
     if under:
         why: dict[str, list[str]] = {}
         for a in under:
             why.setdefault(a.final.why or "", []).append(a.model)
-        items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} (underpowered — "
+        items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} ("
                      + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
         parts += [(a, a.final_rests_on) for a in under]
     empty = [a for a in answers if a.verdict in ("no circuit", "not ablated")]
@@ -166,15 +241,13 @@ def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
         parts += [(a, a.final_rests_on) for a in empty]
     gaps: dict[str, list[ModelAnswer]] = {}
     for a in answers:
-        w = a.gap50.why_undecided()
+        w = a.gap50.why_undecided() if a.sink_possible else None
         if w is not None:
             gaps.setdefault(w, []).append(a)
     for w, ms in gaps.items():
-        items.append(f"the gap between sink and circuit in {_names([a.model for a in ms])} ({w})")
+        items.append(f"the order of sink and circuit in {_names([a.model for a in ms])} ({w})")
         parts += [(a, a.gap50.rests_on) for a in ms]
     if items:
         return statement(EC.could_not_decide(items), parts), False
-    return statement("Every model's final verdict and sink/circuit gap in this run was decided.",
+    return statement("Every model's final verdict and sink/circuit order in this run was decided.",
                       [(a, a.final_rests_on + a.gap50.rests_on) for a in answers]), True
-
-

@@ -1,0 +1,61 @@
+"""The order of two milestones (headtrace.findings.order): one rule, read by f3_gaps, the seed groups and
+the headline. Hand-built brackets with known answers, censored and tied cases included."""
+import math
+
+import polars as pl
+
+from headtrace.findings import order
+from headtrace.findings import trajectory as T
+
+INF = math.inf
+
+
+def ms(lo, hi, left=False, right=False):
+    return dict(lo_tokens=lo, tokens=hi, left_censored=left, right_censored=right)
+
+
+def test_order_needs_disjoint_brackets():
+    b = order.bounds_of_row
+    assert order.order_of(b(ms(100, 200)), b(ms(200, 400))) == "earlier first"  # touching ends decide
+    assert order.order_of(b(ms(100, 400)), b(ms(200, 800))) == "undecided"  # overlapping brackets
+    assert order.order_of(b(ms(100, 200)), b(ms(100, 200))) == "undecided"  # the same bracket
+    assert order.order_of(b(ms(400, 800)), b(ms(None, 100, left=True))) == "later first"
+    assert order.order_of(b(ms(1600, None, right=True)), b(ms(1600, None, right=True))) == "undecided"
+    assert order.order_of(None, b(ms(1, 2))) == "absent"
+
+
+def test_a_censored_end_decides_the_order_and_says_so():
+    circuit_at_first = (0.0, 20.0)  # (0, 20B]: already there at the first revision
+    sink_seen = (209.0, 419.0)
+    o = order.order_of(circuit_at_first, sink_seen)
+    assert (o, order.basis_of(o, circuit_at_first, sink_seen)) == ("earlier first", "seen")
+    sink_never = (768.0, INF)  # not met by the last revision (768K)
+    circuit = (358.0, 512.0)
+    o = order.order_of(circuit, sink_never)
+    assert (o, order.basis_of(o, circuit, sink_never)) == ("earlier first", "censoring")
+    both_at_first = ((0.0, 2.0), (0.0, 2.0))
+    o = order.order_of(*both_at_first)
+    assert (o, order.basis_of(o, *both_at_first)) == ("undecided", None)
+    circuit_never, sink = (4.0, INF), (1.0, 2.0)
+    o = order.order_of(circuit_never, sink)
+    assert (o, order.basis_of(o, circuit_never, sink)) == ("later first", "censoring")
+
+
+def test_f3_gaps_carries_the_order():
+    rows = [  # model, milestone, revision, tokens, lo_revision, lo_tokens, left, right
+        ("seen", "induction_3_heads", "s2", 200, "s1", 100, False, False),
+        ("seen", "first_token_50pct", "s4", 800, "s3", 400, False, False),
+        ("left", "induction_3_heads", "s1", 20, None, None, True, False),
+        ("left", "first_token_50pct", "s3", 419, "s2", 209, False, False),
+        ("never", "induction_3_heads", "s2", 512, "s1", 358, False, False),
+        ("never", "first_token_50pct", None, None, "s3", 768, False, True),
+        ("tie", "induction_3_heads", "s1", 2, None, None, True, False),
+        ("tie", "first_token_50pct", "s1", 2, None, None, True, False),
+    ]
+    cols = ["model", "milestone", "revision", "tokens", "lo_revision", "lo_tokens", "left_censored", "right_censored"]
+    gaps = T.f3_gaps(pl.DataFrame(rows, schema=cols, orient="row"))
+    got = {r["model"]: (r["order"], r["order_basis"], r["gap_bound"]) for r in gaps.iter_rows(named=True)}
+    assert got == {"seen": ("earlier first", "seen", "interval"),
+                   "left": ("earlier first", "seen", "lower bound"),
+                   "never": ("earlier first", "censoring", "lower bound"),
+                   "tie": ("undecided", None, "unknown")}

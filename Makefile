@@ -9,7 +9,7 @@ CONFIG ?= config/config.yaml
 # KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
 KEEP_GOING ?=
 
-.PHONY: demo unlock test test-slurm lint dag report install-profile clean-results venv browser report-shot
+.PHONY: demo unlock test test-slurm pages lint dag report install-profile clean-results venv browser report-shot
 
 venv: $(STAMP)
 
@@ -55,6 +55,10 @@ report-shot: $(STAMP)
 
 test-slurm: $(STAMP)
 	bash slurm/ci.sh
+
+# After a demo: the figures the pages quote, from the run's tables (docs/demo_facts.py, CONTRIBUTING.md)
+pages: $(STAMP)
+	$(BIN)/python docs/demo_facts.py write results
 
 # Remove a stale lock left by a killed run; refuses while a Snakemake run works in this folder.
 unlock: $(STAMP)

@@ -4,6 +4,7 @@ valid against the schema."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -207,3 +208,64 @@ def test_statistics_page_ceiling_table_is_the_code_s():
         got = (round(100 * ind["share"]), round(ind["ceiling"]), round(100 * dup["share"]), round(dup["ceiling"]),
                round(100 * 50 / ind["ceiling"]), int(ind["uniform_ceiling"]))
         assert got == tuple(int(x) for x in (q_ind, c_ind, q_dup, c_dup, need, uni)), f"T = {t}, ab in [{lo}, {hi}): {got}"
+
+
+# ---- figures quoted from a demo run (docs/demo_facts.py) ----------------------------------------------
+
+def _demo_facts():
+    spec = importlib.util.spec_from_file_location("demo_facts", ROOT / "docs" / "demo_facts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pages_quote_the_run_they_name():
+    """Every marked figure of README and docs/ is the fact docs/demo-facts.json holds for the run it
+    quotes (`make pages` after a demo rewrites both from the run's tables)."""
+    D = _demo_facts()
+    known = json.loads(D.FACTS.read_text())["facts"]
+    assert not D.problems(D.PAGES, known)
+    assert sum(len(D.marks(p.read_text())) for p in D.PAGES) >= 20  # the README's and toy-panel's figures
+
+
+def test_demo_facts_are_read_from_the_tables(tmp_path):
+    import polars as pl
+
+    D = _demo_facts()
+    cell = tmp_path / "cells" / "m" / "r2"
+    cell.mkdir(parents=True)
+    row = dict(model="m", revision="r2", tokens=200, circuit="final_circuit", heads=["L1H0", "L1H2"],
+               verdict="causal", n_sequences=32, baseline_top1=0.6875, ablated_top1=0.1875, upper_bound_top1=0.0,
+               metric="top1", effect=0.5, effect_lo=0.43125, effect_hi=0.56875, p_value=1 / 71,
+               n_distinct_draws=70, n_matched_sets=70, baseline_value=None, ablated_value=None,
+               random_effect_mean=0.1, upper_bound_value=None)
+    ce = dict(row, revision="r1", tokens=100, circuit="circuit", metric="ce", baseline_value=8.2936,
+              ablated_value=11.2113, effect=2.9177, effect_lo=2.18726, effect_hi=3.6958, random_effect_mean=-0.0565,
+              upper_bound_value=11.1211, p_value=0.0141, n_distinct_draws=99, n_matched_sets=4000)
+    pl.DataFrame([row]).write_parquet(cell / "verdict.parquet")
+    (tmp_path / "cells" / "m" / "r1").mkdir()
+    pl.DataFrame([ce]).write_parquet(tmp_path / "cells" / "m" / "r1" / "verdict.parquet")
+    (tmp_path / "findings" / "measures").mkdir(parents=True)
+    pl.DataFrame(dict(model=["m"] * 4, revision=["r1", "r1", "r2", "r2"], tokens=[100, 100, 200, 200],
+                      layer=[0, 1, 0, 1], n_first_token=[0, 1, 0, 3], n_heads=[4] * 4)
+                 ).write_parquet(tmp_path / "findings" / "f1_bos_floor.parquet")
+    pl.DataFrame(dict(model=["m", "m"], revision=["r2", "r1"], tokens=[200, 100], n_induction_circuit=[2, 0])
+                 ).write_parquet(tmp_path / "findings" / "circuit_size.parquet")
+    pl.DataFrame(dict(model=["m", "m"], revision=["r1", "r2"], tokens=[100, 200], eps=[0.3, 0.3],
+                      text_sink_rate=[0.1, 0.25])).write_parquet(tmp_path / "findings" / "measures" /
+                                                                  "measures_over_training.parquet")
+    f = D.facts(tmp_path)
+    # the last revision's final circuit; top-1 in pp with its interval rounded outward; p as the fraction
+    assert f["m.circuit"] == "L1H0, L1H2" and f["m.verdict"] == "causal" and f["m.top1"] == "68.8% → 18.8%"
+    assert f["m.effect"] == "50.0 pp [43.1, 56.9]" and f["m.p"] == "1/71" and f["m.sets"] == "70 of 70"
+    assert f["m.first_token"] == "3 of 8 (37.5%)" and f["m.circuit_sizes"] == "0, 2" and f["m.text_sink"] == "25.0%"
+    # a cross-entropy row: nats, the interval outward, a p that is no fraction rounded up
+    v = D.verdict_facts(pl.DataFrame([ce]))
+    assert v["m.effect"] == "2.92 nats [2.18, 3.70]" and v["m.ce"] == "8.29 to 11.21" and v["m.p"] == "0.015"
+    assert v["m.random_mean"] == "8.24" and v["m.upper"] == "11.12"
+    # a page quoting another run's figure is caught, and rewritten from the facts
+    page = tmp_path / "page.md"
+    page.write_text("top-1 <!-- demo:m.top1 -->67.2% → 4.7%<!-- /demo --> and <!-- demo:m.nothing -->1<!-- /demo -->")
+    D.ROOT = tmp_path
+    assert [p.split(": ")[1] for p in D.problems([page], f)] == ["m.top1", "m.nothing"]
+    assert "<!-- demo:m.top1 -->68.8% → 18.8%<!-- /demo -->" in D.rewrite(page.read_text(), f)

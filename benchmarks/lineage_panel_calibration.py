@@ -61,11 +61,12 @@ def demo_panel(results: Path) -> None:
         i = int(np.argmin(z - thr))
         print(f"  {m:<16} {t.height:>2} revisions, {t['n_matrices'][0]} matrices: z {z.min():5.1f} … {z.max():5.1f} "
               f"against {thr.min():.1f} … {thr.max():.1f}; smallest margin {z[i] - thr[i]:+.1f} at "
-              f"{rest['revision'][i]}; descent {sorted(set(rest['descent']))}; flags {int(t['flags'].list.len().sum())}")
+              f"{rest['revision'][i]}; descent {sorted(set(rest['descent']))}; "
+              f"flags {int(t['flags'].list.len().sum())}")
     annotated = lineage.across_models(table)
     for r in annotated.filter(pl.col("same_weights_as").list.len() > 0).iter_rows(named=True):
-        print(f"  across models: {r['model']} {r['revision']} = {r['same_weights_as']} (declared {r['declared_same']}), "
-              f"flags {r['flags']}")
+        print(f"  across models: {r['model']} {r['revision']} = {r['same_weights_as']} "
+              f"(declared {r['declared_same']}), flags {r['flags']}")
     print("  declared pairs:", lineage.declared_pairs(table))
     undeclared = lineage.across_models(lineage.lineage(fp, tokens))
     print("  without the declaration:", {(m, r): f for m, r, f in

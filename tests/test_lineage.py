@@ -293,7 +293,8 @@ def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
     fps = dict(healthy_fps)
     fps["step4"] = healthy_fps["step32"].with_columns(pl.lit("step4").alias("revision"))
     tables.write(run(fps), tmp_path / "models" / "toy" / "lineage.parquet", schema="lineage")
-    other = lineage.model_lineage(_synthetic(_drift(3, keep=0.9, seed=3), model="other"), {f"step{k}": k for k in range(4)})
+    other = lineage.model_lineage(_synthetic(_drift(3, keep=0.9, seed=3), model="other"),
+                                  {f"step{k}": k for k in range(4)})
     tables.write(other, tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
     table = report_lineage.read(tmp_path)
     assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"],
@@ -317,7 +318,8 @@ def _synthetic(chain: list[list], model: str = "syn") -> pl.DataFrame:
                          sha256=f"{model}-file{k}", dtype=None, shape=None, numel=None, norm=None, sketch=None))
         for t, v in enumerate(mats):
             rows.append(dict(model=model, revision=rev, kind="tensor", name=f"m{t}", file=f"f{k}", format="safetensors",
-                             sha256=f"{model}-{k}-{t}", dtype="F32", shape=[8, 8], numel=64, norm=float(np.linalg.norm(v)),
+                             sha256=f"{model}-{k}-{t}", dtype="F32", shape=[8, 8], numel=64,
+                             norm=float(np.linalg.norm(v)),
                              sketch=[float(x) for x in v]))
     return tables.conform(pl.DataFrame(rows), "fingerprint")
 
@@ -397,6 +399,8 @@ def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
     # its step0 carries the base's tokens: no init, but no warning either (its descent is the base's)
     first = table.filter(pl.col("model") == "base-shift").row(0, named=True)
     assert first["reference_is_init"] is False and lineage.reference_warnings(table) == []
+    (alone,) = lineage.reference_warnings(table.filter(pl.col("model") == "base-shift"))  # the job's view
+    assert "continues base" in alone and "the report checks" in alone
     (pair,) = lineage.declared_pairs(table)
     assert pair.startswith("base-shift step0 and base step5 are the same weights") and "counted once" in pair
     md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)

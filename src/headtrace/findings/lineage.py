@@ -310,16 +310,25 @@ def reference_warnings(table: pl.DataFrame | None) -> list[str]:
     """One line per model whose earliest revision is not its init: ``not_descended_from_init`` compares
     with that revision and cannot see a run that is another init from its first revision on. A reference
     whose weights are another checked model's revision (a continuation's start) is not warned about: its
-    descent is checked in that model's table (:func:`across_models` says so)."""
+    descent is checked in that model's table (:func:`across_models` says so). A declared continuation
+    read without its parent (the lineage job sees one model) gets a line saying where it is checked."""
     if table is None or table.is_empty():
         return []
     elsewhere = same_weights(table)
+    models = set(table["model"].to_list())
     out = []
     for r in table.filter(pl.col("order") == 0).iter_rows(named=True):
-        if r["reference_is_init"] is False and not elsewhere.get((r["model"], r["reference"])):
+        if r["reference_is_init"] is not False or elsewhere.get((r["model"], r["reference"])):
+            continue
+        parent = r.get("continues")
+        if parent and parent not in models and r["reference"] == r["revision"]:  # one model's job: say where
+            out.append(f"model '{r['model']}' continues {parent}: its earliest revision, {r['reference']}, is no "
+                       f"init; the report checks that it is {parent}'s last checkpoint, whose descent {parent}'s "
+                       "table checks")
+        else:
             out.append(f"model '{r['model']}': the earliest revision, {r['reference']}, is not the init (step 0); "
-                       "not_descended_from_init compares with it and cannot see weights that are another init from "
-                       "it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+                       "not_descended_from_init compares with it and cannot see weights that are another init "
+                       "from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
     return out
 
 

@@ -125,17 +125,26 @@ def test_distance_estimates_the_true_distance(panel, healthy_fps):
 
 
 def test_files_equal_to_another_revision_are_a_duplicate(panel, healthy_fps):
+    """step4's branch serves step32's files (#205): both are flagged, each naming the other; neither
+    is assumed genuine. A third copy joins the set."""
     _, folders = panel
     fps = dict(healthy_fps)
-    fps["step4"] = fp(folders["step32"], "step4")  # step4's branch serves step32's files (#205)
+    fps["step4"] = fp(folders["step32"], "step4")
     table = run(fps)
-    row = table.filter(pl.col("revision") == "step4").row(0, named=True)
-    assert row["flags"] == ["duplicate_of"] and row["duplicate_of"] == "step32"
-    assert "step4" in table.filter(pl.col("revision") == "step32")["shares"][0].to_list()
-    assert not table.filter(pl.col("revision") == "step32")["flags"][0].to_list()  # the original is not flagged
-    others = table.filter(~pl.col("revision").is_in(["step4"]))
+    by = {r["revision"]: r for r in table.iter_rows(named=True)}
+    assert by["step4"]["flags"] == ["duplicate_of"] and by["step4"]["duplicate_of"] == ["step32"]
+    assert by["step32"]["flags"] == ["duplicate_of"] and by["step32"]["duplicate_of"] == ["step4"]
+    assert "step4" in by["step32"]["shares"] and "cannot tell which name" in by["step32"]["detail"]
+    others = table.filter(~pl.col("revision").is_in(["step4", "step32"]))
     assert no_flags(others), others.filter(pl.col("flags").list.len() > 0)
-    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"]}
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"],
+                                             ("toy", "step32"): ["duplicate_of step4"]}
+    fps["step16"] = fp(folders["step32"], "step16")  # a third name for the same files
+    table = run(fps)
+    dup = {r: d for r, d in table.select("revision", "duplicate_of").iter_rows() if d}
+    assert dup == {"step4": ["step16", "step32"], "step16": ["step4", "step32"], "step32": ["step4", "step16"]}
+    assert "under 3 names" in table.filter(pl.col("revision") == "step4")["detail"][0]
+    assert table.filter(pl.col("revision") == "step24")["previous"][0] == "step12"  # the set sits at step32
 
 
 def test_first_shard_equal_to_the_final_shares_a_shard(panel, healthy_fps, tmp_path):
@@ -149,7 +158,7 @@ def test_first_shard_equal_to_the_final_shares_a_shard(panel, healthy_fps, tmp_p
     table = run(fps)
     row = table.filter(pl.col("revision") == "step8").row(0, named=True)
     assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
-    assert first.name in row["detail"] and row["duplicate_of"] is None
+    assert first.name in row["detail"] and row["duplicate_of"] == []
     assert set(flags_of(table)) == set(fps)
     assert all(not f for r, f in flags_of(table).items() if r != "step8")
 
@@ -266,9 +275,10 @@ def test_reference_skips_a_duplicated_first_revision_and_edge_cases(healthy_fps)
     fps = {r: df for r, df in healthy_fps.items() if r in ("step0", "step2", "step4", "step8", "step32")}
     fps["step0"] = healthy_fps["step32"].with_columns(pl.lit("step0").alias("revision"))
     table = run(fps)
-    assert table.filter(pl.col("revision") == "step0")["duplicate_of"][0] == "step32"
+    assert table.filter(pl.col("revision") == "step0")["duplicate_of"][0].to_list() == ["step32"]
     assert table["reference"].unique().to_list() == ["step2"]
-    assert flags_of(table) == {"step0": ["duplicate_of"], "step2": [], "step4": [], "step8": [], "step32": []}
+    assert flags_of(table) == {"step0": ["duplicate_of"], "step2": [], "step4": [], "step8": [],
+                               "step32": ["duplicate_of"]}
     assert table.filter(pl.col("revision") == "step2")["dist_from_first"][0] == 0
     one = run({"step4": healthy_fps["step4"]})
     assert one.height == 1 and no_flags(one) and one["previous"][0] is None
@@ -283,12 +293,14 @@ def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
     fps = dict(healthy_fps)
     fps["step4"] = healthy_fps["step32"].with_columns(pl.lit("step4").alias("revision"))
     tables.write(run(fps), tmp_path / "models" / "toy" / "lineage.parquet", schema="lineage")
-    tables.write(run(healthy_fps).with_columns(pl.lit("other").alias("model")),
-                 tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
+    other = lineage.model_lineage(_synthetic(_drift(3, keep=0.9, seed=3), model="other"),
+                                  {f"step{k}": k for k in range(4)})
+    tables.write(other, tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
     table = report_lineage.read(tmp_path)
-    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"]}
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"],
+                                             ("toy", "step32"): ["duplicate_of step4"]}
     md = report_lineage.section_markdown(table)
-    assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 1 flagged)" in md
+    assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 2 flagged)" in md
     assert '<section id="lineage">' in report_lineage.section_html(table)
 
 
@@ -303,10 +315,11 @@ def _synthetic(chain: list[list], model: str = "syn") -> pl.DataFrame:
     for k, mats in enumerate(chain):
         rev = f"step{k}"
         rows.append(dict(model=model, revision=rev, kind="file", name=f"f{k}", file=f"f{k}", format="safetensors",
-                         sha256=f"file{k}", dtype=None, shape=None, numel=None, norm=None, sketch=None))
+                         sha256=f"{model}-file{k}", dtype=None, shape=None, numel=None, norm=None, sketch=None))
         for t, v in enumerate(mats):
             rows.append(dict(model=model, revision=rev, kind="tensor", name=f"m{t}", file=f"f{k}", format="safetensors",
-                             sha256=f"{k}-{t}", dtype="F32", shape=[8, 8], numel=64, norm=float(np.linalg.norm(v)),
+                             sha256=f"{model}-{k}-{t}", dtype="F32", shape=[8, 8], numel=64,
+                             norm=float(np.linalg.norm(v)),
                              sketch=[float(x) for x in v]))
     return tables.conform(pl.DataFrame(rows), "fingerprint")
 
@@ -355,3 +368,81 @@ def test_a_panel_without_its_init_is_warned_about():
     assert "cosine to first ± null SD" in md
     only = report_lineage.section_html(None, ["pythia-1b-published"])
     assert "Unchecked" in only and "pythia-1b-published" in only
+
+
+# ---- across the models of a panel (headtrace.findings.lineage_panel) ----------------------------
+
+def _renamed(fp: pl.DataFrame, model: str, revision: str) -> pl.DataFrame:
+    return fp.with_columns(pl.lit(model).alias("model"), pl.lit(revision).alias("revision"))
+
+
+def _panel(start: int | None, continues: bool) -> pl.DataFrame:
+    """A base run (step0..step5) and a two-revision continuation whose step0 is the base's
+    ``step{start}`` byte for byte (``None``: weights of its own), declared or not."""
+    chain = _drift(5, keep=0.9, seed=4)
+    base = _synthetic(chain, model="base")
+    own = _synthetic(_drift(1, keep=0.9, seed=5, start=chain[5 if start is None else start]), model="base-shift")
+    if start is None:  # step0 near the base's step5 but not its bytes
+        own = own.with_columns(pl.col("sketch").list.eval(pl.element() * 1.001), pl.col("norm") * 1.001)
+        shift = own
+    else:
+        shift = pl.concat([_renamed(base.filter(pl.col("revision") == f"step{start}"), "base-shift", "step0"),
+                           own.filter(pl.col("revision") == "step1")])
+    tokens = {("base", f"step{k}"): k for k in range(6)} | {("base-shift", "step0"): 5, ("base-shift", "step1"): 6}
+    return tables.conform(lineage.lineage(pl.concat([base, shift]), tokens,
+                                          continues={"base-shift": "base"} if continues else None), "lineage")
+
+
+def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
+    table = _panel(start=5, continues=True)
+    assert no_flags(table) and report_lineage.suspect(table) == {}
+    # its step0 carries the base's tokens: no init, but no warning either (its descent is the base's)
+    first = table.filter(pl.col("model") == "base-shift").row(0, named=True)
+    assert first["reference_is_init"] is False and lineage.reference_warnings(table) == []
+    (alone,) = lineage.reference_warnings(table.filter(pl.col("model") == "base-shift"))  # the job's view
+    assert "continues base" in alone and "the report checks" in alone
+    (pair,) = lineage.declared_pairs(table)
+    assert pair.startswith("base-shift step0 and base step5 are the same weights") and "counted once" in pair
+    md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
+    assert "flagged" not in md and "One checkpoint under two models' names" in md and pair in md
+    assert "lineage-same" in page and "lineage-banner" not in page
+    section = report_lineage.section_markdown(table)
+    assert "step0 has the same weights as base step5 (declared: one checkpoint, count it once)" in section
+    assert "step5 has the same weights as base-shift step0 (declared" in section
+    annotated = lineage.across_models(table)
+    assert annotated.filter(pl.col("same_weights_as").list.len() > 0).height == 2
+    assert lineage.across_models(annotated) is annotated  # once is enough
+
+
+def test_the_same_weights_in_two_models_undeclared_are_flagged_both():
+    table = _panel(start=5, continues=False)
+    assert no_flags(table)  # each model's own table cannot see it
+    assert report_lineage.suspect(table) == {("base", "step5"): ["same_weights_as base-shift step0"],
+                                             ("base-shift", "step0"): ["same_weights_as base step5"]}
+    assert lineage.reference_warnings(table) == []  # its reference is a checked revision of another model
+    md = report_lineage.banner_markdown(table)
+    assert "2 revisions flagged" in md and "same_weights_as base step5 (across models)" in md
+    assert "cannot tell which, if any, is genuine" in md and "provenance.on_suspect does not act on it" in md
+    assert lineage.declared_pairs(table) == []
+
+
+def test_a_continuation_that_does_not_start_where_declared():
+    # from the base's step3, not its last checkpoint: the identity is not the declared one
+    table = lineage.across_models(_panel(start=3, continues=True))
+    flags = {(m, r): f for m, r, f in table.select("model", "revision", "flags").iter_rows() if f}
+    assert flags == {("base", "step3"): ["same_weights_as"],
+                     ("base-shift", "step0"): ["same_weights_as", "start_not_declared"]}
+    assert "from its last checkpoint, step5, but its weights are not identical" in \
+        table.filter(pl.col("model") == "base-shift")["detail"][0]
+    # weights of its own: only the declaration is contradicted
+    table = lineage.across_models(_panel(start=None, continues=True))
+    flags = {(m, r): f for m, r, f in table.select("model", "revision", "flags").iter_rows() if f}
+    assert flags == {("base-shift", "step0"): ["start_not_declared"]}
+
+
+def test_tables_without_digests_and_the_init_by_tokens():
+    old = _panel(start=5, continues=True).drop("weights_digest", "continues")
+    out = lineage.across_models(old)
+    assert out["same_weights_as"].list.len().sum() == 0 and no_flags(out)
+    assert lineage.declared_pairs(old) == [] and lineage.across_models(None) is None
+    assert not lineage.is_init("step0", 768000) and lineage.is_init("step0") and lineage.is_init("step0", 0)

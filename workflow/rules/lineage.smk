@@ -22,6 +22,8 @@ rule lineage:
         model=RUN_MODELS,
     params:
         on_suspect=config["provenance"]["on_suspect"],
+        # the model whose last checkpoint this run declares it starts from (a data-shift run), or ""
+        continues=lambda wc: (panel.model_spec(config, wc.model).get("train") or {}).get("shift_from") or "",
     resources:
         mem_mb=2000,
         runtime=10,

@@ -296,7 +296,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "reference": pl.String,  # the earliest revision that is no duplicate: dist_from_first's origin
         "previous": pl.String,  # the previous revision that is no duplicate
         "shares": pl.List(pl.String),  # revisions sharing a weight file, shard or matrix with this one
-        "duplicate_of": pl.String,  # every file or tensor equals this revision's (flag duplicate_of)
+        "duplicate_of": pl.List(pl.String),  # the other revisions whose every file or tensor equals this one's
         "shares_shard_with": pl.List(pl.String),  # later revisions whose shard/matrices this one serves
         "dist_from_first": pl.Float64,  # ||r - reference|| / rms(||r||, ||reference||), matrices only
         "dist_from_previous": pl.Float64,
@@ -309,6 +309,8 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # step) or none (flag not_descended_from_init)
         "descent": pl.String,
         "reference_is_init": pl.Boolean,  # the reference is step 0 (else the descent test cannot see #203)
+        "weights_digest": pl.String,  # sha256 over the sorted tensor digests: equal weights in any model
+        "continues": pl.String,  # the model whose last checkpoint the config declares this run starts from
         "flags": pl.List(pl.String),  # duplicate_of, shares_shard_with, not_descended_from_init, discontinuous
         "detail": pl.String,  # the evidence, in words
     },

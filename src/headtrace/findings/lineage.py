@@ -39,9 +39,10 @@ and the noisiest) by its size and leave a 2-layer toy model undecidable; each ma
 (:func:`headtrace.core.revisions.training_order_key`):
 
 * ``duplicate_of`` — every weight file (the same sha256 set) or every stored tensor equals another
-  revision's. In a group of identical revisions the latest in training order is taken as the
-  checkpoint (every published case serves the final checkpoint under earlier names, #205) and
-  each other member is ``duplicate_of`` it.
+  revision's. Every member of a group of identical revisions is flagged, naming the others: the
+  fingerprints cannot tell which name, if any, the weights belong to (#205 serves the final
+  checkpoint under earlier names, but a copy could as well sit under the latest). The group keeps one
+  place on the path of training (its latest member's) for the distances and detours of the others.
 * ``shares_shard_with`` — some weight file (a shard), or some matrix, equals another revision's
   that is not a duplicate of it: the earlier revision of the pair is flagged and names the later
   (#206). A matrix left unchanged over consecutive revisions (a frozen or never-routed weight) is
@@ -60,10 +61,13 @@ and the noisiest) by its size and leave a 2-layer toy model undecidable; each ma
   distance of an earlier unflagged revision by more than ``max(Z · sd, FALLBACK · that distance)``.
   Neighbours are the non-duplicate revisions; the first and last have no detour.
 
-Models without fingerprints (the published reference panel) give no rows.
+Models without fingerprints (the published reference panel) give no rows. Each row also carries
+``weights_digest`` and ``continues`` (the model the config declares this run continues), with which
+:mod:`headtrace.findings.lineage_panel` finds the same weights under two models' names.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping
@@ -73,9 +77,10 @@ import polars as pl
 
 from headtrace.core import tables
 from headtrace.core.revisions import training_order_key
+from headtrace.findings.lineage_panel import PANEL_FLAGS, across_models, declared_pairs, same_weights
 
-__all__ = ["FLAGS", "Z", "COS_FLOOR", "DETOUR", "FALLBACK", "lineage", "model_lineage", "pair_stats",
-           "suspect_map", "flagged", "drop_flagged", "check_on_suspect", "EMPTY"]
+__all__ = ["FLAGS", "PANEL_FLAGS", "Z", "COS_FLOOR", "DETOUR", "FALLBACK", "lineage", "model_lineage", "pair_stats",
+           "across_models", "declared_pairs", "suspect_map", "flagged", "drop_flagged", "check_on_suspect", "EMPTY"]
 
 FLAGS = ("duplicate_of", "shares_shard_with", "not_descended_from_init", "discontinuous")
 Z = 4.0  # sketch-noise multiples a difference must exceed to count (one-sided, p ≈ 3e-5 under normal noise)
@@ -172,8 +177,11 @@ def _groups(keys: list) -> list[list[int]]:
     return [g for g in by.values() if len(g) > 1]
 
 
-def _duplicates(mod: _Model) -> dict[int, int]:
-    """revision index -> index of the revision it duplicates (the latest of its group)."""
+def _duplicates(mod: _Model) -> tuple[dict[int, list[int]], dict[int, int]]:
+    """``(same, rep)``: ``same[i]`` = the other revisions whose weights equal revision ``i``'s (every
+    member of a group of identical revisions); ``rep[i]`` = the member that stands for ``i``'s group on
+    the path of training (the latest in training order; every member but that one is a key). The
+    fingerprints cannot say which member, if any, is the checkpoint its name says: all are flagged."""
     R = len(mod.revisions)
     parent = list(range(R))
 
@@ -191,12 +199,14 @@ def _duplicates(mod: _Model) -> dict[int, int]:
     members: dict[int, list[int]] = {}
     for i in range(R):
         members.setdefault(find(i), []).append(i)
-    out = {}
+    same: dict[int, list[int]] = {}
+    rep: dict[int, int] = {}
     for g in members.values():
         if len(g) > 1:
-            keep = max(g)  # training order: the latest
-            out.update({i: keep for i in g if i != keep})
-    return out
+            keep = max(g)  # the group's place on the path: any member would do (identical weights)
+            rep.update({i: keep for i in g if i != keep})
+            same.update({i: [j for j in g if j != i] for i in g})
+    return same, rep
 
 
 def _shared(mod: _Model, dup: dict[int, int]) -> tuple[dict[int, dict[int, list[str]]], dict[int, set[int]]]:
@@ -251,6 +261,13 @@ def _describe_evidence(mod: _Model, i: int, j: int, items: list[str]) -> str:
     return "; ".join(parts)
 
 
+def _digest(mod: _Model, i: int) -> str | None:
+    """Revision ``i``'s weights as one sha256: over its sorted ``name sha256`` tensor lines (any format,
+    any sharding), else over its sorted file digests; equal for identical weights in any model."""
+    lines = sorted(f"{n} {h}" for n, h in mod.tensors[i].items()) or sorted(mod.files[i].values())
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest() if lines else None
+
+
 # ---- the table ---------------------------------------------------------------------------------
 
 
@@ -283,29 +300,44 @@ _INIT = re.compile(r"(step|checkpoint|ckpt|iter)[-_]?0+(?!\d)", re.IGNORECASE)
 
 
 def is_init(revision: str, tokens: int | None = None) -> bool:
-    """Whether a revision is a run's initialisation: 0 training tokens, or a name at step 0
+    """Whether a revision is a run's initialisation: 0 training tokens when its tokens are known (a
+    continuation's ``step0`` carries its base's tokens and is no init), else a name at step 0
     (``step0``, ``step0-tokens0B``, ``checkpoint-0``)."""
-    return tokens == 0 or bool(_INIT.match(revision))
+    return tokens == 0 if tokens is not None else bool(_INIT.match(revision))
 
 
 def reference_warnings(table: pl.DataFrame | None) -> list[str]:
     """One line per model whose earliest revision is not its init: ``not_descended_from_init`` compares
-    with that revision and cannot see a run that is another init from its first revision on."""
+    with that revision and cannot see a run that is another init from its first revision on. A reference
+    whose weights are another checked model's revision (a continuation's start) is not warned about: its
+    descent is checked in that model's table (:func:`across_models` says so). A declared continuation
+    read without its parent (the lineage job sees one model) gets a line saying where it is checked."""
     if table is None or table.is_empty():
         return []
+    elsewhere = same_weights(table)
+    models = set(table["model"].to_list())
     out = []
     for r in table.filter(pl.col("order") == 0).iter_rows(named=True):
-        if r["reference_is_init"] is False:
+        if r["reference_is_init"] is not False or elsewhere.get((r["model"], r["reference"])):
+            continue
+        parent = r.get("continues")
+        if parent and parent not in models and r["reference"] == r["revision"]:  # one model's job: say where
+            out.append(f"model '{r['model']}' continues {parent}: its earliest revision, {r['reference']}, is no "
+                       f"init; the report checks that it is {parent}'s last checkpoint, whose descent {parent}'s "
+                       "table checks")
+        else:
             out.append(f"model '{r['model']}': the earliest revision, {r['reference']}, is not the init (step 0); "
-                       "not_descended_from_init compares with it and cannot see weights that are another init from "
-                       "it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+                       "not_descended_from_init compares with it and cannot see weights that are another init "
+                       "from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
     return out
 
 
-def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = None, *, z: float = Z,
-                  cos_floor: float = COS_FLOOR, detour: float = DETOUR, fallback: float = FALLBACK) -> pl.DataFrame:
+def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = None, *, continues: str | None = None,
+                  z: float = Z, cos_floor: float = COS_FLOOR, detour: float = DETOUR,
+                  fallback: float = FALLBACK) -> pl.DataFrame:
     """The ``lineage`` rows of one model from its ``fingerprint`` rows (every revision's); ``tokens``:
-    revision -> training tokens (training order and the table's tokens column)."""
+    revision -> training tokens (training order and the table's tokens column); ``continues``: the model
+    whose last checkpoint the config declares this run starts from (a data-shift continuation), or None."""
     if fp.is_empty():
         return EMPTY.clone()
     models = fp["model"].unique().to_list()
@@ -316,9 +348,9 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
     revs = sorted(fp["revision"].unique().to_list(), key=lambda r: training_order_key(r, tokens.get(r)))
     mod = _Model(fp, revs)
     R = len(revs)
-    dup = _duplicates(mod)
+    same, dup = _duplicates(mod)
     evidence, shares = _shared(mod, dup)
-    seq = [i for i in range(R) if i not in dup]  # the path of training: non-duplicates
+    seq = [i for i in range(R) if i not in dup]  # the path of training: one revision per set of identical ones
     ref = seq[0]
     prev_of = {}
     for i in range(R):
@@ -329,16 +361,18 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
 
     flags: dict[int, list[str]] = {i: [] for i in range(R)}
     details: dict[int, list[str]] = {i: [] for i in range(R)}
-    for i, j in dup.items():
+    for i, others in same.items():
         flags[i].append("duplicate_of")
-        details[i].append(f"every weight file or tensor = {revs[j]}'s")
+        names = " and ".join(f"{revs[j]}'s" for j in others)
+        details[i].append(f"every weight file or tensor = {names}: one set of weights under {len(others) + 1} names, "
+                          "and the fingerprints cannot tell which name, if any, it belongs to (every one is flagged)")
     shard_with = {i: sorted(evidence[i], key=lambda j: j) for i in range(R)}
     for i in range(R):
         if shard_with[i]:
             flags[i].append("shares_shard_with")
             details[i] += [_describe_evidence(mod, i, j, evidence[i][j]) for j in shard_with[i]]
     descent = _descent(mod, seq, from_first, z, cos_floor)
-    descent.update({i: descent.get(j) for i, j in dup.items()})  # a duplicate: its kept revision's
+    descent.update({i: descent.get(j) for i, j in dup.items()})  # a duplicate: its group's
     for i in range(R):
         if i == ref or descent.get(i) != "none":
             continue
@@ -377,13 +411,14 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
             "model": model, "revision": r, "tokens": tokens.get(r), "order": i,
             "reference": revs[ref], "previous": revs[prev_of[i]] if prev_of[i] is not None else None,
             "shares": [revs[j] for j in sorted(shares[i])],
-            "duplicate_of": revs[dup[i]] if i in dup else None,
+            "duplicate_of": [revs[j] for j in same.get(i, [])],
             "shares_shard_with": [revs[j] for j in shard_with[i]],
             "dist_from_first": from_first[i]["rel"], "dist_from_previous": p["rel"] if p else None,
             "cos_from_first": from_first[i]["cos"], "cos_sd": from_first[i]["cos_sd"],
             "detour": detours.get(i), "n_matrices": from_first[i]["n"],
             "descent": "reference" if i == ref else descent.get(i),
             "reference_is_init": is_init(revs[ref], tokens.get(revs[ref])),
+            "weights_digest": _digest(mod, i), "continues": continues,
             "flags": [f for f in FLAGS if f in flags[i]],
             "detail": "; ".join(details[i]) or None,
         })
@@ -391,16 +426,18 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
 
 
 def lineage(fingerprints: pl.DataFrame, tokens: Mapping[tuple[str, str], int | None] | None = None,
-            **rules) -> pl.DataFrame:
+            continues: Mapping[str, str | None] | None = None, **rules) -> pl.DataFrame:
     """The ``lineage`` table of every model in ``fingerprints`` (a concatenation of cells'
-    ``fingerprint`` tables); ``tokens``: ``(model, revision) -> tokens``."""
+    ``fingerprint`` tables); ``tokens``: ``(model, revision) -> tokens``; ``continues``: model -> the
+    model it continues (declared in the config), for :func:`across_models`."""
     if fingerprints.is_empty():
         return EMPTY.clone()
-    tokens = tokens or {}
+    tokens, continues = tokens or {}, continues or {}
     out = []
     for model in fingerprints["model"].unique(maintain_order=True).to_list():
         fp = fingerprints.filter(pl.col("model") == model)
-        out.append(model_lineage(fp, {r: t for (m, r), t in tokens.items() if m == model}, **rules))
+        out.append(model_lineage(fp, {r: t for (m, r), t in tokens.items() if m == model},
+                                 continues=continues.get(model), **rules))
     return pl.concat(out)
 
 
@@ -408,24 +445,21 @@ def lineage(fingerprints: pl.DataFrame, tokens: Mapping[tuple[str, str], int | N
 
 
 def flag_labels(row: Mapping) -> list[str]:
-    """A row's flags as the report shows them: ``duplicate_of main``, ``shares_shard_with main``,
-    ``not_descended_from_init``, ``discontinuous``."""
+    """A row's flags as the report shows them: ``duplicate_of step900, main``, ``shares_shard_with main``,
+    ``same_weights_as toy-neox step1500``, ``not_descended_from_init``, ``discontinuous``."""
     out = []
     for f in row["flags"] or []:
-        if f == "duplicate_of" and row.get("duplicate_of"):
-            out.append(f"duplicate_of {row['duplicate_of']}")
-        elif f == "shares_shard_with" and row.get("shares_shard_with"):
-            out.append(f"shares_shard_with {', '.join(row['shares_shard_with'])}")
-        else:
-            out.append(f)
+        named = row.get(f) if f in ("duplicate_of", "shares_shard_with", "same_weights_as") else None
+        out.append(f"{f} {', '.join(named)}" if named else f)
     return out
 
 
 def suspect_map(table: pl.DataFrame | None) -> dict[tuple[str, str], list[str]]:
     """``(model, revision) -> flag labels`` of every flagged revision of a lineage table (what the
-    report marks statements resting on); empty for None or an empty table."""
+    report marks statements resting on, after :func:`across_models`); empty for None or an empty table."""
     if table is None or table.is_empty():
         return {}
+    table = across_models(table)
     return {(r["model"], r["revision"]): flag_labels(r) for r in table.iter_rows(named=True) if r["flags"]}
 
 

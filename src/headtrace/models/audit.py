@@ -12,7 +12,7 @@ the lineage check (:mod:`headtrace.findings.lineage`) after capture.
   there are any, else ``pytorch_model*.bin``), name → (sha256, bytes);
 * :func:`audit`: pure, over ``{branch: [RepoFile | RepoFolder, ...]}`` (what ``list_repo_tree``
   returns, live or recorded): one row per branch with the branches serving identical weights
-  (``duplicate_of``: the latest of the group in training order, as the lineage check), the later
+  (``duplicate_of``: the latest of the group in training order; the lineage check flags every member), the later
   branches it shares a shard with, and ``no_weights``;
 * :func:`fetch_trees` (network) and :func:`save_recording` / :func:`load_recording` (a recording of
   the same objects as JSON, in the Hub API's own field names, for offline use and the tests).

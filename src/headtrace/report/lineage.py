@@ -3,15 +3,18 @@
 Renders the ``lineage`` tables (``results/models/{model}/lineage.parquet``,
 :mod:`headtrace.findings.lineage`) as
 
-* a *banner* (:func:`banner_markdown`, :func:`banner_html`): one line per flagged revision, for the
-  first screen of ``summary.md`` / ``summary.html`` (empty when nothing is flagged);
+* a *banner* (:func:`banner_markdown`, :func:`banner_html`): one line per flagged revision, and one
+  per pair of revisions of two models that the config declares to be one checkpoint (a continuation's
+  start), for the first screen of ``summary.md`` / ``summary.html`` (empty when there is neither);
 * a *section* per model (:func:`section_markdown`, :func:`section_html`): every revision with its
   distance from the model's earliest revision and from the previous one, its cosine to the earliest,
   the revisions it shares files, shards or matrices with, and its flags;
 * :func:`suspect`: ``(model, revision) -> flag labels``, the mapping with which the headline and the
   summary mark each statement resting on a flagged revision.
 
-Pure functions of the table; nothing is recomputed here.
+Every function first reads the panel's tables together
+(:func:`headtrace.findings.lineage_panel.across_models`): the same weights under two models' names
+are flagged, or noted where the config declares them. Pure functions of the table.
 """
 from __future__ import annotations
 
@@ -27,12 +30,6 @@ from headtrace.report.format import fmt_tokens
 __all__ = ["read", "suspect", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
 
 INTEGRITY_DOC = "docs/integrity.md"
-_MEANING = {
-    "duplicate_of": "every weight file or tensor is another revision's",
-    "shares_shard_with": "a shard or matrix is a later revision's",
-    "not_descended_from_init": "as far from the model's earliest revision as an independent init",
-    "discontinuous": "leaves the path of training",
-}
 
 
 def read(results="results") -> pl.DataFrame | None:
@@ -43,8 +40,9 @@ def read(results="results") -> pl.DataFrame | None:
 
 
 def suspect(table: pl.DataFrame | None):
-    """``(model, revision) -> ["duplicate_of main", ...]`` for every flagged revision (empty mapping
-    when nothing is flagged or there is no table): what the headline and summary mark."""
+    """``(model, revision) -> ["duplicate_of main", ...]`` for every flagged revision, flags across models
+    included (empty mapping when nothing is flagged or there is no table): what the headline and
+    summary mark."""
     return _lineage.suspect_map(table)
 
 
@@ -52,37 +50,63 @@ def _num(x, digits=3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def _line(r: dict) -> str:
-    return f"{r['model']} {r['revision']}: {', '.join(_lineage.flag_labels(r))}"
+# what a flag does under provenance.on_suspect; the flags across models are the report's own (the lineage
+# job, which drops or fails, sees one model), so they are marked whatever the mode
+_MODE_MD = {"warn": "the findings below include them; statements resting on them are marked",
+            "drop": "the findings below leave them out (provenance.on_suspect: drop)",
+            "fail": "the run stops on them (provenance.on_suspect: fail)"}
+_MODE_HTML = {"warn": "statements resting on them are marked", "drop": "the findings leave them out",
+              "fail": "the run stops on them"}
+_PANEL_ONLY = ("a flag raised across models is found where the panel's tables meet: it marks the statements "
+               "resting on it, and provenance.on_suspect does not act on it")
+
+
+def _banner_parts(table: pl.DataFrame | None) -> tuple[list[dict], bool, list[str]]:
+    """(flagged rows, whether any carries a flag across models, declared same-weight sentences)."""
+    table = _lineage.across_models(table)
+    bad = _lineage.flagged(table)
+    rows = list(bad.sort("model", "order").iter_rows(named=True))
+    panel = any(set(r["flags"]) & set(_lineage.PANEL_FLAGS) for r in rows)
+    return rows, panel, _lineage.declared_pairs(table)
+
+
+def _label(r: dict) -> str:
+    return f"{r['model']} {r['revision']}: " + ", ".join(
+        lab + (" (across models)" if lab.split()[0] in _lineage.PANEL_FLAGS else "") for lab in _lineage.flag_labels(r))
 
 
 def banner_markdown(table: pl.DataFrame | None, on_suspect: str = "warn") -> str:
-    """A short block for the top of summary.md listing each flagged revision ("" when none)."""
-    bad = _lineage.flagged(table)
-    if bad.is_empty():
-        return ""
-    what = {"warn": "the findings below include them; statements resting on them are marked",
-            "drop": "the findings below leave them out (provenance.on_suspect: drop)",
-            "fail": "the run stops on them (provenance.on_suspect: fail)"}[on_suspect]
-    lines = [f"- **{_line(r)}**" + (f" — {r['detail']}" if r["detail"] else "")
-             for r in bad.sort("model", "order").iter_rows(named=True)]
-    return (f"> **Checkpoint lineage: {bad.height} revision{'s' if bad.height != 1 else ''} flagged** "
-            f"({what}; {INTEGRITY_DOC}):\n>\n" + "\n".join("> " + ln for ln in lines) + "\n")
+    """A short block for the top of summary.md listing each flagged revision and each declared pair of
+    revisions that are one checkpoint ("" when neither)."""
+    rows, panel, same = _banner_parts(table)
+    out = ""
+    if rows:
+        lines = [f"- **{_label(r)}**" + (f" — {r['detail']}" if r["detail"] else "") for r in rows]
+        note = f"; {_PANEL_ONLY}" if panel else ""
+        out += (f"> **Checkpoint lineage: {len(rows)} revision{'s' if len(rows) != 1 else ''} flagged** "
+                f"({_MODE_MD[on_suspect]}{note}; {INTEGRITY_DOC}):\n>\n" + "\n".join("> " + ln for ln in lines) + "\n")
+    if same:
+        out += (("\n" if out else "") + "> **One checkpoint under two models' names** (declared, not an error):\n>\n"
+                + "\n".join(f"> - {s}" for s in same) + "\n")
+    return out
 
 
 def banner_html(table: pl.DataFrame | None, on_suspect: str = "warn") -> str:
-    """The banner as an HTML fragment (``<div class="lineage-banner">``; "" when nothing is flagged)."""
-    bad = _lineage.flagged(table)
-    if bad.is_empty():
-        return ""
-    items = "".join(f"<li><b>{_html.escape(_line(r))}</b>"
-                    + (f" — {_html.escape(r['detail'])}" if r["detail"] else "") + "</li>"
-                    for r in bad.sort("model", "order").iter_rows(named=True))
-    mode = {"warn": "statements resting on them are marked", "drop": "the findings leave them out",
-            "fail": "the run stops on them"}[on_suspect]
-    return (f'<div class="lineage-banner" style="border:2px solid #b00;padding:0.4em 0.8em;margin:0.5em 0">'
-            f"<b>Checkpoint lineage: {bad.height} revision{'s' if bad.height != 1 else ''} flagged</b> "
-            f"({mode}; see {INTEGRITY_DOC})<ul>{items}</ul></div>")
+    """The banner as an HTML fragment (``<div class="lineage-banner">``; "" when there is nothing to say)."""
+    rows, panel, same = _banner_parts(table)
+    out = ""
+    if rows:
+        items = "".join(f"<li><b>{_html.escape(_label(r))}</b>"
+                        + (f" — {_html.escape(r['detail'])}" if r["detail"] else "") + "</li>" for r in rows)
+        note = f"; {_html.escape(_PANEL_ONLY)}" if panel else ""
+        out += (f'<div class="lineage-banner" style="border:2px solid #b00;padding:0.4em 0.8em;margin:0.5em 0">'
+                f"<b>Checkpoint lineage: {len(rows)} revision{'s' if len(rows) != 1 else ''} flagged</b> "
+                f"({_MODE_HTML[on_suspect]}{note}; see {INTEGRITY_DOC})<ul>{items}</ul></div>")
+    if same:
+        out += ('<div class="lineage-same" style="border:1px solid #888;padding:0.4em 0.8em;margin:0.5em 0">'
+                "<b>One checkpoint under two models' names</b> (declared, not an error)<ul>"
+                + "".join(f"<li>{_html.escape(s)}</li>" for s in same) + "</ul></div>")
+    return out
 
 
 def _rows(g: pl.DataFrame) -> list[list[str]]:
@@ -105,9 +129,21 @@ def _unchecked(table: pl.DataFrame | None, models) -> list[str]:
     return [m for m in dict.fromkeys(models or []) if m not in have]
 
 
+def _elsewhere(g: pl.DataFrame) -> list[str]:
+    """One sentence per revision of model ``g`` whose weights another model's revision has."""
+    out = []
+    for r in g.sort("order").iter_rows(named=True):
+        for o in r.get("same_weights_as") or []:
+            how = ("declared: one checkpoint, count it once" if o in (r.get("declared_same") or [])
+                   else "not declared: flagged")
+            out.append(f"{r['revision']} has the same weights as {o} ({how})")
+    return out
+
+
 def section_markdown(table: pl.DataFrame | None, models=()) -> str:
     """The lineage section of summary.md: per model, a table of its revisions; ``models`` without a
     table (no fingerprints: the published panel) are listed as unchecked ("" when neither)."""
+    table = _lineage.across_models(table)
     unchecked = _unchecked(table, models)
     if (table is None or table.is_empty()) and not unchecked:
         return ""
@@ -128,12 +164,14 @@ def section_markdown(table: pl.DataFrame | None, models=()) -> str:
         n_bad = _lineage.flagged(g).height
         text.append(f"**{model}** (reference {g['reference'][0]}; "
                     f"{'no revision flagged' if not n_bad else f'{n_bad} flagged'}):\n\n" + "\n".join(md) + "\n")
+        text += [f"- {line}.\n" for line in _elsewhere(g)]
     return "\n".join(text)
 
 
 def section_html(table: pl.DataFrame | None, models=()) -> str:
     """The lineage section as an HTML fragment (``<section id="lineage">``; "" without a table or
     unchecked ``models``)."""
+    table = _lineage.across_models(table)
     unchecked = _unchecked(table, models)
     if (table is None or table.is_empty()) and not unchecked:
         return ""
@@ -154,5 +192,6 @@ def section_html(table: pl.DataFrame | None, models=()) -> str:
             style = ' style="background:#fdd"' if row[-1] != "—" else ""
             body.append(f"<tr{style}>" + "".join(f"<td>{_html.escape(c)}</td>" for c in row) + "</tr>")
         parts.append(f"<h3>{_html.escape(model)}</h3><table><tr>{head}</tr>{''.join(body)}</table>")
+        parts += [f"<p>{_html.escape(line)}.</p>" for line in _elsewhere(g)]
     parts.append("</section>")
     return "".join(parts)

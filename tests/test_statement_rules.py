@@ -174,3 +174,12 @@ def test_the_group_row_keeps_the_members_bracket_notation():
     g = _group(2)
     assert g.gap_text() == "range of possible median gaps > 1.5× over 2 seeds; smallest > 1.5×, largest > 1.5×"
     assert "∞" not in g.gap_text()
+
+
+def test_continuations_are_read_from_the_lineage_tables():
+    from headtrace.report import lineage as RL
+
+    table = pl.DataFrame({"model": ["base", "base", "base-shift", "base-shift"], "revision": ["s0", "s1", "s0", "s1"],
+                          "continues": [None, None, "base", "base"]})
+    assert RL.continuations(table) == {"base-shift": "base"}
+    assert RL.continuations(table.drop("continues")) == {} and RL.continuations(None) == {}

@@ -56,7 +56,6 @@ rule findings:
     params:
         **findings_params(),
         families=model_families(),
-        continues=model_continuations(),  # a continued run is counted once on the first screen
         on_suspect=config["provenance"]["on_suspect"],
         groups=GROUPS,
         cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)

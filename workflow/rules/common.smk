@@ -377,11 +377,6 @@ def run_model_verdicts(wildcards=None):
             + reference_ablations("verdict"))
 
 
-def model_continuations():
-    """Model -> the model whose training run it continues (:func:`headtrace.panel.config.continuations`)."""
-    return panel.continuations(config)
-
-
 def model_families():
     """The family each model's headline row names (:func:`headtrace.panel.config.families_shown`)."""
     return panel.families_shown(config)

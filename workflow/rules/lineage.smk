@@ -23,7 +23,7 @@ rule lineage:
     params:
         on_suspect=config["provenance"]["on_suspect"],
         # the model whose last checkpoint this run declares it starts from (a data-shift run), or ""
-        continues=lambda wc: (panel.model_spec(config, wc.model).get("train") or {}).get("shift_from") or "",
+        continues=lambda wc: panel.continuations(config).get(wc.model, ""),
     resources:
         mem_mb=2000,
         runtime=10,

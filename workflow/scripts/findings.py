@@ -23,7 +23,6 @@ with logs.to_file(snakemake.log[0]):
     cross_seed_of = params.pop("cross_seed_of")  # group -> its cross-seed ablation table (an input)
     probes = params.pop("probes", {})  # model -> its probe in words (the first screen says which ran)
     notes = params.pop("notes", {})  # model -> the config's note on it (the first screen)
-    continues = params.pop("continues", {})  # model -> the model whose run it continues (counted once)
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
@@ -44,7 +43,7 @@ with logs.to_file(snakemake.log[0]):
     # statements resting on a flagged revision marked (headtrace.report.lineage, .answers)
     lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
     rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage),
-                                  groups=groups, continues=continues)
+                                  groups=groups, continues=report_lineage.continuations(lineage))
     text = summary.render(traj, findings, **params)
     answers = (report_lineage.banner_markdown(lineage, on_suspect) + model_notes.markdown(notes)
                + probe_text.markdown(probes)

@@ -53,13 +53,15 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     if not trajectories:
         return f"no trajectories under {results}/models: has the workflow run?"
     lines = ["headtrace summary", ""]
-    if suspect is None:  # the checkpoint-lineage tables the workflow wrote (none: nothing flagged)
-        suspect = RL.suspect(RL.read(results))
+    lineage = RL.read(results)  # the checkpoint-lineage tables the workflow wrote (none: nothing flagged)
+    if suspect is None:
+        suspect = RL.suspect(lineage)
     vtable = _verdict_table(results)
     F = _findings(results)
     run = None
     if "f3_milestones" in F:
-        run = A.build(F, vtable, families=families, suspect=suspect, groups=_groups(results, families))
+        run = A.build(F, vtable, families=families, suspect=suspect, groups=_groups(results, families),
+                      continues=RL.continuations(lineage))
         sents = [s.text + (" " + HL.DAGGER if s.flags else "") for s in run.statements]
         lines += ["What this run found:"] + [textwrap.fill(t, 110, initial_indent="- ", subsequent_indent="  ")
                                              for t in sents]

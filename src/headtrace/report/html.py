@@ -342,7 +342,8 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
     group -> its cross-seed ablation table: a headline row per group before its members' rows, and
     a section per group (:mod:`headtrace.report.group_html`)."""
     groups = A.group_answers(group_tables or {}, families=families, cross_seed=cross_seed)
-    rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage), groups=groups)
+    rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage), groups=groups,
+                            continues=RL.continuations(lineage))
     sents = HL.sentences(rows)
     tables.write_text(page(rows, sents, findings, verdicts, figures=figures, lineage=lineage,
                            on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed, probes=probes,

@@ -27,7 +27,7 @@ from headtrace.core import tables
 from headtrace.findings import lineage as _lineage
 from headtrace.report.format import fmt_tokens
 
-__all__ = ["read", "suspect", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
+__all__ = ["read", "suspect", "continuations", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
 
 INTEGRITY_DOC = "docs/integrity.md"
 
@@ -44,6 +44,15 @@ def suspect(table: pl.DataFrame | None):
     included (empty mapping when nothing is flagged or there is no table): what the headline and
     summary mark."""
     return _lineage.suspect_map(table)
+
+
+def continuations(table: pl.DataFrame | None) -> dict[str, str]:
+    """Model -> the model whose training run it continues, as the lineage tables record the config's
+    declaration (``continues``): the first screen counts such a run once."""
+    if table is None or "continues" not in table.columns:
+        return {}
+    rows = table.filter(pl.col("continues").is_not_null() & (pl.col("continues") != "")).select("model", "continues")
+    return dict(rows.unique(maintain_order=True).iter_rows())
 
 
 def _num(x, digits=3) -> str:

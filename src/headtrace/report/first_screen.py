@@ -151,8 +151,8 @@ def _banner_html(banner: str) -> str:
 
 
 _ROLE = {"": "{}", "strong": "<b>{}</b>", "sub": '<span class="rev">{}</span>', "why": '<span class="why">{}</span>'}
-_TD_CLASS = {"n_revisions": "num", "heads_text": "wrap", "gap_text": "wrap", "decided_text": "wrap",
-             "text_sink_text": "wrap"}
+_TD_CLASS = {"n_revisions": "num", "circuit_text": "wrap", "sink10_text": "wrap", "sink50_text": "wrap",
+             "heads_text": "wrap", "gap_text": "wrap", "decided_text": "wrap", "text_sink_text": "wrap"}
 
 
 def _td(key: str, parts: tuple[HL.Part, ...], r: HL.Row, link_models: bool) -> str:

@@ -6,6 +6,7 @@ list items, paragraphs, table cells), and every fact of one must be a fact of th
 from __future__ import annotations
 
 import re
+from html import unescape
 from html.parser import HTMLParser
 
 import polars as pl
@@ -182,12 +183,7 @@ def test_html_shows_inline_code_as_code_and_no_tooltip_carries_a_fact_alone(page
     assert "<code>screen.baseline</code>" in first
     visible = " ".join(html_facts(page))
     for tip in re.findall(r'title="([^"]*)"', first):  # a tooltip may repeat a fact, never carry it alone
-        assert _norm(html_unescape(tip)) in visible
-
-
-def html_unescape(s: str) -> str:
-    import html as _h
-    return _h.unescape(s)
+        assert _norm(unescape(tip)) in visible
 
 
 def test_the_comparison_catches_a_dropped_fact(pages):

@@ -1,8 +1,10 @@
 """The headline: one row per model with the answers, and the run's sentences — formatted.
 
 Every statement is decided in :mod:`headtrace.report.answers` (one :class:`~answers.ModelAnswer` per
-model, one :class:`~answers.RunAnswer` per run); this module only lays them out as table cells and
-as the top section of ``summary.md``. A statement or cell resting on a revision flagged by the
+model, one :class:`~answers.RunAnswer` per run); this module only lays them out: the rows' cells,
+each displayed row (:func:`table_row`: the texts both pages show, the verdict's reason written out),
+the legend under the table, and the headline section of ``summary.md`` (:func:`markdown`); the whole
+first screen of both pages is :mod:`headtrace.report.first_screen`. A statement or cell resting on a revision flagged by the
 checkpoint-integrity check (``suspect``) carries a dagger and a note naming the flag.
 """
 from __future__ import annotations

@@ -227,3 +227,14 @@ def test_console_prints_the_first_screens_sentences_and_baseline(tmp_path):
     assert fs.sentences and all(re.sub(r"\s+", " ", s) in out for s in fs.sentences)
     assert re.sub(r"\s+", " ", fs.baseline.replace("**", "").replace("`", "")) in out
     assert "B step2: duplicate_of step1" in out
+
+
+def test_baseline_line_names_each_value_with_its_models():
+    t = pl.DataFrame({"model": ["a", "a", "b", "c", "d"], "screen_baseline": ["clean", "clean", "sampled", None, "clean"]})
+    line = FS.baseline_line(t)
+    assert line.startswith("Selectivity baseline: **clean** for a, d; **sampled** for b; "
+                           f"**{FS.UNRECORDED}** for c (`screen.baseline`;")
+    assert FS.baseline_line(t.filter(pl.col("model") == "a")).startswith("Selectivity baseline: **clean** (")
+    assert FS.baseline_line(t.drop("screen_baseline")).startswith(f"Selectivity baseline: **{FS.UNRECORDED}** (")
+    assert FS.plain(line).count("*") == 0 and "`" not in FS.plain(line)
+    assert FS.inline_html(line).count("<b>") == 3 and "<code>screen.baseline</code>" in FS.inline_html(line)

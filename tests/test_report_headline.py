@@ -177,8 +177,13 @@ def test_page_has_the_headline_first_and_a_section_per_model(tmp_path):
     assert page.index('id="sentences"') < page.index('id="headline"') < page.index('id="figures"')
     body = page[page.index('id="headline"'):page.index("</table>")]
     assert len(re.findall(r"<tr data-model=", body)) == 3
-    for needle in ("(50, 100]", "100×, in (10×, 200×]", "L1H0 L1H2", "v-causal", "bottom-up"):
+    for needle in ("(50–100]", "100×, in (10×, 200×]", "L1H0 L1H2", "v-causal", "bottom-up"):
         assert needle in body
+    # the bracket in summary.md's notation, the revision above it; the verdict's effect and interval
+    # as visible text beside the word (not only in a tooltip)
+    assert '<span class="rev">r1</span> (50–100]' in body and "(50, 100]" not in body
+    assert re.search(r'<b>causal</b> <span class="why">\(effect 40\.00 pp \[30\.00, 50\.00\]', body)
+    assert "title=" not in body
     assert '<img src="../figures/milestones.png"' in page
     for m in "ABC":
         assert f'<section id="model-{m}">' in page

@@ -160,6 +160,7 @@ rule summary_html:
         groups=group_table_paths(),  # a row per seed group before its members' rows, and its section
         cross_seed=list(group_cross_seed_paths().values()),
         measures=measures_tables,  # the text sink rate of the headline (measures.smk)
+        trajectories=expand(PATHS["trajectory"], model=MODELS),  # the first screen's models and baseline lines
     output:
         page=PATHS["summary_html"],
         headline=report(
@@ -175,6 +176,7 @@ rule summary_html:
         cross_seed_of=group_cross_seed_paths(),  # group -> its cross-seed table (an input above)
         probes=PROBES_SHOWN,  # model -> its probe in words: stated on the first screen
         notes=MODEL_NOTES,  # model -> the config's note on it: stated on the first screen
+        thresholds={k: findings_params()[k] for k in ("class_threshold", "induction_threshold")},
     conda:
         CONDA_ENV
     resources:

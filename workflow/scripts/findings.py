@@ -6,13 +6,12 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 from pathlib import Path
 
 from headtrace.cell import positional
-from headtrace.core import probe_text, tables
+from headtrace.core import tables
 from headtrace.findings import compute
 from headtrace.findings import groups as group_stats
 from headtrace.panel import refine
-from headtrace.report import answers, headline, summary
+from headtrace.report import answers, first_screen, headline, summary
 from headtrace.report import lineage as report_lineage
-from headtrace.report import notes as model_notes
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
@@ -45,10 +44,9 @@ with logs.to_file(snakemake.log[0]):
     rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage),
                                   groups=groups, continues=report_lineage.continuations(lineage))
     text = summary.render(traj, findings, **params)
-    answers = (report_lineage.banner_markdown(lineage, on_suspect) + model_notes.markdown(notes)
-               + probe_text.markdown(probes)
-               + headline.markdown(rows, headline.sentences(rows)))
-    text = headline.insert(text, answers)  # the answers first
+    # the answers first: the first screen summary.html lays out too (headtrace.report.first_screen)
+    screen = first_screen.build(rows, traj=traj, lineage=lineage, on_suspect=on_suspect, notes=notes, probes=probes)
+    text = headline.insert(text, first_screen.markdown(screen))
     text += "\n" + report_lineage.section_markdown(lineage, [r["model"] for r in rows if not r.get("group")])
     text += "\n" + refine.summary_section(findings["f3_onsets"])
     if snakemake.input.positional:

@@ -28,4 +28,5 @@ with logs.to_file(snakemake.log[0]):
     html.write(findings, verdicts, out, headline_html=snakemake.output.headline, brief_html=snakemake.output.brief,
                families=snakemake.params.families, figures=figures, lineage=lineage,
                on_suspect=snakemake.params.on_suspect, group_tables=group_tables, cross_seed=cross_seed,
-               probes=snakemake.params.get("probes", {}), notes=snakemake.params.get("notes", {}))
+               probes=snakemake.params.get("probes", {}), notes=snakemake.params.get("notes", {}),
+               traj=tables.read_many(snakemake.input.trajectories), **snakemake.params.thresholds)

@@ -19,6 +19,8 @@ Definitions (documented choices are marked *choice*):
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 
@@ -198,7 +200,6 @@ def milestone_specs(induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
 def milestone_spec(name: str) -> tuple[str, str, float] | None:
     """(findings table, column, minimum) of one milestone named as :func:`milestone_specs` names them
     (``circuit_size.n_induction_circuit`` / ``f2_bos_fraction.bos_fraction``); None for another name."""
-    import re
     m = re.fullmatch(r"induction_(\d+)_heads", name)
     if m:
         return "circuit_size", "n_induction_circuit", int(m.group(1))

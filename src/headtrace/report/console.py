@@ -9,8 +9,9 @@ import polars as pl
 
 from headtrace.causal import verdict as V
 from headtrace.cell import positional
-from headtrace.core import probe_text
+from headtrace.core import probe_text, tables
 from headtrace.report import answers as A
+from headtrace.report import first_screen as FS
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
 
@@ -47,27 +48,23 @@ def _groups(results: Path, families: Mapping[str, str] | None) -> list[A.GroupAn
 def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
             families: Mapping[str, str] | None = None, suspect: A.Suspect | None = None) -> str:
     """A short text table per model: circuit formation, first-token heads, final ablation verdict;
-    above it, the run's sentences (:mod:`headtrace.report.answers`, the headline's own words)."""
+    above it, the first screen's sentences, flag notes and selectivity baseline (:func:`first_screen`:
+    the words of summary.md and summary.html)."""
     results = Path(results)
     trajectories = sorted(results.glob("models/*/trajectory.parquet"))
     if not trajectories:
         return f"no trajectories under {results}/models: has the workflow run?"
     lines = ["headtrace summary", ""]
-    lineage = RL.read(results)  # the checkpoint-lineage tables the workflow wrote (none: nothing flagged)
-    if suspect is None:
-        suspect = RL.suspect(lineage)
     vtable = _verdict_table(results)
-    F = _findings(results)
     run = None
-    if "f3_milestones" in F:
-        run = A.build(F, vtable, families=families, suspect=suspect, groups=_groups(results, families),
-                      continues=RL.continuations(lineage))
-        sents = [s.text + (" " + HL.DAGGER if s.flags else "") for s in run.statements]
+    rows, fs = _screen(results, families, suspect)
+    if fs is not None:  # the first screen of summary.md / summary.html, in plain text
+        run = HL.run_of(rows)
         lines += ["What this run found:"] + [textwrap.fill(t, 110, initial_indent="- ", subsequent_indent="  ")
-                                             for t in sents]
-        if run.flags:
-            lines.append(textwrap.fill(f"{HL.DAGGER} rests on a flagged revision: " + "; ".join(run.flags), 110))
-        lines.append("")
+                                             for t in fs.sentences]
+        if fs.flags:
+            lines.append(textwrap.fill(f"{HL.DAGGER} rests on a flagged revision: " + "; ".join(fs.flags), 110))
+        lines += [textwrap.fill(FS.plain(fs.baseline), 110, subsequent_indent="  "), ""]
     answers = {a.model: a for a in run.models} if run else {}
     for g in (run.groups if run else ()):  # one line per seed group, its members' rows below as usual
         lines.append(textwrap.fill(f"group {g.group} ({g.n} seeds): {g.order_text()}; {g.gap_text()}; "
@@ -138,6 +135,26 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     if report.exists():
         lines.append(f"report:   {report}")
     return "\n".join(lines)
+
+
+def first_screen(results: str | Path = "results", *, families: Mapping[str, str] | None = None,
+                 suspect: A.Suspect | None = None) -> FS.FirstScreen | None:
+    """The first screen of a results folder (:func:`first_screen.build` of its tables, as on
+    summary.md and summary.html), which :func:`summary` prints; None before the findings job has run."""
+    return _screen(Path(results), families, suspect)[1]
+
+
+def _screen(results: Path, families, suspect) -> tuple[list[dict], FS.FirstScreen | None]:
+    F = _findings(results)
+    trajectories = sorted(results.glob("models/*/trajectory.parquet"))
+    if "f3_milestones" not in F or not trajectories:
+        return [], None
+    lineage = RL.read(results)  # the checkpoint-lineage tables the workflow wrote (none: nothing flagged)
+    if suspect is None:
+        suspect = RL.suspect(lineage)
+    rows = HL.headline_rows(F, _verdict_table(results), families=families, suspect=suspect,
+                            groups=_groups(results, families), continues=RL.continuations(lineage))
+    return rows, FS.build(rows, traj=tables.read_many(trajectories))
 
 
 def _probe_lines(results: Path) -> list[str]:

@@ -1,12 +1,15 @@
 """The headline: one row per model with the answers, and the run's sentences — formatted.
 
 Every statement is decided in :mod:`headtrace.report.answers` (one :class:`~answers.ModelAnswer` per
-model, one :class:`~answers.RunAnswer` per run); this module only lays them out as table cells and
-as the top section of ``summary.md``. A statement or cell resting on a revision flagged by the
+model, one :class:`~answers.RunAnswer` per run); this module only lays them out: the rows' cells,
+each displayed row (:func:`table_row`: the texts both pages show, the verdict's reason written out),
+the legend under the table, and the headline section of ``summary.md`` (:func:`markdown`); the whole
+first screen of both pages is :mod:`headtrace.report.first_screen`. A statement or cell resting on a revision flagged by the
 checkpoint-integrity check (``suspect``) carries a dagger and a note naming the flag.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 import polars as pl
@@ -15,7 +18,7 @@ from headtrace.report import answers as A
 
 __all__ = ["headline_rows", "headline_table", "sentences", "verdict_reason", "verdict_word",
            "gap_text", "bracket_text", "bracket_tokens", "markdown", "insert", "flag_notes", "COLUMNS",
-           "DAGGER"]
+           "DAGGER", "Row", "table_row", "legend", "section_markdown"]
 
 CIRCUIT_MILESTONE = A.CIRCUIT_MILESTONE
 SINK_MILESTONES = A.SINK_MILESTONES
@@ -200,34 +203,87 @@ GROUP_NOTE = ("A seed group's row (before its members'): each milestone's median
               "median as an interval; the final circuits' pairwise Jaccard (docs/statistics.md, seed groups).")
 
 
-def markdown(rows: list[dict], sents: list[str] | None = None) -> str:
-    """The headline as the top section of summary.md: the sentences, then the table (verdict with
-    its reason), then a note per flagged revision."""
-    def cell(x) -> str:
-        return str(x).replace("|", "\\|")
+LEGEND_TABLES = ("Sink rate on text: Gu et al. 2025's, thresholded per sequence (docs/measures.md), at the last "
+                 "revision with a text probe, and the first revision where it reaches half the heads. Tables: "
+                 "`f3_milestones`, `f3_onsets`, `f3_gaps`, `f2_layer_spread`, `results/cells/*/*/verdict.parquet`, "
+                 "`results/findings/measures/`.")
 
-    sents = sentences(rows) if sents is None else sents
+
+def legend(groups: bool) -> tuple[str, ...]:
+    """The paragraphs under the table: how to read the brackets, the gap, the verdict and the text
+    sink rate, and the tables behind them; with ``groups``, how to read a seed group's row."""
+    return (NOTE + " " + LEGEND_TABLES,) + ((GROUP_NOTE + " Tables: `results/groups/NAME/`.",) if groups else ())
+
+
+# A displayed cell: (text, role) parts joined by a space on both pages. role: "" plain, "strong" bold,
+# "sub" a second line in the HTML (the revision above its bracket, the revision of the final
+# circuit), "why" the verdict's reason under the verdict word.
+Part = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One displayed headline row: ``cells`` in the order of :data:`COLUMNS`."""
+    model: str
+    cells: tuple[tuple[Part, ...], ...]
+    group: str | None = None  # the seed group's name on a group's row
+    verdict: str | None = None  # the final verdict's word (the HTML colours the cell by it)
+
+    def texts(self) -> list[str]:
+        return [" ".join(t for t, _ in c) for c in self.cells]
+
+
+def _milestone_cell(text: str, m: A.Milestone) -> tuple[Part, ...]:
+    """'step1000 (358K–512K]' as the revision and its bracket."""
+    if m.reached and m.revision and text.startswith(f"{m.revision} "):
+        return ((m.revision, "sub"), (text[len(m.revision) + 1:], ""))
+    return ((text, ""),)
+
+
+def table_row(r: dict) -> Row:
+    """A row of :func:`headline_rows` as displayed: every cell's text, the verdict's reason (its
+    effect with the interval, p over how many matched sets) written out beside the verdict word."""
+    if r.get("group"):
+        return Row(r["model"], tuple(((str(r[k]), "strong" if k == "model" else ""),) for k, _ in COLUMNS),
+                   group=r["group_name"])
+    cells = []
+    for key, _ in COLUMNS:
+        text = str(r[key])
+        if key in ("circuit_text", "sink10_text", "sink50_text"):
+            cells.append(_milestone_cell(text, r[key[:-5]]))
+        elif key == "heads_text" and r["heads"] and text.endswith(f" @ {r['verdict_row']['revision']}"):
+            heads = " ".join(r["heads"])
+            cells.append(((heads, ""), (text[len(heads) + 1:], "sub")))
+        elif key == "verdict_text":
+            cells.append(((text, "strong"), (f"({r['reason']})", "why")))
+        else:
+            cells.append(((text, ""),))
+    return Row(r["model"], tuple(cells), verdict=r["verdict"])
+
+
+def section_markdown(sents: Iterable[str], rows: Iterable[Row], flags: Iterable[str], notes: Iterable[str]) -> str:
+    """The headline section of summary.md: the sentences, the table, the flag notes, the legend."""
+    def cell(parts: tuple[Part, ...]) -> str:
+        return " ".join(f"**{t}**" if role == "strong" else t for t, role in parts).replace("|", "\\|")
+
     hdr = [h for _, h in COLUMNS]
     lines = ["## Headline: what this run found", "", *[f"- {s}" for s in sents], "",
              "| " + " | ".join(hdr) + " |", "|" + "|".join("---" for _ in hdr) + "|"]
-    for r in rows:
-        cells = [cell(r[k]) for k, _ in COLUMNS]
-        if r.get("group"):  # a seed group's row, in bold, before its members'
-            cells[0] = f"**{cells[0]}**"
-        else:
-            cells[[k for k, _ in COLUMNS].index("verdict_text")] = f"**{cell(r['verdict_text'])}** ({cell(r['reason'])})"
-        lines.append("| " + " | ".join(cells) + " |")
-    notes = flag_notes(rows)
-    if notes:
-        lines += ["", f"{DAGGER} Rests on a revision the checkpoint-integrity check flags: " + "; ".join(notes) + "."]
-    lines += ["", NOTE + " Sink rate on text: Gu et al. 2025's, thresholded per sequence (docs/measures.md), at "
-              "the last revision with a text probe, and the first revision where it reaches half the heads. Tables: "
-              "`f3_milestones`, "
-              "`f3_onsets`, `f3_gaps`, `f2_layer_spread`, `results/cells/*/*/verdict.parquet`, "
-              "`results/findings/measures/`.", ""]
-    if any(r.get("group") for r in rows):
-        lines[-1:-1] = [GROUP_NOTE + " Tables: `results/groups/NAME/`.", ""]
-    return "\n".join(lines)
+    lines += ["| " + " | ".join(cell(c) for c in r.cells) + " |" for r in rows]
+    flags = list(flags)
+    if flags:
+        lines += ["", f"{DAGGER} Rests on a revision the checkpoint-integrity check flags: " + "; ".join(flags) + "."]
+    for p in notes:
+        lines += ["", p]
+    return "\n".join(lines + [""])
+
+
+def markdown(rows: list[dict], sents: list[str] | None = None) -> str:
+    """The headline as the top section of summary.md: the sentences, then the table (verdict with
+    its reason), then a note per flagged revision and the legend."""
+    sents = sentences(rows) if sents is None else sents
+    return section_markdown(sents, [table_row(r) for r in rows], flag_notes(rows),
+                            legend(any(r.get("group") for r in rows)))
 
 
 def insert(summary_md: str, section: str) -> str:

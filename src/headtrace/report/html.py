@@ -1,8 +1,8 @@
 """``results/findings/summary.html``: the run's answers on one page that opens on its own.
 
-First screen: the generated sentences and the headline table (decided in
-:mod:`headtrace.report.answers`, laid out by :mod:`headtrace.report.headline`), with a note per
-revision the checkpoint-integrity check flags.
+First screen: :mod:`headtrace.report.first_screen` — the same facts as summary.md's (the lineage
+banner, the sentences, the headline table with every verdict's effect and interval as text, the flag
+notes, the legend, the models and selectivity-baseline lines, the notes and the probe).
 Below: the findings figures (relative ``<img>`` links with their captions) and one section per
 model — its trajectory (induction-circuit and first-token head counts over tokens, an inline SVG and
 a table), the verdict of every ablated revision with intervals, and the circuit heads. Plain HTML
@@ -17,10 +17,10 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.core import probe_text, tables
-from headtrace.report.notes import html as notes_html
+from headtrace.core import tables
 from headtrace.report import answers as A
 from headtrace.report import empty_case as EC
+from headtrace.report import first_screen as FS
 from headtrace.report import group_html as GH
 from headtrace.report import lineage as RL
 from headtrace.report import headline as HL
@@ -83,64 +83,9 @@ def rst_to_html(text: str) -> str:
     return "<p>" + "</p><p>".join(p.strip() for p in re.split(r"\n\s*\n", t) if p.strip()) + "</p>"
 
 
-def _verdict_cell(r: dict) -> str:
-    word = r["verdict"]
-    cls = f"v-{word}" if word in ("causal", "not_causal", "underpowered") else "v-none"
-    why = r.get("short_reason") or ""
-    return (f'<td class="{cls} wrap verdict" title="{_e(r["reason"])}">'
-            f'{_e(word.replace("_", " ") if cls == "v-none" else word)}'
-            + (f" {HL.DAGGER}" if str(r.get("verdict_text", "")).endswith(HL.DAGGER) else "")
-            + (f'<span class="why">{_e(why)}</span>' if why else "") + "</td>")
-
-
 def headline_fragment(rows: list[dict], sents: list[str], *, link_models: bool = True) -> str:
-    """The sentences and the headline table (the part of the page the first screen shows)."""
-    out = ['<div class="ht">', '<ul class="lede" id="sentences">' + "".join(f"<li>{_e(s)}</li>" for s in sents) + "</ul>"]
-    head = "".join(f"<th>{_e(h)}</th>" for _, h in HL.COLUMNS)
-    body = []
-    for r in rows:
-        if r.get("group"):  # a seed group's row, before its members': every cell worded by answers.GroupAnswer
-            name = r["group_name"]
-            first = (f'<td><b><a href="#group-{_e(name)}">{_e(r["model"])}</a></b></td>' if link_models
-                     else f"<td><b>{_e(r['model'])}</b></td>")
-            cells = [first] + [f'<td class="wrap">{_e(r[key])}</td>' for key, _ in HL.COLUMNS[1:]]
-            body.append(f'<tr class="group" data-group="{_e(name)}">' + "".join(cells) + "</tr>")
-            continue
-        cells = []
-        for key, _ in HL.COLUMNS:
-            if key == "verdict_text":
-                cells.append(_verdict_cell(r))
-            elif key == "model" and link_models:
-                cells.append(f'<td><a href="#model-{_e(r["model"])}">{_e(r["model"])}</a></td>')
-            elif key == "n_revisions":
-                cells.append(f'<td class="num">{_e(r[key])}</td>')
-            elif key in ("circuit_text", "sink10_text", "sink50_text"):
-                m = r[key[:-5]]
-                mark = f" {HL.DAGGER}" if r[key].endswith(HL.DAGGER) else ""
-                rev = f'<span class="rev">{_e(m.revision)}</span>' if m.reached else ""
-                cells.append(f"<td>{_e(HL.bracket_tokens(m) + mark)}{rev}</td>")
-            elif key == "heads_text":
-                v = r["verdict_row"]
-                rev = f'<span class="rev">at {_e(v["revision"])}</span>' if r["heads"] and v is not None else ""
-                cells.append(f'<td class="wrap">{_e(" ".join(r["heads"]) or "—")}{rev}</td>')
-            elif key in ("gap_text", "decided_text"):
-                cells.append(f'<td class="wrap">{_e(r[key])}</td>')
-            else:
-                cells.append(f"<td>{_e(r[key])}</td>")
-        body.append(f'<tr data-model="{_e(r["model"])}">' + "".join(cells) + "</tr>")
-    out.append(f'<table class="headline" id="headline"><thead><tr>{head}</tr></thead><tbody>'
-               + "".join(body) + "</tbody></table>")
-    notes = HL.flag_notes(rows)
-    if notes:
-        out.append(f'<p class="note flags" id="flags">{HL.DAGGER} Rests on a revision the checkpoint-integrity '
-                   "check flags: " + "; ".join(_e(n) for n in notes) + ".</p>")
-    out.append('<p class="note">' + _e(HL.NOTE) + " Tables: <code>results/findings/f3_milestones</code>, "
-               "<code>f3_onsets</code>, <code>f3_gaps</code>, <code>f2_layer_spread</code>, "
-               "<code>results/cells/*/*/verdict.parquet</code>.</p>")
-    if any(r.get("group") for r in rows):
-        out.append('<p class="note">' + _e(HL.GROUP_NOTE) + " Tables: <code>results/groups/NAME/</code>.</p>")
-    out.append("</div>")
-    return "\n".join(out)
+    """The sentences and the headline table with its notes (:func:`first_screen.html` of these rows alone)."""
+    return FS.html(FS.build(rows, sents), link_models=link_models)
 
 
 def brief_fragment(rows: list[dict], sents: list[str]) -> str:
@@ -299,11 +244,14 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
          title: str = "headtrace — when do attention circuits form?", lineage: pl.DataFrame | None = None,
          on_suspect: str = "warn", group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
          cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None,
-         notes: Mapping[str, str] | None = None) -> str:
+         notes: Mapping[str, str] | None = None, screen: FS.FirstScreen | None = None) -> str:
     """The whole page. ``figures``: (relative image path, title, caption HTML) in display order.
     ``lineage``: the checkpoint-lineage tables (:mod:`headtrace.findings.lineage`): a banner naming
-    every flagged revision above the headline, and a section after the models'."""
+    every flagged revision above the headline, and a section after the models'. ``screen``: the first
+    screen (:func:`first_screen.build`; built from the rows, sentences, lineage, notes and probes when None)."""
     figures = list(figures)
+    if screen is None:
+        screen = FS.build(rows, sents, lineage=lineage, on_suspect=on_suspect, notes=notes, probes=probes)
     section = RL.section_html(lineage, [r["model"] for r in rows if not r.get("group")])
     nav = ['<a href="#headline">headline</a>'] + (['<a href="#figures">figures</a>'] if figures else []) + [
         f'<a href="#group-{_e(r["group_name"])}">{_e(r["group_name"])} (group)</a>' if r.get("group") else
@@ -313,8 +261,7 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{_e(title)}</title><style>{CSS}{HEADLINE_CSS}</style></head><body>",
              f'<h1 id="top">{_e(title)}</h1>', "<nav>" + "".join(nav) + "</nav>",
-             RL.banner_html(lineage, on_suspect), headline_fragment(rows, sents), notes_html(notes or {}),
-             probe_text.html(probes or {})]
+             FS.html(screen)]
     if figures:
         parts.append('<h2 id="figures">Figures</h2>')
         for src, name, cap in figures:
@@ -333,25 +280,29 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
           lineage: pl.DataFrame | None = None, on_suspect: str = "warn",
           group_tables: Mapping[str, Mapping[str, pl.DataFrame]] | None = None,
           cross_seed: Mapping[str, pl.DataFrame] | None = None, probes: Mapping[str, str] | None = None,
-          notes: Mapping[str, str] | None = None) -> list[dict]:
+          notes: Mapping[str, str] | None = None, traj: pl.DataFrame | None = None,
+          class_threshold: float | None = None, induction_threshold: float | None = None) -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
     result of ``snakemake --report``); return the headline rows. ``lineage``: the checkpoint-lineage
     tables (:func:`headtrace.report.lineage.read`): the banner of flagged revisions on the first
     screen, and every statement resting on a flagged revision marked (:mod:`headtrace.report.answers`).
     ``group_tables``: seed group -> its tables by name (``results/groups/{group}/``); ``cross_seed``:
     group -> its cross-seed ablation table: a headline row per group before its members' rows, and
-    a section per group (:mod:`headtrace.report.group_html`)."""
+    a section per group (:mod:`headtrace.report.group_html`). ``traj`` (the trajectories) and the
+    thresholds: the first screen's models, thresholds and selectivity-baseline lines, as on summary.md
+    (:mod:`headtrace.report.first_screen`)."""
     groups = A.group_answers(group_tables or {}, families=families, cross_seed=cross_seed)
     rows = HL.headline_rows(findings, verdicts, families=families, suspect=RL.suspect(lineage), groups=groups,
                             continues=RL.continuations(lineage))
     sents = HL.sentences(rows)
+    screen = FS.build(rows, sents, traj=traj, class_threshold=class_threshold, induction_threshold=induction_threshold,
+                      lineage=lineage, on_suspect=on_suspect, notes=notes, probes=probes)
     tables.write_text(page(rows, sents, findings, verdicts, figures=figures, lineage=lineage,
                            on_suspect=on_suspect, group_tables=group_tables, cross_seed=cross_seed, probes=probes,
-                           notes=notes),
+                           notes=notes, screen=screen),
                       out_html)
     if headline_html is not None:  # a fragment: the report's "Answers" result and its front page embed it
-        frag = (RL.banner_html(lineage, on_suspect) + headline_fragment(rows, sents, link_models=False)
-                + notes_html(notes or {}) + probe_text.html(probes or {}))
+        frag = FS.html(screen, link_models=False)
         tables.write_text(f'<meta charset="utf-8"><title>headtrace headline</title><style>{HEADLINE_CSS}</style>\n'
                           f'<div class="ht"><h3>What this run found</h3></div>\n{frag}\n<p class="note">Figures and a '
                           "section per model: <code>results/findings/summary.html</code> (opens on its own).</p>\n",

@@ -18,6 +18,7 @@ from headtrace.core import tables
 from headtrace.findings import trajectory as T
 from headtrace.models import provenance
 from headtrace.report import empty_case as EC
+from headtrace.report import first_screen as FS
 from headtrace.report.format import fmt_bound, fmt_tokens
 
 
@@ -382,23 +383,7 @@ def _provenance_section(traj: pl.DataFrame) -> list[str]:
     lines = provenance.warning_lines(traj)
     if not lines:
         return []
-    return ["## Warning: identical weights under different revision names\n\n"
-            + "\n".join(f"- {ln}" for ln in lines)
-            + "\n\nThe findings below treat them as separate checkpoints; see each cell's provenance.parquet.\n"]
-
-
-def _baseline_line(traj: pl.DataFrame) -> str:
-    """Which selectivity baseline the screens used (``cell.screen``; the trajectory's
-    ``screen_baseline``), per model where they differ."""
-    col = traj["screen_baseline"] if "screen_baseline" in traj.columns else None
-    per = {}
-    for m in _models(traj):
-        vals = [] if col is None else sorted(set(traj.filter(pl.col("model") == m)["screen_baseline"].drop_nulls()))
-        per[m] = ", ".join(vals) if vals else "not recorded (imported selectivities: the author's sampled baseline)"
-    kinds = set(per.values())
-    what = (next(iter(kinds)) if len(kinds) == 1 else "; ".join(f"{m}: {v}" for m, v in per.items()))
-    return (f"Selectivity baseline: **{what}** (`screen.baseline`; sampled contains each sequence's ab/ab+1 in a share "
-            "of the sequences and caps induction selectivity, ~235× at T = 256; clean does not: docs/statistics.md).\n")
+    return [f"## {FS.WARNING_TITLE}\n\n" + "\n".join(f"- {ln}" for ln in lines) + f"\n\n{FS.WARNING_AFTER}\n"]
 
 
 def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshold: float = 30.0,
@@ -411,10 +396,9 @@ def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshol
     ``first_token_fractions`` / ``gaps``) are accepted so the job passes one parameter set."""
     found = class_threshold if found_threshold is None else found_threshold
     F = findings
+    # the title block: the first screen's models and baseline lines (report.first_screen, as on summary.html)
     head = ["# When do attention circuits form? — findings\n",
-            f"Models: {', '.join(_models(traj))}. Class threshold {class_threshold:g}×, induction circuit "
-            f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.findings.trajectory`; "
-            "the tables behind this page are the Parquet files next to it.\n", _baseline_line(traj)]
+            FS.intro_line(_models(traj), class_threshold, induction_threshold) + "\n", FS.baseline_line(traj) + "\n"]
     head += _provenance_section(traj)
     return "\n".join(head + [
         _f1_section(F, traj, class_threshold),

@@ -201,7 +201,7 @@ def _shift_verdicts(rows):
     out = []
     for model, rev, base, circ, prev, (lo, hi) in rows:
         common = {"model": model, "revision": rev, "baseline_top1": base, "baseline_value": base, "metric": "top1",
-                  "n_sequences": 100, "ablation_probe_sha256": "abc"}
+                  "n_sequences": 100, "ablation_probe": "held_out", "ablation_probe_sha256": "abc"}
         out.append({**common, "circuit": "circuit", "n_heads": 2, "ablated_top1": circ, "effect": base - circ,
                     "effect_lo": base - circ - 0.05, "effect_hi": base - circ + 0.05, "verdict": "underpowered"})
         out.append({**common, "circuit": "previous_token_circuit", "n_heads": 1 if prev is not None else 0,
@@ -483,6 +483,17 @@ def test_experiment_rules_end_to_end(tmp_path):
     assert sorted(zip(cs["circuit_seed"], cs["model_seed"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     ds = pl.read_parquet(exp / "data_shift.parquet")
     assert ds["phase"].to_list() == ["before"] * 3 + ["after"] * 3
+    # the behaviour beside the heads, from both models' verdict tables: one probe draw, before and after
+    assert ds["baseline_top1"].is_not_null().all() and ds["baseline_top1_lo"].is_not_null().all()
+    assert ds["ablation_probe_sha256"].n_unique() == 1
+    assert "Behaviour, on the same " in (exp / "summary.md").read_text()
+    # prefix matching and copying beside every circuit (measures findings), on both pages
+    res = tmp_path / "results" / "findings"
+    tables.conform(pl.read_parquet(res / "measures" / "measures_circuit_copying.parquet"), "measures_circuit_copying")
+    assert "## Prefix matching and copying of the induction circuit" in (res / "summary.md").read_text()
+    assert '<section id="copying">' in (res / "summary.html").read_text()
+    cell = pl.read_parquet(tmp_path / "results" / "cells" / "tiny" / "step8" / "measures.parquet")
+    assert cell["copying_eigenvalue_ratio"].is_not_null().all()
     comp = pl.read_parquet(exp / "composition.parquet")  # the copying null, measured by the ablation jobs
     assert comp["copy_null_p"].is_not_null().all() and comp["copy_other_top1"].is_not_null().all()
     assert (comp["n_sequences"] == 16).all()

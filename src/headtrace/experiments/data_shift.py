@@ -13,9 +13,9 @@ revision (:func:`behaviour_columns`): the unablated model's top-1 on B (``baseli
 95% Wilson interval over the ``n_sequences`` of the ablation probe (``baseline_top1_lo`` / ``_hi``,
 as ``composition``'s), and for the induction circuit (``circuit_*``) and the previous-token circuit
 (``previous_token_*``) the top-1 after ablating it, the effect on the verdict's decision metric
-(``*_metric``) with its bootstrap interval (``*_effect_lo`` / ``_hi``), and the verdict. Both models
-ablate on one held-out draw of the probe (``ablation_probe_sha256``, recorded), so before and after
-are the same sequences; the table holds no per-sequence hits, so the change is not tested as a paired
+(``*_metric``) with its bootstrap interval (``*_effect_lo`` / ``_hi``), and the verdict. Where both
+models ablate on one draw of the probe (``ablation_probe_sha256``, recorded; ``ablation_probe`` says
+whether it is held out from the screen), before and after are the same sequences; the table holds no per-sequence hits, so the change is not tested as a paired
 difference: :func:`behaviour_change` calls it only where the two intervals do not overlap (a
 conservative reading). Without ``verdicts`` (no ablation) these columns are null.
 """
@@ -34,7 +34,7 @@ from headtrace.experiments.seeds import circuit_of
 # (column prefix, verdict row's circuit): the two ablations reported across the shift
 ABLATIONS = (("circuit", "circuit"), ("previous_token", "previous_token_circuit"))
 BEHAVIOUR_TYPES = {"n_sequences": pl.Int64, "baseline_top1": pl.Float64, "baseline_top1_lo": pl.Float64,
-                   "baseline_top1_hi": pl.Float64, "ablation_probe_sha256": pl.String,
+                   "baseline_top1_hi": pl.Float64, "ablation_probe": pl.String, "ablation_probe_sha256": pl.String,
                    **{f"{p}_{k}": t for p, _ in ABLATIONS for k, t in (
                        ("n_heads", pl.Int64), ("ablated_top1", pl.Float64), ("metric", pl.String),
                        ("baseline_value", pl.Float64), ("effect", pl.Float64), ("effect_lo", pl.Float64),
@@ -95,7 +95,7 @@ def behaviour_columns(verdicts: pl.DataFrame | None, model: str, revision: str) 
     b = first.get("baseline_top1")
     lo, hi = wilson_interval(float(b), int(n)) if (n and b is not None) else (None, None)
     out.update(n_sequences=n, baseline_top1=b, baseline_top1_lo=lo, baseline_top1_hi=hi,
-               ablation_probe_sha256=first.get("ablation_probe_sha256"))
+               ablation_probe=first.get("ablation_probe"), ablation_probe_sha256=first.get("ablation_probe_sha256"))
     for prefix, name in ABLATIONS:
         r = rows.get(name)
         if r is None:

@@ -212,8 +212,8 @@ def _behaviour(b_last: dict, a_last: dict) -> str:
     n = a_last.get("n_sequences")
     same = (b_last.get("ablation_probe_sha256") is not None
             and b_last.get("ablation_probe_sha256") == a_last.get("ablation_probe_sha256"))
-    probe = (f"on the same {n} held-out probe sequences before and after" if same else
-             f"on {n} held-out probe sequences")
+    held = " held-out" if a_last.get("ablation_probe") == "held_out" else ""
+    probe = (f"on the same {n}{held} probe sequences before and after" if same else f"on {n}{held} probe sequences")
     abl = [t for t in (_ablation(a_last, "circuit", "induction circuit"),
                        _ablation(a_last, "previous_token", "previous-token circuit")) if t]
     return (f"Behaviour, {probe} (95% Wilson intervals): the unablated model's top-1 on B is "

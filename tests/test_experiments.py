@@ -194,6 +194,76 @@ def test_data_shift_table():
     assert df2["tokens_since_shift"].to_list()[2:] == [0, 100]
 
 
+
+def _shift_verdicts(rows):
+    """Verdict rows of the induction and previous-token circuits: (model, revision, baseline top-1,
+    circuit top-1, previous-token top-1, previous-token effect interval), 100 sequences, one probe."""
+    out = []
+    for model, rev, base, circ, prev, (lo, hi) in rows:
+        common = {"model": model, "revision": rev, "baseline_top1": base, "baseline_value": base, "metric": "top1",
+                  "n_sequences": 100, "ablation_probe": "held_out", "ablation_probe_sha256": "abc"}
+        out.append({**common, "circuit": "circuit", "n_heads": 2, "ablated_top1": circ, "effect": base - circ,
+                    "effect_lo": base - circ - 0.05, "effect_hi": base - circ + 0.05, "verdict": "underpowered"})
+        out.append({**common, "circuit": "previous_token_circuit", "n_heads": 1 if prev is not None else 0,
+                    "ablated_top1": base if prev is None else prev, "effect": 0.0 if prev is None else base - prev,
+                    "effect_lo": lo, "effect_hi": hi, "verdict": "not_causal"})
+    return pl.DataFrame(out)
+
+
+def _shift_pair():
+    base = _traj("b", [("step0", 0), ("step100", 1000)], [set(), {(1, 0), (1, 1)}])
+    shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0), (1, 1)}, {(1, 0), (1, 1)}])
+    return base, shifted
+
+
+def test_data_shift_behaviour_beside_the_heads():
+    base, shifted = _shift_pair()
+    v = _shift_verdicts([("b", "step0", 0.0, 0.0, None, (0.0, 0.0)), ("b", "step100", 0.5, 0.1, None, (0.0, 0.0)),
+                         ("b-shift", "step0", 0.5, 0.1, None, (0.0, 0.0)),
+                         ("b-shift", "step10", 0.2, 0.0, 0.3, (-0.15, -0.05))])
+    df = tables.conform(E.data_shift_table(base, shifted, verdicts=v), "data_shift")
+    last_before, end = df.row(1, named=True), df.row(3, named=True)
+    # Wilson 95% of 50/100: 0.5 +- 1.96 sqrt(0.0025 + z^2/40000) / (1 + z^2/100) = [0.40383, 0.59617]
+    assert last_before["baseline_top1_lo"] == pytest.approx(0.40383, abs=1e-5)
+    assert last_before["baseline_top1_hi"] == pytest.approx(0.59617, abs=1e-5)
+    # 20/100: centre (0.2 + z^2/200) / (1 + z^2/100) = 0.21110, half-width 0.07773
+    assert (end["baseline_top1_lo"], end["baseline_top1_hi"]) == (pytest.approx(0.13337, abs=1e-5),
+                                                                   pytest.approx(0.28883, abs=1e-5))
+    assert end["circuit_ablated_top1"] == 0.0 and end["previous_token_ablated_top1"] == 0.3
+    assert end["previous_token_n_heads"] == 1 and end["previous_token_effect_hi"] == -0.05
+    assert last_before["previous_token_n_heads"] == 0
+    assert E.behaviour_change(last_before, end) == "fell" and E.behaviour_change(end, last_before) == "rose"
+    assert E.behaviour_change(last_before, last_before) == "overlap"
+    assert E.behaviour_change(last_before, {"baseline_top1": None}) is None
+    text = ES.data_shift_paragraph(df)
+    assert "50.00% [40.3%, 59.7%] at the last pre-shift checkpoint (step100)" in text  # outward to 0.1 pp
+    assert "20.00% [13.3%, 28.9%] at the end (step10)" in text
+    assert "on the same 100 held-out probe sequences before and after" in text
+    assert "ablating the previous-token circuit (1 heads) takes top-1 to 30.00%" in text and "*raises* top-1" in text
+    assert "What survives the shift: the same heads" in text and "their induction selectivity (80× → 80×" in text
+    assert ("What does not: the behaviour (top-1 on B from 50.00% to 20.00%, the intervals apart; and ablating the "
+            "previous-token circuit now raises top-1)") in text
+    assert "The circuit survives the shift" not in text
+
+
+def test_data_shift_behaviour_overlap_lost_heads_and_unmeasured():
+    base, _ = _shift_pair()
+    shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0), (1, 1)}, {(1, 0)}])
+    v = _shift_verdicts([("b", "step100", 0.5, 0.1, None, (0.0, 0.0)), ("b-shift", "step10", 0.45, 0.1, None, (0, 0))])
+    df = E.data_shift_table(base, shifted, verdicts=v)
+    assert df.filter(pl.col("revision") == "step0")["baseline_top1"].null_count() == 2  # no verdict rows: null
+    text = ES.data_shift_paragraph(df)
+    # 45/100 against 50/100: the intervals overlap, so no change is shown; the lost head and the heads' mean
+    # selectivity, (80 + 2) / 2 = 41x, below the threshold, are said
+    assert ("What survives the shift: the behaviour (top-1 on B from 50.00% to 45.00%, within overlapping "
+            "intervals: no change shown)") in text
+    assert ("What does not: the circuit's heads (Jaccard 0.50 at the end); their induction selectivity "
+            "(80× → 41×, below the 50× threshold)") in text
+    assert "raises" not in text
+    plain = ES.data_shift_paragraph(E.data_shift_table(base, shifted))  # no ablation ran
+    assert "The behaviour was not measured" in plain and "Whether the behaviour survives is not measured" in plain
+    assert E.data_shift_table(base, shifted)["baseline_top1"].null_count() == 4
+
 def _verdict(model, rows):
     out = []
     for rev, tok, base, abl, rnd, causal in rows:
@@ -413,6 +483,17 @@ def test_experiment_rules_end_to_end(tmp_path):
     assert sorted(zip(cs["circuit_seed"], cs["model_seed"])) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     ds = pl.read_parquet(exp / "data_shift.parquet")
     assert ds["phase"].to_list() == ["before"] * 3 + ["after"] * 3
+    # the behaviour beside the heads, from both models' verdict tables: one probe draw, before and after
+    assert ds["baseline_top1"].is_not_null().all() and ds["baseline_top1_lo"].is_not_null().all()
+    assert ds["ablation_probe_sha256"].n_unique() == 1
+    assert "Behaviour, on the same " in (exp / "summary.md").read_text()
+    # prefix matching and copying beside every circuit (measures findings), on both pages
+    res = tmp_path / "results" / "findings"
+    tables.conform(pl.read_parquet(res / "measures" / "measures_circuit_copying.parquet"), "measures_circuit_copying")
+    assert "## Prefix matching and copying of the induction circuit" in (res / "summary.md").read_text()
+    assert '<section id="copying">' in (res / "summary.html").read_text()
+    cell = pl.read_parquet(tmp_path / "results" / "cells" / "tiny" / "step8" / "measures.parquet")
+    assert cell["copying_eigenvalue_ratio"].is_not_null().all()
     comp = pl.read_parquet(exp / "composition.parquet")  # the copying null, measured by the ablation jobs
     assert comp["copy_null_p"].is_not_null().all() and comp["copy_other_top1"].is_not_null().all()
     assert (comp["n_sequences"] == 16).all()

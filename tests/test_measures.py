@@ -140,3 +140,54 @@ def test_copying_score_of_a_pure_copying_and_a_pure_anti_copying_head():
     assert measures.eigenvalue_ratio(measures.ov_eigenvalues(w_e, w_v, w_o, w_e.T)) == pytest.approx(1.0)
     assert measures.copying_score(w_e, w_v, -w_o, w_e.T) == pytest.approx(0.0)  # attending lowers the logit
     assert measures.eigenvalue_ratio(measures.ov_eigenvalues(w_e, w_v, -w_o, w_e.T)) == pytest.approx(-1.0)
+
+
+def _one_head(matrix):
+    """``copying_readings_of_product`` of one head whose d_head x d_head OV product is ``matrix``
+    (W_U W_E = identity, W_V = identity, W_O = matrix)."""
+    d = len(matrix)
+    share, ratio = measures.copying_readings_of_product(np.eye(d), np.eye(d)[None, None], np.asarray(matrix)[None, None])
+    return float(share[0, 0]), float(ratio[0, 0])
+
+
+def test_the_two_copying_readings_on_hand_built_spectra():
+    # a real spectrum {3, -1}: share 3 / 4, Elhage's ratio (3 - 1) / 4 = 1/2, and share = (1 + ratio) / 2
+    assert _one_head(np.diag([3.0, -1.0])) == pytest.approx((0.75, 0.5))
+    # a rotation-scaling block (eigenvalues 1 +- i) and -0.5: sum |l| = 2 sqrt(2) + 0.5; the share counts the pair's
+    # real parts 1 + 1 = 2, the ratio the trace 2 - 0.5 = 1.5: the two readings part
+    m = np.zeros((3, 3))
+    m[:2, :2] = [[1.0, -1.0], [1.0, 1.0]]
+    m[2, 2] = -0.5
+    total = 2 * np.sqrt(2) + 0.5
+    share, ratio = _one_head(m)
+    assert (share, ratio) == (pytest.approx(2 / total), pytest.approx(1.5 / total))
+    assert share != pytest.approx((1 + ratio) / 2)
+    # a mostly rotating head (0.1 +- i): the ratio is positive, the share far below one half: it does not copy
+    share, ratio = _one_head([[0.1, -1.0], [1.0, 0.1]])
+    assert ratio > 0 and share == pytest.approx(0.2 / (2 * np.hypot(0.1, 1.0)))
+    assert not measures.copies(share)
+    # no eigenvalue mass: NaN, which does not copy; the threshold is strict
+    share, ratio = _one_head(np.zeros((2, 2)))
+    assert np.isnan(share) and np.isnan(ratio) and not measures.copies(share)
+    assert not measures.copies(0.5) and measures.copies(0.5 + 1e-9)
+    assert measures.COPYING_THRESHOLD == 0.5
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_share_above_one_half_implies_a_positive_ratio_and_equals_it_on_real_spectra(seed):
+    rng = np.random.default_rng(seed)
+    d_model, d_head = 6, 4
+    m = rng.normal(size=(d_model, d_model))
+    w_v, w_o = rng.normal(size=(8, 16, d_model, d_head)), rng.normal(size=(8, 16, d_head, d_model))
+    share, ratio = measures.copying_readings_of_product(m, w_v, w_o)
+    assert share.shape == ratio.shape == (8, 16)
+    assert np.all(ratio[share > 0.5] > 0)
+    assert np.array_equal(share, measures.copying_scores_of_product(m, w_v, w_o))
+    ev = np.linalg.eigvals(w_o[2, 3] @ m @ w_v[2, 3])
+    assert ratio[2, 3] == pytest.approx(measures.eigenvalue_ratio(ev)) and share[2, 3] == pytest.approx(
+        measures.positive_share(ev))
+    # symmetric OV products have real spectra: share = (1 + ratio) / 2 exactly
+    sym = m + m.T
+    w_o_sym = np.swapaxes(w_v, -1, -2)  # W_O = W_V^T: W_V^T (M + M^T) W_V is symmetric
+    share, ratio = measures.copying_readings_of_product(sym, w_v, w_o_sym)
+    assert share == pytest.approx((1 + ratio) / 2)

@@ -17,6 +17,11 @@ REVS = [("step0", 0), ("step1", 100), ("step2", 200), ("step3", 400)]
 SEQ = {0.1: [0.5, 0.0, 0.0, 0.0, 0.0], 0.5: [0.5] * 5, 0.9: [0.9] * 5}
 
 
+# Copying of each head (positive share, Elhage ratio): (1, 0) copies, (1, 1) does not, the layer-0 heads sit at
+# exactly 0.5 (the threshold is strict: they do not copy).
+COPY = {(0, 0): (0.5, 0.0), (0, 1): (0.5, 0.0), (1, 0): (0.8, 0.6), (1, 1): (0.3, -0.2)}
+
+
 def _cells() -> pl.DataFrame:
     """2 layers x 2 heads; text sink alphas rise over training; head (1, 0) becomes prefix-matching at step2."""
     rows = []
@@ -25,12 +30,14 @@ def _cells() -> pl.DataFrame:
         for k, (layer, head) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
             prefix = 0.9 if (layer, head) == (1, 0) and i >= 2 else 0.05 * k
             rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="repeated",
-                             sink_alpha=0.2, sink_alpha_per_sequence=[0.2] * 5, prefix_matching=prefix, copying=0.5, n_sequences=5,
-                             seq_len=64))
+                             sink_alpha=0.2, sink_alpha_per_sequence=[0.2] * 5, prefix_matching=prefix,
+                             copying=COPY[(layer, head)][0], copying_eigenvalue_ratio=COPY[(layer, head)][1],
+                             n_sequences=5, seq_len=64))
             rows.append(dict(model="m", revision=rev, tokens=tok, layer=layer, head=head, probe="text",
                              sink_alpha=text_alpha[i][k],
-                             sink_alpha_per_sequence=SEQ[text_alpha[i][k]], prefix_matching=None, copying=0.5, n_sequences=5,
-                             seq_len=64))
+                             sink_alpha_per_sequence=SEQ[text_alpha[i][k]], prefix_matching=None,
+                             copying=COPY[(layer, head)][0], copying_eigenvalue_ratio=COPY[(layer, head)][1],
+                             n_sequences=5, seq_len=64))
     return tables.conform(pl.DataFrame(rows), "measures")
 
 
@@ -132,3 +139,38 @@ def test_headline_gains_the_text_sink_rate_and_its_onset(tmp_path):
     measure_figures.plot_prefix(over, tmp_path / "prefix.png")
     measure_figures.plot_sink(over.clear(), tmp_path / "empty.png")
     assert all((tmp_path / f).stat().st_size > 1000 for f in ("sink.png", "prefix.png", "empty.png"))
+
+
+def test_circuit_copying_counts_prefix_matching_and_copying_of_the_circuit_heads():
+    out = tables.conform(fm.circuit_copying(_cells(), _traj()), "measures_circuit_copying")
+    # circuits (induction selectivity >= 50, the trajectory having no in_induction_circuit): none at step0/1,
+    # {(1, 0)} at step2, {(1, 0), (1, 1)} at step3
+    assert out.select("revision", "layer", "head").rows() == [("step2", 1, 0), ("step3", 1, 0), ("step3", 1, 1)]
+    h10, h11 = out.row(1, named=True), out.row(2, named=True)
+    assert (h10["prefix_matching"], h10["copying"], h10["copying_eigenvalue_ratio"]) == (0.9, 0.8, 0.6)
+    assert h10["prefix_matches"] and h10["copies"] and h10["both"]
+    # (1, 1): prefix 0.15 <= 0.4 and share 0.3 <= 0.5: neither
+    assert not (h11["prefix_matches"] or h11["copies"] or h11["both"])
+    assert out["n_circuit"].to_list() == [1, 2, 2] and out["n_both"].to_list() == [1, 1, 1]
+    # for scale, every head of the cell: prefix-matching only (1, 0) (0.0, 0.05, 0.9, 0.15); copying only
+    # (1, 0): the layer-0 heads' 0.5 is not above the strict 0.5
+    assert out["n_heads"].to_list() == [4, 4, 4] and out["n_heads_prefix"].to_list() == [1, 1, 1]
+    assert out["n_heads_copying"].to_list() == [1, 1, 1]
+    assert out["prefix_threshold"].unique().to_list() == [0.4] and out["copying_threshold"].unique().to_list() == [0.5]
+    # thresholds move the booleans: at a copying threshold of 0.25, (1, 1) copies too
+    lax = fm.circuit_copying(_cells(), _traj(), copying_threshold=0.25, prefix_threshold=0.1)
+    assert lax.filter(pl.col("revision") == "step3")["n_both"].to_list() == [2, 2]
+
+
+def test_circuit_copying_reads_the_screens_circuit_and_old_cells():
+    traj = _traj().with_columns(in_induction_circuit=(pl.col("layer") == 0) & (pl.col("head") == 1))
+    old = _cells().drop("copying_eigenvalue_ratio")  # a cell written before the ratio was stored
+    out = fm.circuit_copying(old, traj)
+    # the screen's own column wins over the selectivity rule: (0, 1) at every revision, which misses both
+    assert out.select("revision", "layer", "head").rows() == [(r, 0, 1) for r, _ in REVS]
+    assert out["copying_eigenvalue_ratio"].null_count() == 4 and out["n_both"].to_list() == [0] * 4
+    assert fm.circuit_copying(old.clear(), traj).height == 0
+    # without the repeated-random probe, no head prefix-matches (no score), copying still counts
+    text_only = fm.circuit_copying(_cells().filter(pl.col("probe") == "text"), _traj())
+    assert text_only["prefix_matching"].null_count() == 3 and not text_only["prefix_matches"].any()
+    assert text_only["copies"].to_list() == [True, True, False]

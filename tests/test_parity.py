@@ -48,7 +48,7 @@ def _lineage() -> pl.DataFrame:
     """B's step2 is its step1 byte for byte (flag duplicate_of), nothing else flagged."""
     spec = tables.SCHEMAS["lineage"]
     rows = [{**dict.fromkeys(spec), "model": "B", "revision": r, "order": i, "tokens": 100 * 2 ** i,
-             "flags": ["duplicate_of"] if r == "step2" else [], "duplicate_of": "step1" if r == "step2" else None,
+             "flags": ["duplicate_of"] if r == "step2" else [], "duplicate_of": ["step1"] if r == "step2" else None,
              "detail": "every weight file equals step1's" if r == "step2" else None}
             for i, r in enumerate(["step1", "step2", "step3", "step4", "step5"])]
     return pl.DataFrame(rows, schema=spec)

@@ -255,7 +255,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
         if base:
             print("  " + base)
         for v in cell.verdict.iter_rows(named=True):
-            print("  " + console.circuit_line(v))
+            print("  " + console.circuit_line(v, cell.measures))
     return 0
 
 

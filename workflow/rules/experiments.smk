@@ -112,6 +112,8 @@ rule data_shift:
     input:
         base=PATHS["trajectory"].format(model=SHIFT_PAIR[0]) if SHIFT_PAIR else [],
         shifted=PATHS["trajectory"].format(model=SHIFT_PAIR[1]) if SHIFT_PAIR else [],
+        # the behaviour beside the heads: each revision's probe top-1 and ablations (none without ablation)
+        verdicts=[p for m in SHIFT_PAIR for p in cell_paths("verdict", m)] if SHIFT_PAIR and ablation_enabled() else [],
     output:
         table=PATHS["exp_data_shift"],
         heads=PATHS["exp_data_shift_heads"],

@@ -1,7 +1,7 @@
 # The field's own measures beside the paper's (docs/measures.md): the text probe per model, and the
 # measures over training. The per-cell measures.parquet is written by the capture job (cells.smk).
 
-MEASURES_TABLES = ["measures_over_training", "measures_onsets", "measures_comparison"]
+MEASURES_TABLES = ["measures_over_training", "measures_onsets", "measures_comparison", "measures_circuit_copying"]
 MEASURES_FIGURES = ["measures_sink", "measures_prefix"]
 
 

@@ -10,7 +10,8 @@ from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
     base, shifted = tables.read(snakemake.input.base), tables.read(snakemake.input.shifted)
-    table = experiments.data_shift_table(base, shifted)
+    verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
+    table = experiments.data_shift_table(base, shifted, verdicts=verdicts)
     heads = experiments.data_shift_heads(base, shifted)
     tables.write(table, snakemake.output.table, schema="data_shift")
     tables.write(heads, snakemake.output.heads)

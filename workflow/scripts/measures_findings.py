@@ -17,7 +17,10 @@ with logs.to_file(snakemake.log[0]):
     f3 = trajectory.f3_milestones(traj, p.class_threshold, p.induction_threshold) if traj.height else ons.clear()
     written = {"measures_over_training": (over, "measures_over_training"),
                "measures_onsets": (ons, "f3_milestones"),
-               "measures_comparison": (measures.comparison(over, ons, f3), "measures_comparison")}
+               "measures_comparison": (measures.comparison(over, ons, f3), "measures_comparison"),
+               "measures_circuit_copying": (measures.circuit_copying(cells, traj, prefix_threshold=p.prefix_threshold,
+                                                                     induction_threshold=p.induction_threshold),
+                                            "measures_circuit_copying")}
     for path in snakemake.output.tables:
         name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
         table, schema = written[name]

@@ -16,11 +16,16 @@ agree on every family.
 * **Prefix-matching score** (Olsson et al. 2022): on random tokens repeated, the attention a query gives
   to the tokens that *followed* its own token's earlier occurrences, averaged over the queries that have
   an earlier occurrence (the positions of the later repeats).
-* **Copying score** (Elhage et al. 2021, used by Olsson et al. 2022): the eigenvalues of a head's OV
-  circuit ``W_E W_V W_O W_U`` (vocab x vocab). Its nonzero eigenvalues are those of the d_head x d_head
-  ``(W_O W_U)(W_E W_V)``, which is all we form. Two summaries: the share of eigenvalue mass that is
-  positive, ``sum max(Re l, 0) / sum |l|`` in [0, 1] (the issue's and Olsson's reading), and Elhage's
-  ``sum l / sum |l|`` (real part) in [-1, 1].
+* **Copying** (Elhage et al. 2021; Olsson et al. 2022 ask it of an induction head beside prefix
+  matching): the eigenvalues l of a head's OV circuit ``W_E W_V W_O W_U`` (vocab x vocab). Its nonzero
+  eigenvalues are those of the d_head x d_head ``(W_O W_U)(W_E W_V)``, which is all we form. Two
+  readings, both kept: **Elhage et al.'s eigenvalue ratio** ``sum l / sum |l|`` in [-1, 1]
+  (:func:`eigenvalue_ratio`; ``sum l`` is the trace, real), and the **positive-eigenvalue share**
+  ``sum max(Re l, 0) / sum |l|`` in [0, 1] (:func:`positive_share`; :func:`copying_score`, the
+  ``copying`` column). On a real spectrum share = (1 + ratio) / 2; complex pairs pull the share down
+  (their |Re l| < |l|), so at random init the share sits near 1/pi (~0.3) while the ratio sits near 0.
+  A head *copies* at share > :data:`COPYING_THRESHOLD` (0.5, headtrace's convention): that implies
+  ratio > 0 and equals it on a real spectrum (:func:`copies`).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from typing import Iterable
 import numpy as np
 
 SINK_EPS = 0.3  # Gu et al. 2025's threshold
+COPYING_THRESHOLD = 0.5  # positive-eigenvalue share above which a head copies (headtrace's convention)
 SINK_KEY = 0  # the first token
 
 
@@ -165,10 +171,26 @@ def copying_scores(w_e: np.ndarray, w_v: np.ndarray, w_o: np.ndarray, w_u: np.nd
 
 def copying_scores_of_product(m: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
     """:func:`copying_scores` given ``m = W_U W_E`` (d_model, d_model), e.g. formed on the model's device."""
+    return copying_readings_of_product(m, w_v, w_o)[0]
+
+
+def copying_readings_of_product(m: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both readings of every head's OV eigenvalues from one eigendecomposition per head, given ``m = W_U W_E``:
+    (positive-eigenvalue share, Elhage et al.'s eigenvalue ratio), each (L, H); NaN for a head with no
+    eigenvalue mass."""
     m = np.asarray(m, np.float64)
     w_v, w_o = np.asarray(w_v, np.float64), np.asarray(w_o, np.float64)
     per_head = (w_o @ m) @ w_v  # (L, H, d_head, d_model) @ (L, H, d_model, d_head) -> (L, H, d_head, d_head)
     ev = np.linalg.eigvals(per_head)  # (L, H, d_head)
     total = np.abs(ev).sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, np.maximum(ev.real, 0).sum(-1) / total, np.nan)
+        share = np.where(total > 0, np.maximum(ev.real, 0).sum(-1) / total, np.nan)
+        ratio = np.where(total > 0, ev.sum(-1).real / total, np.nan)
+    return share, ratio
+
+
+def copies(share, threshold: float = COPYING_THRESHOLD):
+    """Whether a head copies: its positive-eigenvalue share above ``threshold`` (strictly). At 0.5 this
+    implies Elhage et al.'s ratio > 0 (share > 1/2 leaves less negative real mass than positive) and is
+    the same test on a real spectrum; NaN (no eigenvalue mass) does not copy."""
+    return np.asarray(share, np.float64) > threshold

@@ -123,14 +123,20 @@ def run(model, family: families.Family, tokens: np.ndarray, *, batch_size: int, 
 def copying(model, family: families.Family) -> np.ndarray:
     """(n_layers, n_heads) copying score of every head's OV circuit (``measures.copying_scores``) from the
     model's weights (``families.ov_weights``: embedding, value, output, unembedding; no layer norm, no bias)."""
+    return copying_readings(model, family)[0]
+
+
+def copying_readings(model, family: families.Family) -> tuple[np.ndarray, np.ndarray]:
+    """Both readings of every head's OV eigenvalues (``measures.copying_readings_of_product``): the
+    positive-eigenvalue share and Elhage et al.'s ratio, (n_layers, n_heads) each."""
     with torch.no_grad():
         w_e, w_v, w_o, w_u = families.ov_weights(model, family)
         m = (w_u.float() @ w_e.float()).cpu().numpy()  # (d_model, d_model) on the model's device, fp32
-        return measures.copying_scores_of_product(m, w_v.float().cpu().numpy(), w_o.float().cpu().numpy())
+        return measures.copying_readings_of_product(m, w_v.float().cpu().numpy(), w_o.float().cpu().numpy())
 
 
 def measures_table(results: dict[str, PatternResult], model_name: str, revision: str, tokens: int | None,
-                   copying_scores: np.ndarray | None = None) -> pl.DataFrame:
+                   copying_scores: np.ndarray | None = None, copying_ratios: np.ndarray | None = None) -> pl.DataFrame:
     """One row per (probe, layer, head), schema ``measures``: the sink alpha (mean over sequences) and
     every sequence's (in probe order: the published sink rate thresholds these, at any eps, in the
     findings), the prefix-matching score (null where the probe has no repeats) and the head's copying score (from its weights: the same on every probe's row;
@@ -146,10 +152,13 @@ def measures_table(results: dict[str, PatternResult], model_name: str, revision:
                                    else np.nanmean(r.prefix, 0).ravel())
         data["copying"] = (np.full(n_layers * n_heads, np.nan) if copying_scores is None
                            else np.asarray(copying_scores, np.float64).ravel())
+        data["copying_eigenvalue_ratio"] = (np.full(n_layers * n_heads, np.nan) if copying_ratios is None
+                                            else np.asarray(copying_ratios, np.float64).ravel())
         data["n_sequences"] = np.full(n_layers * n_heads, r.n_sequences, np.int32)
         data["seq_len"] = np.full(n_layers * n_heads, r.seq_len, np.int32)
         frames.append(pl.DataFrame(data).with_columns(pl.col("prefix_matching").fill_nan(None),
-                                                      pl.col("copying").fill_nan(None)))
+                                                      pl.col("copying").fill_nan(None),
+                                                      pl.col("copying_eigenvalue_ratio").fill_nan(None)))
     return tables.conform(pl.concat(frames, how="vertical_relaxed"), "measures")
 
 
@@ -177,4 +186,5 @@ def cell_measures(model, family: families.Family, *, repeated: np.ndarray | None
         results["text"] = run(model, family, text, batch_size=batch_size, device=device)
     if not results:
         raise ValueError("cell_measures: neither a repeated-random nor a text probe")
-    return measures_table(results, name, revision, tokens, copying_scores=copying(model, family))
+    share, ratio = copying_readings(model, family)
+    return measures_table(results, name, revision, tokens, copying_scores=share, copying_ratios=ratio)

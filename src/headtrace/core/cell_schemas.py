@@ -81,7 +81,8 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "sink_alpha": pl.Float64,
         "sink_alpha_per_sequence": pl.List(pl.Float64),  # n_sequences values, in probe order
         "prefix_matching": pl.Float64,
-        "copying": pl.Float64,
+        "copying": pl.Float64,  # the positive-eigenvalue share of the OV circuit
+        "copying_eigenvalue_ratio": pl.Float64,  # Elhage et al.'s sum l / sum |l| of the same eigenvalues
         "n_sequences": pl.Int32,
         "seq_len": pl.Int32,
     },
@@ -119,6 +120,25 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "p_value": pl.Float64,
         "n": pl.Int32,
         "uncertainty": pl.String,
+    },
+    # results/findings/measures/measures_circuit_copying.parquet: per model x revision x induction-circuit head,
+    # Olsson et al.'s two properties of an induction head beside the screen's circuit (headtrace.findings.measures)
+    "measures_circuit_copying": {
+        **HEAD_KEY,
+        "sel_induction": pl.Float64,
+        "prefix_matching": pl.Float64,  # on the repeated-random probe (null: no such probe)
+        "copying": pl.Float64,  # the OV circuit's positive-eigenvalue share
+        "copying_eigenvalue_ratio": pl.Float64,  # Elhage et al.'s sum l / sum |l| (null: a cell from before it)
+        "prefix_matches": pl.Boolean,  # prefix_matching > measures.prefix_threshold
+        "copies": pl.Boolean,  # copying > cell.measures.COPYING_THRESHOLD
+        "both": pl.Boolean,
+        "n_circuit": pl.Int32,
+        "n_both": pl.Int32,  # circuit heads of this revision that pass both
+        "n_heads": pl.Int32,  # every head of the cell
+        "n_heads_prefix": pl.Int32,  # of them, prefix-matching
+        "n_heads_copying": pl.Int32,  # of them, copying
+        "prefix_threshold": pl.Float64,  # the two thresholds the booleans above used
+        "copying_threshold": pl.Float64,
     },
     # results/probes/{model}/text_batch.parquet: the text probe, built once per model and tokenizer
     # (headtrace.models.tokenize): its sequences as fed, the file(s) and the tokenizer they came from.

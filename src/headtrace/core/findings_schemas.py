@@ -243,6 +243,13 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # pre-shift circuit, and P(Jaccard >= this one) by placement within the layers alone
         "jaccard_chance": pl.Float64,
         "jaccard_p_value": pl.Float64,
+        # the behaviour beside the heads (null without ablation): the unablated top-1 on B with its 95%
+        # Wilson interval, and after ablating the induction / previous-token circuit (experiments.data_shift)
+        "baseline_top1": pl.Float64,
+        "baseline_top1_lo": pl.Float64,
+        "baseline_top1_hi": pl.Float64,
+        "circuit_ablated_top1": pl.Float64,
+        "previous_token_ablated_top1": pl.Float64,
     },
     # Composition: previous-token-circuit ablation vs its matched-random control per revision.
     "composition": {

@@ -85,6 +85,7 @@ LOCATIONS: dict[str, str] = {
     "text_probe": "results/probes/{model}/text_batch.parquet",
     "measures_over_training": "results/findings/measures/measures_over_training.parquet",
     "measures_comparison": "results/findings/measures/measures_comparison.parquet",
+    "measures_circuit_copying": "results/findings/measures/measures_circuit_copying.parquet",
 }
 
 

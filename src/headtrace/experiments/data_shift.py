@@ -6,6 +6,18 @@
 model's final (pre-shift) circuit by Jaccard, beside the within-layer permutation null
 (``headtrace.findings.agreement``: ``jaccard_chance`` its mean, ``jaccard_p_value`` P(J_null >= J)). ``data_shift_heads``: per head and revision across
 the shift, induction selectivity and PR.
+
+**Behaviour beside the heads.** The heads can stay while what they do changes, so with ``verdicts``
+(the verdict tables of both models' cells) every row also carries what the probe shows at that
+revision (:func:`behaviour_columns`): the unablated model's top-1 on B (``baseline_top1``) with its
+95% Wilson interval over the ``n_sequences`` of the ablation probe (``baseline_top1_lo`` / ``_hi``,
+as ``composition``'s), and for the induction circuit (``circuit_*``) and the previous-token circuit
+(``previous_token_*``) the top-1 after ablating it, the effect on the verdict's decision metric
+(``*_metric``) with its bootstrap interval (``*_effect_lo`` / ``_hi``), and the verdict. Where both
+models ablate on one draw of the probe (``ablation_probe_sha256``, recorded; ``ablation_probe`` says
+whether it is held out from the screen), before and after are the same sequences; the table holds no per-sequence hits, so the change is not tested as a paired
+difference: :func:`behaviour_change` calls it only where the two intervals do not overlap (a
+conservative reading). Without ``verdicts`` (no ablation) these columns are null.
 """
 from __future__ import annotations
 
@@ -16,11 +28,23 @@ import polars as pl
 
 from headtrace.core.heads import as_heads, head_name, jaccard
 from headtrace.findings import agreement
+from headtrace.experiments.composition import wilson_interval
 from headtrace.experiments.seeds import circuit_of
 
+# (column prefix, verdict row's circuit): the two ablations reported across the shift
+ABLATIONS = (("circuit", "circuit"), ("previous_token", "previous_token_circuit"))
+BEHAVIOUR_TYPES = {"n_sequences": pl.Int64, "baseline_top1": pl.Float64, "baseline_top1_lo": pl.Float64,
+                   "baseline_top1_hi": pl.Float64, "ablation_probe": pl.String, "ablation_probe_sha256": pl.String,
+                   **{f"{p}_{k}": t for p, _ in ABLATIONS for k, t in (
+                       ("n_heads", pl.Int64), ("ablated_top1", pl.Float64), ("metric", pl.String),
+                       ("baseline_value", pl.Float64), ("effect", pl.Float64), ("effect_lo", pl.Float64),
+                       ("effect_hi", pl.Float64), ("verdict", pl.String))}}
 
-def data_shift_table(base: pl.DataFrame, shifted: pl.DataFrame, base_final_tokens: int | None = None) -> pl.DataFrame:
-    """``data_shift`` rows from two trajectories (base model = before, shift model = after)."""
+
+def data_shift_table(base: pl.DataFrame, shifted: pl.DataFrame, base_final_tokens: int | None = None,
+                     verdicts: pl.DataFrame | None = None) -> pl.DataFrame:
+    """``data_shift`` rows from two trajectories (base model = before, shift model = after); with
+    ``verdicts`` (both models' verdict rows), the behaviour columns of :func:`behaviour_columns`."""
     base_revs = base.select("revision", "tokens").unique(maintain_order=True).sort("tokens", nulls_last=True)
     final_rev = base_revs["revision"][-1]
     pre = circuit_of(base, final_rev)
@@ -48,10 +72,55 @@ def data_shift_table(base: pl.DataFrame, shifted: pl.DataFrame, base_final_token
                          "n_circuit": len(c),
                          "pre_shift_circuit": [head_name(*h) for h in pre],
                          "recall_pre_shift": (len(set(c) & set(pre)) / len(pre)) if pre else math.nan,
-                         "pre_shift_heads_sel_induction": float(np.mean(pre_sel)) if pre_sel else math.nan})
+                         "pre_shift_heads_sel_induction": float(np.mean(pre_sel)) if pre_sel else math.nan,
+                         **behaviour_columns(verdicts, traj["model"][0], rev)})
     return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "pre_shift_circuit": pl.List(pl.String),
                                                 "tokens": pl.Int64, "tokens_since_shift": pl.Int64,
-                                                "jaccard_chance": pl.Float64, "jaccard_p_value": pl.Float64})
+                                                "jaccard_chance": pl.Float64, "jaccard_p_value": pl.Float64,
+                                                **BEHAVIOUR_TYPES})
+
+
+def behaviour_columns(verdicts: pl.DataFrame | None, model: str, revision: str) -> dict:
+    """What the probe shows at one revision (module docstring), from its verdict rows; every value
+    None when the cell has none (not ablated)."""
+    out = dict.fromkeys(BEHAVIOUR_TYPES)
+    if verdicts is None or not verdicts.height:
+        return out
+    cell = verdicts.filter((pl.col("model") == model) & (pl.col("revision") == revision))
+    rows = {r["circuit"]: r for r in cell.iter_rows(named=True)}
+    if not rows:
+        return out
+    first = next(iter(rows.values()))
+    n = first.get("n_sequences")
+    b = first.get("baseline_top1")
+    lo, hi = wilson_interval(float(b), int(n)) if (n and b is not None) else (None, None)
+    out.update(n_sequences=n, baseline_top1=b, baseline_top1_lo=lo, baseline_top1_hi=hi,
+               ablation_probe=first.get("ablation_probe"), ablation_probe_sha256=first.get("ablation_probe_sha256"))
+    for prefix, name in ABLATIONS:
+        r = rows.get(name)
+        if r is None:
+            continue
+        out.update({f"{prefix}_n_heads": r.get("n_heads"), f"{prefix}_ablated_top1": r.get("ablated_top1"),
+                    f"{prefix}_metric": r.get("metric") or "top1",
+                    f"{prefix}_baseline_value": r.get("baseline_value", b),
+                    f"{prefix}_effect": r.get("effect"), f"{prefix}_effect_lo": r.get("effect_lo"),
+                    f"{prefix}_effect_hi": r.get("effect_hi"),
+                    f"{prefix}_verdict": r.get("verdict") or ("causal" if r.get("causal") else "not_causal")})
+    return out
+
+
+def behaviour_change(before: dict, after: dict) -> str | None:
+    """How the unablated top-1 moved from row ``before`` to row ``after``: ``"fell"`` / ``"rose"`` when
+    their Wilson intervals do not overlap, ``"overlap"`` when they do (no change shown: the table
+    cannot test a paired difference), None when either row has no top-1."""
+    keys = ("baseline_top1", "baseline_top1_lo", "baseline_top1_hi")
+    if any(before.get(k) is None or after.get(k) is None for k in keys):
+        return None
+    if after["baseline_top1_hi"] < before["baseline_top1_lo"]:
+        return "fell"
+    if after["baseline_top1_lo"] > before["baseline_top1_hi"]:
+        return "rose"
+    return "overlap"
 
 
 def data_shift_heads(base: pl.DataFrame, shifted: pl.DataFrame, base_final_tokens: int | None = None) -> pl.DataFrame:

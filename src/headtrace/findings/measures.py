@@ -19,6 +19,11 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
   (a percentile bootstrap interval over revisions and a permutation p-value), the token gap between the
   onsets of ``first_token_{p}pct`` and ``text_sink_{p}pct`` bounded by both brackets (``f3_gaps``), and the
   final revision's Jaccard index.
+* ``measures_circuit_copying`` (:func:`circuit_copying`): Olsson et al.'s induction head needs prefix
+  matching *and* copying; per model, revision with an induction circuit and circuit head, the head's
+  prefix-matching score (repeated-random probe) and both readings of its OV eigenvalues (the
+  positive-eigenvalue share, which decides, and Elhage et al.'s ratio), whether it passes each and both,
+  and, for scale, how many of all the cell's heads pass each.
 """
 from __future__ import annotations
 
@@ -227,3 +232,50 @@ def comparison(over: pl.DataFrame, measure_onsets: pl.DataFrame, f3: pl.DataFram
                                          f"{'beyond chance' if last['jaccard_p_value'] <= agreement.ALPHA else 'no more than chance'})"
                                          if chance is not None else "none"))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["measures_comparison"]), "measures_comparison")
+
+
+def circuit_copying(measures: pl.DataFrame, traj: pl.DataFrame, *, prefix_threshold: float = 0.4,
+                    copying_threshold: float = formulas.COPYING_THRESHOLD,
+                    induction_threshold: float = 50.0) -> pl.DataFrame:
+    """``measures_circuit_copying`` (module docstring): one row per induction-circuit head (the trajectory's
+    ``in_induction_circuit``, else induction selectivity >= ``induction_threshold``) of every revision
+    that has both a circuit and a measures table. A head prefix-matches at a score > ``prefix_threshold``
+    and copies at a positive-eigenvalue share > ``copying_threshold`` (:func:`formulas.copies`); a head
+    with no score passes neither. ``copying_eigenvalue_ratio`` is null for cells written before it was
+    stored."""
+    schema = SCHEMAS["measures_circuit_copying"]
+    if not measures.height or not traj.height:
+        return conform(pl.DataFrame(schema=schema), "measures_circuit_copying")
+    if "copying_eigenvalue_ratio" not in measures.columns:
+        measures = measures.with_columns(copying_eigenvalue_ratio=pl.lit(None, pl.Float64))
+    in_circuit = (pl.col("in_induction_circuit") if "in_induction_circuit" in traj.columns
+                  else pl.col("sel_induction") >= induction_threshold)
+    circuit = traj.filter(in_circuit.fill_null(False)).select("model", "revision", "layer", "head", "sel_induction")
+    rows = []
+    for (model, revision), g in measures.group_by("model", "revision", maintain_order=True):
+        rep = g.filter(pl.col("probe") == "repeated")
+        # copying comes from the weights: the same on every probe's row; the repeated probe's rows carry
+        # the prefix-matching score too (none without that probe)
+        heads = (rep if rep.height else g.unique(["layer", "head"], keep="first", maintain_order=True)
+                 .with_columns(prefix_matching=pl.lit(None, pl.Float64)))
+        prefix = (heads["prefix_matching"].fill_null(float("nan")).to_numpy() > prefix_threshold)
+        copy = formulas.copies(heads["copying"].fill_null(float("nan")).to_numpy(), copying_threshold)
+        c = circuit.filter((pl.col("model") == model) & (pl.col("revision") == revision))
+        if not c.height:
+            continue
+        sel = {(r["layer"], r["head"]): r["sel_induction"] for r in c.iter_rows(named=True)}
+        cell = [dict(r, prefix_matches=bool(p), copies=bool(k)) for r, p, k
+                in zip(heads.iter_rows(named=True), prefix, copy)]
+        members = sorted((r for r in cell if (r["layer"], r["head"]) in sel), key=lambda r: (r["layer"], r["head"]))
+        n_both = sum(r["prefix_matches"] and r["copies"] for r in members)
+        for r in members:
+            rows.append(dict(model=model, revision=revision, tokens=r["tokens"], layer=r["layer"], head=r["head"],
+                             sel_induction=sel[(r["layer"], r["head"])], prefix_matching=r["prefix_matching"],
+                             copying=r["copying"], copying_eigenvalue_ratio=r["copying_eigenvalue_ratio"],
+                             prefix_matches=r["prefix_matches"], copies=r["copies"],
+                             both=r["prefix_matches"] and r["copies"], n_circuit=len(members), n_both=n_both,
+                             n_heads=len(cell), n_heads_prefix=int(prefix.sum()), n_heads_copying=int(copy.sum()),
+                             prefix_threshold=float(prefix_threshold), copying_threshold=float(copying_threshold)))
+    out = pl.DataFrame(rows, schema=schema)
+    return conform(tr.with_rev_index(out).sort("model", "rev_index", "layer", "head").drop("rev_index"),
+                   "measures_circuit_copying")

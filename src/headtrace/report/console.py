@@ -11,6 +11,7 @@ from headtrace.causal import verdict as V
 from headtrace.cell import positional
 from headtrace.core import probe_text, tables
 from headtrace.report import answers as A
+from headtrace.report import copying
 from headtrace.report import first_screen as FS
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
@@ -234,9 +235,11 @@ def baseline_line(v: dict) -> str | None:
             + f"; a shuffled-B control token of the context {control:.2%}; any other context token {other:.2%}")
 
 
-def circuit_line(v: dict) -> str:
+def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     """One circuit's verdict in one line, for ``headtrace cell``: its heads, the effect with its
-    interval, p over how many matched sets, and the verdict with its reason."""
+    interval, p over how many matched sets, and the verdict with its reason; for an induction circuit,
+    given the cell's ``measures`` table, how many of its heads prefix-match and copy
+    (:func:`headtrace.report.copying.circuit_text`)."""
     metric = v.get("metric") or "top1"
     heads = v.get("heads")
     heads = list(heads.to_list() if hasattr(heads, "to_list") else heads or [])
@@ -251,10 +254,12 @@ def circuit_line(v: dict) -> str:
     else:
         out += ", no matched control"
     verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
+    olsson = copying.circuit_text(heads, measures) if v.get("circuit", "circuit") in ("circuit", "final_circuit") else ""
+    olsson = f"; {olsson}" if olsson else ""
     if verdict == "underpowered":
-        return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here)"
+        return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here){olsson}"
     floor = f" ({v['floor_reason']})" if v.get("floor_reason") else ""
-    return out + f" -> {verdict.replace('_', ' ')}{floor}"
+    return out + f" -> {verdict.replace('_', ' ')}{floor}{olsson}"
 
 
 def _verdict_table(results: Path) -> pl.DataFrame | None:

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import polars as pl
 
+import math
+
+from headtrace.experiments.data_shift import behaviour_change
 from headtrace.findings import agreement
 from headtrace.report.format import fmt_tokens
+from headtrace.report.verdicts import effect_text
+
+INDUCTION_THRESHOLD = 50.0  # the screen's circuit threshold (screen.induction_threshold's default)
 
 
 def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
@@ -74,24 +80,7 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         out.append("")
     # data shift
     if data_shift is not None and data_shift.height:
-        after = data_shift.filter(pl.col("phase") == "after").sort("tokens")
-        pre = data_shift["pre_shift_circuit"][0].to_list()
-        j_end = after["jaccard_to_pre_shift"][-1] if after.height else float("nan")
-        j_min = after["jaccard_to_pre_shift"].drop_nans().min() if after.height else float("nan")
-        out.append(
-            f"**Data shift.** `{after['model'][0] if after.height else '?'}` continues the final checkpoint of "
-            f"`{data_shift.filter(pl.col('phase') == 'before')['model'][0]}` on a second corpus for "
-            f"{fmt_tokens(after['tokens_since_shift'].max() if after.height else None)} tokens. Pre-shift induction circuit: "
-            f"{', '.join(pre) or '∅'}; after the shift: {', '.join(after['circuit'][-1].to_list()) or '∅'} "
-            f"(Jaccard {j_end:.2f} at the end, minimum {j_min if j_min is not None else float('nan'):.2f} over the "
-            f"{after.height} post-shift checkpoints; paper: 1.00, FineWeb → OpenWebText){_chance(after)}. "
-            + (f"The pre-shift heads' mean induction selectivity goes from "
-               f"{data_shift.filter(pl.col('phase') == 'before')['pre_shift_heads_sel_induction'][-1]:.3g}× before the "
-               f"shift to {after['pre_shift_heads_sel_induction'][-1]:.3g}× at the end (circuit threshold: "
-               f"induction selectivity ≥ 50×). " if pre and after.height else "")
-            + ("There was no pre-shift circuit to track. " if not pre else
-               "The circuit survives the shift. " if j_end == 1 else "The circuit does not fully survive the shift. ")
-            + "(`results/experiments/data_shift.parquet`)")
+        out.append(data_shift_paragraph(data_shift))
         out.append("")
     # composition
     if composition is not None and composition.height:
@@ -148,3 +137,129 @@ def _chance(after: pl.DataFrame) -> str:
     p = after["jaccard_p_value"][-1]
     return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {p:.2g}: "
             + ("beyond chance" if p <= agreement.ALPHA else "no more than chance"))
+
+
+def data_shift_paragraph(data_shift: pl.DataFrame, induction_threshold: float = INDUCTION_THRESHOLD) -> str:
+    """The data-shift paragraph: the heads across the shift (Jaccard beside its null), their
+    selectivity, and beside them the behaviour (the unablated top-1 before and after, with intervals,
+    and what the two ablations did after the shift); then one sentence saying what survives and
+    what does not, from those numbers."""
+    before = data_shift.filter(pl.col("phase") == "before").sort("tokens")
+    after = data_shift.filter(pl.col("phase") == "after").sort("tokens")
+    pre = data_shift["pre_shift_circuit"][0].to_list()
+    j_end = after["jaccard_to_pre_shift"][-1] if after.height else float("nan")
+    j_min = after["jaccard_to_pre_shift"].drop_nans().min() if after.height else float("nan")
+    b_last = before.row(-1, named=True) if before.height else {}
+    a_last = after.row(-1, named=True) if after.height else {}
+    sel_before, sel_after = b_last.get("pre_shift_heads_sel_induction"), a_last.get("pre_shift_heads_sel_induction")
+    text = (
+        f"**Data shift.** `{after['model'][0] if after.height else '?'}` continues the final checkpoint of "
+        f"`{before['model'][0] if before.height else '?'}` on a second corpus for "
+        f"{fmt_tokens(after['tokens_since_shift'].max() if after.height else None)} tokens. Pre-shift induction circuit: "
+        f"{', '.join(pre) or '∅'}; after the shift: {', '.join(after['circuit'][-1].to_list()) if after.height else '?'} "
+        f"(Jaccard {j_end:.2f} at the end, minimum {j_min if j_min is not None else float('nan'):.2f} over the "
+        f"{after.height} post-shift checkpoints; paper: 1.00, FineWeb → OpenWebText){_chance(after)}. "
+        + (f"The pre-shift heads' mean induction selectivity goes from {sel_before:.3g}× before the shift to "
+           f"{sel_after:.3g}× at the end (circuit threshold: induction selectivity ≥ {induction_threshold:g}×). "
+           if pre and after.height else ""))
+    text += _behaviour(b_last, a_last)
+    chance = (a_last.get("jaccard_p_value") is not None and a_last["jaccard_p_value"] > agreement.ALPHA)
+    text += _survives(pre, j_end, sel_before, sel_after, b_last, a_last, induction_threshold, chance)
+    return text + "(`results/experiments/data_shift.parquet`)"
+
+
+def _pct(x) -> str:
+    return "?" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}%"
+
+
+def _pct_interval(lo, hi) -> str:
+    """'[53.8%, 70.5%]': a 95% interval of a share, its ends rounded outward to 0.1 pp."""
+    if lo is None or hi is None:
+        return ""
+    down = math.floor(round(1000 * lo, 6)) / 10
+    up = math.ceil(round(1000 * hi, 6)) / 10
+    return f" [{down:.1f}%, {up:.1f}%]"
+
+
+def _top1(row: dict) -> str:
+    return _pct(row.get("baseline_top1")) + _pct_interval(row.get("baseline_top1_lo"), row.get("baseline_top1_hi"))
+
+
+def _ablation(row: dict, prefix: str, name: str) -> str:
+    """'ablating the previous-token circuit (4 heads) takes top-1 to 53.91% (effect on top-1 -14.84 pp
+    [-21.88, -8.59] ...; verdict: not causal)'; '' when that circuit was not ablated."""
+    n = row.get(f"{prefix}_n_heads")
+    if n is None:
+        return ""
+    if not n:
+        return f"there is no {name} to ablate"
+    metric = row.get(f"{prefix}_metric") or "top1"
+    v = {"metric": metric, "effect": row.get(f"{prefix}_effect"), "effect_lo": row.get(f"{prefix}_effect_lo"),
+         "effect_hi": row.get(f"{prefix}_effect_hi"), "baseline_value": row.get(f"{prefix}_baseline_value")}
+    words = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
+    raises = metric == "top1" and v["effect_hi"] is not None and v["effect_hi"] < 0
+    verdict = (row.get(f"{prefix}_verdict") or "?").replace("_", " ")
+    return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}, "
+            f"effect on {words.get(metric, metric)} {effect_text(v)}, verdict {verdict}"
+            + (": it *raises* top-1, the whole interval below zero" if raises else ""))
+
+
+def _behaviour(b_last: dict, a_last: dict) -> str:
+    """The probe's top-1 before and after, and what the ablations did after the shift."""
+    if a_last.get("baseline_top1") is None:
+        return ("The behaviour was not measured (no verdict tables: the ablation did not run), so only the "
+                "heads are compared. ")
+    n = a_last.get("n_sequences")
+    same = (b_last.get("ablation_probe_sha256") is not None
+            and b_last.get("ablation_probe_sha256") == a_last.get("ablation_probe_sha256"))
+    held = " held-out" if a_last.get("ablation_probe") == "held_out" else ""
+    probe = (f"on the same {n}{held} probe sequences before and after" if same else f"on {n}{held} probe sequences")
+    abl = [t for t in (_ablation(a_last, "circuit", "induction circuit"),
+                       _ablation(a_last, "previous_token", "previous-token circuit")) if t]
+    return (f"Behaviour, {probe} (95% Wilson intervals): the unablated model's top-1 on B is "
+            + (f"{_top1(b_last)} at the last pre-shift checkpoint ({b_last['revision']}) and " if
+               b_last.get("baseline_top1") is not None else "")
+            + f"{_top1(a_last)} at the end ({a_last['revision']})"
+            + (f"; there, {'; '.join(abl)}" if abl else "") + ". ")
+
+
+def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dict, threshold: float,
+              chance: bool = False) -> str:
+    """What survives the shift and what does not, each part read off the numbers above; ``chance``:
+    the heads' overlap is no more than placement within the layers gives."""
+    if not pre:
+        return "There was no pre-shift circuit to track. "
+    kept, lost = [], []
+    heads = ("the same heads" + (" (an overlap no larger than placement within the layers gives by chance)" if chance else "")
+             if j_end == 1 else None)
+    (kept if heads else lost).append(heads or f"the circuit's heads (Jaccard {j_end:.2f} at the end)")
+    if sel_after is not None and not math.isnan(sel_after):
+        if sel_after >= threshold:
+            kept.append(f"their induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, above the {threshold:g}× "
+                        "threshold)")
+        else:
+            lost.append(f"their induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, below the {threshold:g}× "
+                        "threshold)")
+    change = behaviour_change(b_last, a_last)
+    move = f"top-1 on B from {_pct(b_last.get('baseline_top1'))} to {_pct(a_last.get('baseline_top1'))}"
+    raised = _raised(a_last)
+    if change == "fell":
+        lost.append(f"the behaviour ({move}, the intervals apart" + (
+            "; and ablating the previous-token circuit now raises top-1)" if raised else ")"))
+    elif change in ("rose", "overlap"):
+        kept.append(f"the behaviour ({move}, " + ("the intervals apart" if change == "rose" else
+                                                 "within overlapping intervals: no change shown") + ")")
+        if raised:
+            lost.append("the previous-token circuit's part in it (ablating it now raises top-1)")
+    out = ("What survives the shift: " + " and ".join(kept) + ". ") if kept else "Nothing of the circuit survives the shift. "
+    if lost:
+        out += "What does not: " + "; ".join(lost) + ". "
+    if change is None:
+        out += "Whether the behaviour survives is not measured here. "
+    return out
+
+
+def _raised(row: dict) -> bool:
+    """Ablating the previous-token circuit raised top-1 (its top-1 effect interval below zero)."""
+    return (row.get("previous_token_metric") == "top1" and row.get("previous_token_effect_hi") is not None
+            and row["previous_token_effect_hi"] < 0)

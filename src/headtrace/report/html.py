@@ -19,6 +19,7 @@ import polars as pl
 
 from headtrace.core import tables
 from headtrace.report import answers as A
+from headtrace.report import copying
 from headtrace.report import empty_case as EC
 from headtrace.report import first_screen as FS
 from headtrace.report import group_html as GH
@@ -270,6 +271,7 @@ def page(rows: list[dict], sents: list[str], findings: Mapping[str, pl.DataFrame
     parts += [GH.group_section(r["answer"], findings, (group_tables or {}).get(r["group_name"]),
                                (cross_seed or {}).get(r["group_name"])) if r.get("group")
               else _model_section(r, findings, verdicts) for r in rows]
+    parts += [copying.html(findings, [r["model"] for r in rows if not r.get("group")])]  # beside the circuits (or "")
     parts += [section] if section else []
     parts.append("</body></html>")
     return "\n".join(parts)

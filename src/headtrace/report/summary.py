@@ -17,6 +17,7 @@ import polars as pl
 from headtrace.core import tables
 from headtrace.findings import trajectory as T
 from headtrace.models import provenance
+from headtrace.report import copying
 from headtrace.report import empty_case as EC
 from headtrace.report import first_screen as FS
 from headtrace.report.format import fmt_bound, fmt_tokens
@@ -408,6 +409,7 @@ def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshol
         _f4_section(F, traj, induction_threshold, found),
         _f5_section(F, traj, induction_threshold, pr_rise_rule, pr_rise_factor),
         _pr_section(F, traj, class_threshold),
+        copying.markdown(F, _models(traj)),  # the circuit's prefix matching and copying (measures findings)
     ])
 
 

@@ -137,8 +137,8 @@ def test_files_equal_to_another_revision_are_a_duplicate(panel, healthy_fps):
     assert "step4" in by["step32"]["shares"] and "cannot tell which name" in by["step32"]["detail"]
     others = table.filter(~pl.col("revision").is_in(["step4", "step32"]))
     assert no_flags(others), others.filter(pl.col("flags").list.len() > 0)
-    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"],
-                                             ("toy", "step32"): ["duplicate_of step4"]}
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["the same weights as step32"],
+                                             ("toy", "step32"): ["the same weights as step4"]}
     fps["step16"] = fp(folders["step32"], "step16")  # a third name for the same files
     table = run(fps)
     dup = {r: d for r, d in table.select("revision", "duplicate_of").iter_rows() if d}
@@ -195,8 +195,8 @@ def test_later_matrices_in_one_shard_are_shared_and_discontinuous(panel, healthy
     assert "discontinuous" in row["flags"] and row["detour"] > lineage.DETOUR
     assert all(not f for r, f in flags_of(table).items() if r != "step6")
     md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
-    assert "toy step6: shares_shard_with step32, discontinuous" in md and "1 revision flagged" in md
-    assert "toy step6: shares_shard_with step32, discontinuous" in page and 'class="lineage-banner"' in page
+    assert "toy step6: a weight file shared with step32, a break in the chain of revisions" in md and "1 revision flagged" in md
+    assert "toy step6: a weight file shared with step32, a break in the chain of revisions" in page and 'class="lineage-banner"' in page
 
 
 def test_independent_inits_are_not_descended_and_calibrated():
@@ -235,7 +235,7 @@ def test_no_fingerprints_no_rows_and_on_suspect(healthy_fps, panel):
     fps["step4"] = fp(folders["step32"], "step4")
     table = run(fps)
     assert lineage.check_on_suspect(table, "warn") == lineage.check_on_suspect(table, "drop")
-    with pytest.raises(ValueError, match=r"revision 'step4': duplicate_of step32"):
+    with pytest.raises(ValueError, match=r"revision 'step4': the same weights as step32"):
         lineage.check_on_suspect(table, "fail")
     assert lineage.check_on_suspect(run(healthy_fps), "fail") == []
     with pytest.raises(ValueError, match="on_suspect"):
@@ -297,8 +297,8 @@ def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
                                   {f"step{k}": k for k in range(4)})
     tables.write(other, tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
     table = report_lineage.read(tmp_path)
-    assert report_lineage.suspect(table) == {("toy", "step4"): ["duplicate_of step32"],
-                                             ("toy", "step32"): ["duplicate_of step4"]}
+    assert report_lineage.suspect(table) == {("toy", "step4"): ["the same weights as step32"],
+                                             ("toy", "step32"): ["the same weights as step4"]}
     md = report_lineage.section_markdown(table)
     assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 2 flagged)" in md
     assert '<section id="lineage">' in report_lineage.section_html(table)
@@ -417,11 +417,11 @@ def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
 def test_the_same_weights_in_two_models_undeclared_are_flagged_both():
     table = _panel(start=5, continues=False)
     assert no_flags(table)  # each model's own table cannot see it
-    assert report_lineage.suspect(table) == {("base", "step5"): ["same_weights_as base-shift step0"],
-                                             ("base-shift", "step0"): ["same_weights_as base step5"]}
+    assert report_lineage.suspect(table) == {("base", "step5"): ["the same weights as base-shift step0 (another model)"],
+                                             ("base-shift", "step0"): ["the same weights as base step5 (another model)"]}
     assert lineage.reference_warnings(table) == []  # its reference is a checked revision of another model
     md = report_lineage.banner_markdown(table)
-    assert "2 revisions flagged" in md and "same_weights_as base step5 (across models)" in md
+    assert "2 revisions flagged" in md and "the same weights as base step5 (another model)" in md
     assert "cannot tell which, if any, is genuine" in md and "provenance.on_suspect does not act on it" in md
     assert lineage.declared_pairs(table) == []
 

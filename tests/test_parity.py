@@ -164,7 +164,7 @@ def test_both_pages_carry_the_same_facts(pages):
                and "results/findings/measures/" in f for f in facts)
     assert any(f.startswith("causal (effect 40.00 pp [30.00, 50.00]") for f in facts)
     assert any(f.startswith("Checkpoint lineage: 1 revision flagged") for f in facts)
-    assert "B step2: duplicate_of step1 — every weight file equals step1's" in facts
+    assert "B step2: the same weights as step1 — every weight file equals step1's" in facts
     assert any(f.startswith("model 'C': revisions 'step3', 'step5' have byte-identical weights") for f in facts)
     assert "Models: A, B, C. Class threshold 30×, induction circuit 50×." in " ".join(facts)
     # every sentence, every cell of the structure is on both pages
@@ -226,7 +226,7 @@ def test_console_prints_the_first_screens_sentences_and_baseline(tmp_path):
     fs = console.first_screen(tmp_path)
     assert fs.sentences and all(re.sub(r"\s+", " ", s) in out for s in fs.sentences)
     assert re.sub(r"\s+", " ", fs.baseline.replace("**", "").replace("`", "")) in out
-    assert "B step2: duplicate_of step1" in out
+    assert "B step2: the same weights as step1" in out
 
 
 def test_baseline_line_names_each_value_with_its_models():

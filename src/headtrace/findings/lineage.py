@@ -444,13 +444,28 @@ def lineage(fingerprints: pl.DataFrame, tokens: Mapping[tuple[str, str], int | N
 # ---- what the report and the workflow read -----------------------------------------------------
 
 
+# each flag in words, as the pages say it (the flag's name is the column value docs/integrity.md documents)
+FLAG_WORDS = {"duplicate_of": "the same weights as {}", "shares_shard_with": "a weight file shared with {}",
+              "same_weights_as": "the same weights as {} (another model)",
+              "not_descended_from_init": "not descended from the first revision's init",
+              "discontinuous": "a break in the chain of revisions",
+              "start_not_declared": "not the checkpoint its config says it continues from"}
+
+
 def flag_labels(row: Mapping) -> list[str]:
-    """A row's flags as the report shows them: ``duplicate_of step900, main``, ``shares_shard_with main``,
-    ``same_weights_as toy-neox step1500``, ``not_descended_from_init``, ``discontinuous``."""
+    """A row's flags in words, as the report shows them: 'the same weights as step900 and main', 'a weight
+    file shared with main', 'the same weights as toy-neox step1500 (another model)', 'not descended from
+    the first revision's init', 'a break in the chain of revisions'."""
     out = []
     for f in row["flags"] or []:
         named = row.get(f) if f in ("duplicate_of", "shares_shard_with", "same_weights_as") else None
-        out.append(f"{f} {', '.join(named)}" if named else f)
+        if isinstance(named, str):
+            named = [named]
+        words = FLAG_WORDS.get(f, f)
+        if "{}" in words:
+            names = list(named or [])
+            words = words.format(" and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "?")
+        out.append(words)
     return out
 
 

@@ -55,8 +55,8 @@ def _models(traj: pl.DataFrame) -> list[str]:
 def intro_line(models: list[str], class_threshold: float, induction_threshold: float) -> str:
     """'Models: a, b. Class threshold 30×, induction circuit 50×. Tokens: …'."""
     return (f"Models: {', '.join(models)}. Class threshold {class_threshold:g}×, induction circuit "
-            f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. Computed by `headtrace.findings.trajectory`; "
-            "the tables behind this page are the Parquet files next to it.")
+            f"{induction_threshold:g}×. Tokens: K/M/B/T = 10^3/6/9/12. The tables behind this page are the Parquet "
+            "files next to it.")
 
 
 def baseline_line(traj: pl.DataFrame) -> str:

@@ -81,7 +81,7 @@ def _banner_parts(table: pl.DataFrame | None) -> tuple[list[dict], bool, list[st
 
 def _label(r: dict) -> str:
     return f"{r['model']} {r['revision']}: " + ", ".join(
-        lab + (" (across models)" if lab.split()[0] in _lineage.PANEL_FLAGS else "") for lab in _lineage.flag_labels(r))
+        _lineage.flag_labels(r))
 
 
 def banner_markdown(table: pl.DataFrame | None, on_suspect: str = "warn") -> str:

@@ -5,6 +5,7 @@ documents visited in a seeded order; too few documents named; what the probe was
 with the caveat for models that never saw text."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -106,18 +107,24 @@ def test_first_windows_one_per_document_shorter_ones_counted():
 
 def test_documents_visited_in_a_seeded_order_shared_across_tokenizers():
     docs = [f"{i:03d}" + "x" * (i % 7) for i in range(60)]  # every 7th document has 3 bytes, the rest 4-9
-    order = np.random.default_rng(5).permutation(60)
-    usable = [int(d) for d in order if len(docs[d]) >= 4][:20]  # the first 20 long enough, in visit order
+    order = sorted(range(60), key=lambda d: hashlib.sha256(f"5\0{docs[d]}".encode()).digest())
+    assert tokenize.visit_order(docs, 5) == order and tokenize.visit_order(docs, None) == list(range(60))
+    usable = [d for d in order if len(docs[d]) >= 4][:20]  # the first 20 long enough, in visit order
     w = tokenize.text_sequences(docs, BYTES, 4, 20, "start", seed=5)
     assert w.document.tolist() == sorted(usable)  # kept in file order
     assert w.tokens.tolist() == [list(docs[d][:4].encode()) for d in sorted(usable)]
-    assert w.n_short == sum(len(docs[d]) < 4 for d in order[:list(order).index(usable[-1]) + 1])
-    assert tokenize.text_sequences(docs, BYTES, 4, 20, "start", seed=5).document.tolist() == w.document.tolist()
+    assert w.n_short == sum(len(docs[d]) < 4 for d in order[:order.index(usable[-1]) + 1])
     assert tokenize.text_sequences(docs, BYTES, 4, 20, "start", seed=6).document.tolist() != w.document.tolist()
-    # a tokenizer that finds more documents short visits the same order, so it reads the same ones but those
-    two = tokenize.text_sequences(docs, BYTES, 6, 20, "start", seed=5)
-    longer = [int(d) for d in order if len(docs[d]) >= 6][:20]
-    assert two.document.tolist() == sorted(longer) and set(longer) - set(usable) <= set(order[20:].tolist())
+    # a tokenizer that finds more documents short visits the same order: it reads the same ones but those
+    longer = [d for d in order if len(docs[d]) >= 6][:20]
+    assert tokenize.text_sequences(docs, BYTES, 6, 20, "start", seed=5).document.tolist() == sorted(longer)
+    assert set(usable) - set(longer) == {d for d in usable if len(docs[d]) < 6}
+    # editing one document moves no other: the others keep their order
+    edited = docs[:7] + ["007 edited"] + docs[8:]
+    assert [d for d in tokenize.visit_order(edited, 5) if d != 7] == [d for d in order if d != 7]
+    # identical documents keep file order
+    twins = tokenize.visit_order(["same", "same", "other"], 0)
+    assert twins.index(0) < twins.index(1)
 
 
 def test_checkpoint_tokenizer_puts_its_bos_before_every_window(tmp_path):

@@ -5,7 +5,7 @@ The text probe is tokenised with the checkpoint's own tokenizer (the files its r
 byte-level tokenizer of the toy models (token id = UTF-8 byte value; the toys were trained on bytes and
 ship no tokenizer files). BOS is what the tokenizer adds itself: the special tokens it puts before a text
 are put before every sequence. The sequences are the first window of each document (Gu et al. 2025), or
-every consecutive window (``text_probe.windows``), the documents visited in a seeded random order.
+every consecutive window (``text_probe.windows``), the documents visited in a seeded pseudo-random order.
 """
 from __future__ import annotations
 
@@ -94,19 +94,18 @@ def text_sequences(documents: list[str], tokenizer, seq_len: int, n_sequences: i
     ``seq_len - len(prefix)`` tokens of a document (tokenised without special tokens) led by the
     tokenizer's own prefix (its BOS, or nothing). ``windows``: ``start`` takes each document's first window
     (Gu et al. 2025: the first tokens of each sample), ``consecutive`` every consecutive window of a
-    document (all but its first start mid-document). The documents are visited in a seeded random order
-    (``numpy.random.default_rng(seed).permutation``; ``seed`` None: file order) until ``n_sequences``
-    windows are taken (the last document's windows in order), so two tokenizers visit the same documents;
-    a document shorter than one window gives none and is counted. The sequences are returned in file
-    order. Fewer than ``n_sequences`` windows in all the documents is an error naming ``source`` and the
-    counts."""
+    document (all but its first start mid-document). The documents are visited in a seeded pseudo-random
+    order (:func:`visit_order`; ``seed`` None: file order) until ``n_sequences`` windows are taken (the
+    last document's windows in order), so two tokenizers visit the same documents; a document shorter
+    than one window gives none and is counted. The sequences are returned in file order. Fewer than
+    ``n_sequences`` windows in all the documents is an error naming ``source`` and the counts."""
     if windows not in WINDOWS:
         raise ValueError(f"text_probe.windows: '{windows}' is not one of {', '.join(WINDOWS)}")
     prefix = _prefix(tokenizer)
     body = seq_len - len(prefix)
     if body < 1:
         raise ValueError(f"text_probe.seq_len {seq_len} leaves no room after the tokenizer's prefix {prefix}")
-    order = range(len(documents)) if seed is None else np.random.default_rng(seed).permutation(len(documents))
+    order = visit_order(documents, seed)
     rows: list[tuple[int, int, list[int]]] = []  # (document, offset, body tokens)
     n_short = 0
     for d in order:
@@ -130,6 +129,16 @@ def text_sequences(documents: list[str], tokenizer, seq_len: int, n_sequences: i
     return Windows(np.asarray([prefix + ids for _, _, ids in rows], np.int64).reshape(n_sequences, seq_len),
                    np.asarray([d for d, _, _ in rows], np.int64), np.asarray([o for _, o, _ in rows], np.int64),
                    int(n_short))
+
+
+def visit_order(documents: list[str], seed: int | None) -> list[int]:
+    """The order the text probe visits ``documents`` in: by the SHA-256 of ``seed`` and each document's
+    text (ties, identical documents, in file order), so a document's place depends on no other document
+    (editing or adding one moves none of the others); ``seed`` None: file order."""
+    if seed is None:
+        return list(range(len(documents)))
+    key = [hashlib.sha256(f"{seed}\0{doc}".encode("utf-8")).digest() for doc in documents]
+    return sorted(range(len(documents)), key=lambda d: (key[d], d))
 
 
 # ---- the text probe table (results/probes/{model}/text_batch.parquet) ------------------------------

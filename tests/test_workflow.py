@@ -65,7 +65,7 @@ def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
         # the field's own measures (docs/measures.md): a text probe from a local file, tokenised with the
         # local checkpoints' own (locally built) tokenizer, the toy's bytes
         "repeated_probe": {"n_sequences": 6, "length": 16},
-        "text_probe": {"file": "text/*.txt", "seq_len": 32, "n_sequences": 6},
+        "text_probe": {"file": "text/*.txt", "split": "paragraph", "seq_len": 32, "n_sequences": 6},
     }
 
 
@@ -98,7 +98,8 @@ def workdir(tmp_path_factory):
         tiny.tiny_gguf(local / "gguf" / f"{rev}.gguf", tiny.tiny_model("llama", seed=10 + i, vocab_size=1024),
                        quantize="Q8_0")
     (work / "text").mkdir()
-    (work / "text" / "notes.txt").write_text(" ".join(["the first token of the text is a sink for every head"] * 30))
+    (work / "text" / "notes.txt").write_text("\n\n".join(" ".join(["the first token of the text is a sink for every head"]
+                                                                  * 4) for _ in range(8)))  # 8 paragraphs
     (work / "config.yaml").write_text(yaml.safe_dump(mini_config(local)))
     return work
 
@@ -181,6 +182,8 @@ def test_measures_run_end_to_end(ran, workdir):
     over = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_over_training.parquet"),
                           "measures_over_training")
     assert over.height == 6 and over["text_sink_rate"].null_count() == 0
+    assert set(over.select("model", "text_n_documents", "text_windows", "synthetic_training").unique().rows()) == {
+        ("tiny-olmo", 6, "start", False), ("tiny-gguf", 6, "start", False), ("tiny-toy", 6, "start", True)}
     tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_onsets.parquet"), "f3_milestones")
     cmp = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_comparison.parquet"),
                          "measures_comparison")

@@ -277,7 +277,7 @@ def text_probe_table(spec: Mapping, model, name: str = "model") -> pl.DataFrame:
     if not settings["file"]:
         raise ValueError("text_probe: give a file (a path or glob of .txt/.md, .jsonl or .parquet files)")
     folder = getattr(model, "name_or_path", None) or None
-    return tokenize.build(settings, settings["tokenizer"], folder, f"model '{name}'")
+    return tokenize.build(settings, settings["tokenizer"], folder, f"model '{name}'", name)
 
 
 # ---- the sequences the ablation runs on (ablation.probe) -----------------------------------------

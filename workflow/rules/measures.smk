@@ -40,10 +40,13 @@ rule measures_findings:
     input:
         measures=lambda wc: [p for m in models_by_source("toy", "hub", "local") for p in screened_paths("measures", m)],
         trajectories=lambda wc: [PATHS["trajectory"].format(model=m) for m in models_by_source("toy", "hub", "local")],
+        text_probes=lambda wc: ([PATHS["text_probe"].format(model=m) for m in models_by_source("toy", "hub", "local")]
+                                if TEXT_PROBE else []),
     output:
         tables=expand(f"{PATHS['measures_findings']}/{{name}}.parquet", name=MEASURES_TABLES),
     params:
         **panel.measures_settings(config),
+        synthetic=models_by_source("toy"),  # trained on a synthetic token stream: never saw text
         class_threshold=config["screen"]["class_threshold"],
         induction_threshold=config["screen"]["induction_threshold"],
     resources:

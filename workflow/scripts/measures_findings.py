@@ -11,8 +11,10 @@ with logs.to_file(snakemake.log[0]):
     p = snakemake.params
     cells = tables.read_many(snakemake.input.measures)
     traj = tables.read_many(snakemake.input.trajectories)
+    probes = tables.read_many(snakemake.input.text_probes) if snakemake.input.text_probes else None
     over = measures.over_training(cells, traj, sink_eps=p.sink_eps, prefix_threshold=p.prefix_threshold,
-                                  class_threshold=p.class_threshold, induction_threshold=p.induction_threshold)
+                                  class_threshold=p.class_threshold, induction_threshold=p.induction_threshold,
+                                  text_probes=probes, synthetic=p.synthetic)
     ons = measures.onsets(over)
     f3 = trajectory.f3_milestones(traj, p.class_threshold, p.induction_threshold) if traj.height else ons.clear()
     written = {"measures_over_training": (over, "measures_over_training"),

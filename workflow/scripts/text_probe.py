@@ -14,5 +14,5 @@ with logs.to_file(snakemake.log[0]):
         from headtrace.models import hub
 
         folder = hub.cell_checkpoint(p.load, wc.model, p.revision)[1]
-    table = tokenize.build(p.text, p.tokenizer, folder, f"model '{wc.model}' revision '{p.revision}'")
+    table = tokenize.build(p.text, p.tokenizer, folder, f"model '{wc.model}' revision '{p.revision}'", wc.model)
     tables.write(table, snakemake.output[0], schema="text_probe")

@@ -108,6 +108,15 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # Jaccard, and P(Jaccard >= this one) by placement within the layers alone
         "jaccard_chance": pl.Float64,
         "jaccard_p_value": pl.Float64,
+        # what the text probe was (null: none): its sequences, their length in tokens, the documents they
+        # came from and how its windows were taken (start: each document's first; consecutive)
+        "text_n_sequences": pl.Int32,
+        "text_seq_len": pl.Int32,
+        "text_n_documents": pl.Int32,
+        "text_windows": pl.String,
+        # the model was trained only on a synthetic token stream (the toy panel): it never saw text like the
+        # probe's, so its text sink rate means little; null: not known
+        "synthetic_training": pl.Boolean,
     },
     # results/findings/measures/measures_comparison.parquet: per model, each comparison as a number with
     # its uncertainty (lo/hi: its interval or bounds; the uncertainty column says which).
@@ -143,12 +152,20 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     # results/probes/{model}/text_batch.parquet: the text probe, built once per model and tokenizer
     # (headtrace.models.tokenize): its sequences as fed, the file(s) and the tokenizer they came from.
     "text_probe": {
+        "model": pl.String,
         "seq": pl.Int32,
         "tokens": pl.List(pl.Int64),
+        "document": pl.Int32,  # the sequence's document, its index among the documents read (file order)
+        "offset": pl.Int32,  # the token where the sequence's window starts in its document (0: its start)
         "file": pl.String,
+        "split": pl.String,  # text_probe.split: none | heading | paragraph
+        "windows": pl.String,  # text_probe.windows: start (each document's first) | consecutive
+        "seed": pl.Int64,  # the order the documents were visited in (null: file order)
+        "n_documents_read": pl.Int32,  # documents the file(s) gave after the split
+        "n_short": pl.Int32,  # documents visited that were shorter than one window (skipped)
+        "n_documents": pl.Int32,  # documents the sequences came from
         "tokenizer": pl.String,
         "tokenizer_sha256": pl.String,
-        "n_documents": pl.Int32,
     },
     # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
     # F3 milestones read (same resample index = same draw of sequences at every revision).

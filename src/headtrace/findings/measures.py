@@ -10,7 +10,10 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
   prefix-matching score is above ``prefix_threshold``, and beside them the paper's synthetic first-token
   fraction and induction-circuit size, and the Jaccard index of the induction circuit and the top
   prefix-matching heads (as many as the circuit has; null when the circuit is empty) beside its
-  within-layer permutation null (``headtrace.findings.agreement``).
+  within-layer permutation null (``headtrace.findings.agreement``); and what the text probe was
+  (:func:`text_probe_columns`): its sequences, their length, the documents they came from and how the
+  windows were taken (``text_probes``: the models' ``text_probe`` tables), and whether the model was
+  trained only on a synthetic token stream (``synthetic``: the toy panel, models that never saw text).
 * ``measures_onsets``: F3-style milestones with their checkpoint brackets (schema ``f3_milestones``):
   ``text_sink_{p}pct`` (text sink rate at the first eps >= p, p as F3's first-token fractions) and
   ``prefix_{k}_heads`` (prefix-matching heads >= k, k as F3's induction counts).
@@ -47,7 +50,8 @@ INTERVAL = 0.9
 
 def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formulas.SINK_EPS,),
                   prefix_threshold: float = 0.4, class_threshold: float = 30.0,
-                  induction_threshold: float = 50.0) -> pl.DataFrame:
+                  induction_threshold: float = 50.0, text_probes: pl.DataFrame | None = None,
+                  synthetic=None) -> pl.DataFrame:
     """``measures_over_training`` (see the module docstring)."""
     rows = []
     bos = {(r["model"], r["revision"]): r for r in tr.f2_bos_fraction(traj, class_threshold).iter_rows(named=True)} \
@@ -76,9 +80,35 @@ def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formu
                 n_induction_circuit=len(circuit) if t.height else None,
                 n_top_prefix=n_top, jaccard_circuit_prefix=jac, jaccard_chance=null.get("null_mean"),
                 jaccard_p_value=null.get("p_value")))
-    out = pl.DataFrame(rows, schema=SCHEMAS["measures_over_training"])
+    out = text_probe_columns(pl.DataFrame(rows, schema={c: t for c, t in SCHEMAS["measures_over_training"].items()
+                                                        if c not in TEXT_PROBE_COLUMNS}),
+                             measures, text_probes, synthetic)
     return conform(tr.with_rev_index(out).sort("model", "rev_index", "eps").drop("rev_index"),
                    "measures_over_training")
+
+
+TEXT_PROBE_COLUMNS = ("text_n_sequences", "text_seq_len", "text_n_documents", "text_windows", "synthetic_training")
+
+
+def text_probe_columns(over: pl.DataFrame, measures: pl.DataFrame, text_probes: pl.DataFrame | None = None,
+                       synthetic=None) -> pl.DataFrame:
+    """``over`` with what its model's text probe was (:data:`TEXT_PROBE_COLUMNS`): ``text_n_sequences`` and
+    ``text_seq_len`` from the cell's text rows of ``measures``; ``text_n_documents`` and ``text_windows``
+    from the model's row of ``text_probes`` (null without one); ``synthetic_training`` true for a model of
+    ``synthetic`` (trained only on a synthetic token stream), false for the others, null when ``synthetic``
+    is None (not known)."""
+    shape = {"model": pl.String, "revision": pl.String, "text_n_sequences": pl.Int32, "text_seq_len": pl.Int32}
+    text = measures.filter(pl.col("probe") == "text") if measures.height else measures
+    cells = (text.group_by("model", "revision").agg(pl.col("n_sequences").first().alias("text_n_sequences"),
+                                                    pl.col("seq_len").first().alias("text_seq_len"))
+             if text.height else pl.DataFrame(schema=shape)).cast(shape)
+    kinds = {"model": pl.String, "text_n_documents": pl.Int32, "text_windows": pl.String}
+    probes = (text_probes.group_by("model").agg(pl.col("n_documents").first().alias("text_n_documents"),
+                                                pl.col("windows").first().alias("text_windows"))
+              if text_probes is not None and text_probes.height else pl.DataFrame(schema=kinds)).cast(kinds)
+    flag = pl.lit(None, pl.Boolean) if synthetic is None else pl.col("model").is_in(list(synthetic))
+    return (over.join(cells, on=["model", "revision"], how="left").join(probes, on="model", how="left")
+            .with_columns(synthetic_training=flag))
 
 
 def _alpha_per_sequence(probe_rows: pl.DataFrame) -> np.ndarray:

@@ -4,12 +4,14 @@ The text probe is tokenised with the checkpoint's own tokenizer (the files its r
 ``transformers.AutoTokenizer``), or with ``text_probe.tokenizer``: a tokenizer folder, or ``bytes``, the
 byte-level tokenizer of the toy models (token id = UTF-8 byte value; the toys were trained on bytes and
 ship no tokenizer files). BOS is what the tokenizer adds itself: the special tokens it puts before a text
-are put before every sequence.
+are put before every sequence. The sequences are the first window of each document (Gu et al. 2025), or
+every consecutive window (``text_probe.windows``), the documents visited in a seeded pseudo-random order.
 """
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -18,6 +20,7 @@ from headtrace.core import tables, texts
 from headtrace.models import gguf
 
 BYTES = "bytes"
+WINDOWS = ("start", "consecutive")  # text_probe.windows: each document's first window, or every window
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 
 
@@ -76,47 +79,92 @@ def _prefix(tokenizer) -> list[int]:
     return []
 
 
-def text_sequences(documents: list[str], tokenizer, seq_len: int, n_sequences: int) -> tuple[np.ndarray, int]:
-    """``(tokens (n, seq_len) int64, n_documents used)``: each document tokenised without special tokens
-    and cut into consecutive windows of ``seq_len - len(prefix)`` tokens, each window led by the
-    tokenizer's own prefix (its BOS); documents in order, windows in order, the first ``n_sequences``. A
-    document shorter than one window gives none. An error when no window comes out."""
+class Windows(NamedTuple):
+    """The text probe's sequences and where each came from (:func:`text_sequences`)."""
+
+    tokens: np.ndarray  # (n, seq_len) int64, each led by the tokenizer's prefix
+    document: np.ndarray  # (n,) the index of its document among those read (file order)
+    offset: np.ndarray  # (n,) the token where its window starts in its document (0: the document's start)
+    n_short: int  # documents visited that were shorter than one window (none of their tokens used)
+
+
+def text_sequences(documents: list[str], tokenizer, seq_len: int, n_sequences: int, windows: str = "start",
+                   seed: int | None = 0, source: str = "the text") -> Windows:
+    """The ``n_sequences`` sequences of ``seq_len`` tokens of the text probe. A window is
+    ``seq_len - len(prefix)`` tokens of a document (tokenised without special tokens) led by the
+    tokenizer's own prefix (its BOS, or nothing). ``windows``: ``start`` takes each document's first window
+    (Gu et al. 2025: the first tokens of each sample), ``consecutive`` every consecutive window of a
+    document (all but its first start mid-document). The documents are visited in a seeded pseudo-random
+    order (:func:`visit_order`; ``seed`` None: file order) until ``n_sequences`` windows are taken (the
+    last document's windows in order), so two tokenizers visit the same documents; a document shorter
+    than one window gives none and is counted. The sequences are returned in file order. Fewer than
+    ``n_sequences`` windows in all the documents is an error naming ``source`` and the counts."""
+    if windows not in WINDOWS:
+        raise ValueError(f"text_probe.windows: '{windows}' is not one of {', '.join(WINDOWS)}")
     prefix = _prefix(tokenizer)
     body = seq_len - len(prefix)
     if body < 1:
         raise ValueError(f"text_probe.seq_len {seq_len} leaves no room after the tokenizer's prefix {prefix}")
-    rows: list[list[int]] = []
-    used = 0
-    for doc in documents:
-        ids = list(tokenizer(doc, add_special_tokens=False)["input_ids"])
+    order = visit_order(documents, seed)
+    rows: list[tuple[int, int, list[int]]] = []  # (document, offset, body tokens)
+    n_short = 0
+    for d in order:
+        ids = list(tokenizer(documents[d], add_special_tokens=False)["input_ids"])
         n_windows = len(ids) // body
-        if n_windows:
-            used += 1
-        for w in range(n_windows):
-            rows.append(prefix + ids[w * body:(w + 1) * body])
+        n_short += n_windows == 0
+        for w in range(min(n_windows, 1) if windows == "start" else n_windows):
+            rows.append((int(d), w * body, ids[w * body:(w + 1) * body]))
             if len(rows) == n_sequences:
-                return np.asarray(rows, np.int64), used
-    if not rows:
-        raise ValueError(f"text_probe: no document has {body} tokens (text_probe.seq_len {seq_len} less the "
-                         f"tokenizer's prefix): the text is too short")
-    return np.asarray(rows, np.int64), used
+                break
+        if len(rows) == n_sequences:
+            break
+    if len(rows) < n_sequences:
+        raise ValueError(
+            f"text_probe: {source} gives {len(rows)} windows of {body} tokens ({windows}: "
+            f"{'one per document' if windows == 'start' else 'every consecutive window'}), fewer than "
+            f"text_probe.n_sequences {n_sequences}: {len(documents)} documents, {n_short} of them shorter than "
+            "one window (text_probe.seq_len less the tokenizer's prefix); split the text finer "
+            "(text_probe.split), lower text_probe.n_sequences or text_probe.seq_len, or give more text")
+    rows.sort(key=lambda r: r[:2])
+    return Windows(np.asarray([prefix + ids for _, _, ids in rows], np.int64).reshape(n_sequences, seq_len),
+                   np.asarray([d for d, _, _ in rows], np.int64), np.asarray([o for _, o, _ in rows], np.int64),
+                   int(n_short))
+
+
+def visit_order(documents: list[str], seed: int | None) -> list[int]:
+    """The order the text probe visits ``documents`` in: by the SHA-256 of ``seed`` and each document's
+    text (ties, identical documents, in file order), so a document's place depends on no other document
+    (editing or adding one moves none of the others); ``seed`` None: file order."""
+    if seed is None:
+        return list(range(len(documents)))
+    key = [hashlib.sha256(f"{seed}\0{doc}".encode("utf-8")).digest() for doc in documents]
+    return sorted(range(len(documents)), key=lambda d: (key[d], d))
 
 
 # ---- the text probe table (results/probes/{model}/text_batch.parquet) ------------------------------
 
-def build(settings: dict, tokenizer_spec: str | None, folder: str | Path | None, what: str) -> pl.DataFrame:
-    """The text probe of ``settings`` (the ``text_probe`` block) with the tokenizer of ``tokenizer_spec`` /
-    the checkpoint ``folder`` (:func:`load`; ``what`` names the revision in errors), as a table (schema
-    ``text_probe``) recording the file pattern, the tokenizer and how many documents gave sequences."""
+def build(settings: dict, tokenizer_spec: str | None, folder: str | Path | None, what: str,
+          model: str = "model") -> pl.DataFrame:
+    """The text probe of ``settings`` (the ``text_probe`` block) for ``model`` with the tokenizer of
+    ``tokenizer_spec`` / the checkpoint ``folder`` (:func:`load`; ``what`` names the revision in errors),
+    as a table (schema ``text_probe``): per sequence its tokens, its document and where in it the window
+    starts; per table the file pattern, the split, how the windows were taken, the documents read, those
+    too short, those the sequences came from, and the tokenizer."""
     tok = load(tokenizer_spec, folder, what)
-    docs = texts.read_documents(settings["file"], settings["column"])
-    ids, used = text_sequences(docs, tok, settings["seq_len"], settings["n_sequences"])
+    docs = texts.read_documents(settings["file"], settings["column"], settings["split"])
+    source = f"'{settings['file']}' (split: {settings['split']})"
+    w = text_sequences(docs, tok, settings["seq_len"], settings["n_sequences"], settings["windows"],
+                       settings["seed"], source)
     name = BYTES if isinstance(tok, ByteTokenizer) else str(tokenizer_spec or folder)
-    n = ids.shape[0]
+    n = w.tokens.shape[0]
     return tables.conform(pl.DataFrame({
-        "seq": np.arange(n, dtype=np.int32), "tokens": ids.tolist(), "file": [str(settings["file"])] * n,
-        "tokenizer": [name] * n, "tokenizer_sha256": [fingerprint(tok)] * n,
-        "n_documents": np.full(n, used, np.int32)}), "text_probe")
+        "model": [model] * n, "seq": np.arange(n, dtype=np.int32), "tokens": w.tokens.tolist(),
+        "document": w.document.astype(np.int32), "offset": w.offset.astype(np.int32),
+        "file": [str(settings["file"])] * n, "split": [settings["split"]] * n,
+        "windows": [settings["windows"]] * n, "seed": pl.Series([settings["seed"]] * n, dtype=pl.Int64),
+        "n_documents_read": np.full(n, len(docs), np.int32), "n_short": np.full(n, w.n_short, np.int32),
+        "n_documents": np.full(n, len(set(w.document.tolist())), np.int32),
+        "tokenizer": [name] * n, "tokenizer_sha256": [fingerprint(tok)] * n}), "text_probe")
 
 
 def tokens_of(table: pl.DataFrame) -> np.ndarray:

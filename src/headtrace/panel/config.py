@@ -595,7 +595,8 @@ def _check_text_probe(config: dict) -> None:
     if t is None:
         return
     try:
-        texts.read_documents(t["file"], t["column"])
+        docs = texts.read_documents(t["file"], t["column"], t["split"])
+        texts.check_enough(docs, t["n_sequences"], t["file"], t["split"], t["windows"])
     except (ValueError, OSError) as err:
         raise ConfigError(str(err)) from None
     if t["tokenizer"] not in (None, tokenize.BYTES) and not tokenize.has_tokenizer(t["tokenizer"]):

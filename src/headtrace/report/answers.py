@@ -125,12 +125,18 @@ class Milestone:
 @dataclass(frozen=True)
 class TextSink:
     """The text probe's sink rate (Gu et al. 2025) of one model: ``rate`` (0-1) at eps at ``revision``,
-    the last revision with a text probe, and ``onset``, the first revision reaching half the heads."""
+    the last revision with a text probe, and ``onset``, the first revision reaching half the heads; what the
+    probe was (None where not recorded) and whether the model was trained only on a synthetic stream."""
     eps: float
     rate: float | None
     revision: str | None
     tokens: float | None
     onset: Milestone
+    n_sequences: int | None = None
+    seq_len: int | None = None
+    n_documents: int | None = None
+    windows: str | None = None  # start (each document's first seq_len tokens) | consecutive
+    synthetic: bool = False  # trained only on a synthetic token stream: it never saw text like the probe's
 
     @property
     def rests_on(self) -> tuple[str, ...]:
@@ -466,7 +472,9 @@ def _text_sink(F: Mapping[str, pl.DataFrame], model: str) -> TextSink | None:
             onset = Milestone(TEXT_SINK_MILESTONE, known=True, reached=reached, revision=_get(row, "revision"),
                               tokens=_get(row, "tokens"), lo_revision=_get(row, "lo_revision") if reached else None,
                               lo_tokens=_get(row, "lo_tokens") if reached else None)
-    return TextSink(float(last["eps"]), float(last["text_sink_rate"]), last["revision"], _get(last, "tokens"), onset)
+    return TextSink(float(last["eps"]), float(last["text_sink_rate"]), last["revision"], _get(last, "tokens"), onset,
+                    *(_get(last, c) for c in ("text_n_sequences", "text_seq_len", "text_n_documents", "text_windows")),
+                    bool(_get(last, "synthetic_training", False)))
 
 
 def _model_verdicts(verdicts: pl.DataFrame | None, model: str) -> tuple[Verdict | None, list[Verdict]]:

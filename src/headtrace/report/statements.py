@@ -143,11 +143,26 @@ def sink(answers: list[ModelAnswer]) -> Statement:
 
 def text_sinks(answers: list[ModelAnswer]) -> Statement | None:
     """The text probe's sink rate (Gu et al. 2025) at each model's final revision and when it first reached
-    half the heads; None when no model ran a text probe."""
+    half the heads, after what the probe was (where recorded: one description when every model read the
+    same, else one per model); then the models trained only on a synthetic token stream, whose rate on text
+    means little. None when no model ran a text probe."""
     with_text = [a for a in answers if a.text_sink is not None]
     if not with_text:
         return None
     eps = with_text[0].text_sink.eps
+
+    def probe_words(t) -> str | None:
+        if t.n_sequences is None or t.seq_len is None:
+            return None
+        if t.windows == "start":
+            return f"the first {t.seq_len} tokens of each of {_plural(t.n_sequences, 'document')}"
+        if t.windows == "consecutive" and t.n_documents is not None:
+            return (f"{_plural(t.n_sequences, 'window')} of {t.seq_len} tokens cut one after another from "
+                    f"{_plural(t.n_documents, 'document')}, so only a document's first window starts at its start")
+        return f"{_plural(t.n_sequences, 'sequence')} of {t.seq_len} tokens"
+
+    probes = {probe_words(a.text_sink) for a in with_text}
+    shared = probes.pop() if len(probes) == 1 else None
     bits, parts = [], []
     for a in with_text:
         t = a.text_sink
@@ -160,10 +175,17 @@ def text_sinks(answers: list[ModelAnswer]) -> Statement | None:
             when = "never half the heads by the last revision"
         else:
             when = "no onset computed"
-        bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}")
+        own = None if shared is not None else probe_words(t)
+        bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}" + (f" (on {own})" if own else ""))
         parts.append((a, t.rests_on))
-    return statement(f"On the text probe, the share of heads that are sinks (Gu et al.'s sink rate: mean attention "
-                      f"to the first token above {eps:g}, per sequence) was: " + "; ".join(bits) + ".", parts)
+    said = (f"On the text probe{f' ({shared})' if shared else ''}, the share of heads that are sinks (Gu et al.'s "
+            f"sink rate: mean attention to the first token above {eps:g}, per sequence) was: " + "; ".join(bits) + ".")
+    synthetic = [a.model for a in with_text if a.text_sink.synthetic]
+    if synthetic:
+        said += (f" {_names(synthetic)} {'was' if len(synthetic) == 1 else 'were'} trained only on a synthetic token "
+                 f"stream: {'it is' if len(synthetic) == 1 else 'each is'} a model that has never seen text like it, "
+                 "so its rate on text means little.")
+    return statement(said, parts)
 
 
 def where_decided(answers: list[ModelAnswer]) -> Statement:

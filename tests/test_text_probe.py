@@ -222,7 +222,8 @@ def test_the_demo_probe_is_100_document_starts_for_the_toys_and_the_trained_mode
 
 def _cell_rows(model: str, alpha: float) -> list[dict]:
     return [dict(model=model, revision="step1", tokens=100, layer=0, head=h, probe="text", sink_alpha=alpha,
-                 sink_alpha_per_sequence=[alpha] * 4, prefix_matching=None, copying=None, n_sequences=4, seq_len=8)
+                 sink_alpha_per_sequence=[alpha] * 4, prefix_matching=None, copying=None, copying_eigenvalue_ratio=None,
+                 n_sequences=4, seq_len=8)
             for h in range(2)]
 
 

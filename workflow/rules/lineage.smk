@@ -23,7 +23,8 @@ rule lineage:
     params:
         on_suspect=config["provenance"]["on_suspect"],
         # the model whose last checkpoint this run declares it starts from (a data-shift run), or ""
-        continues=lambda wc: panel.continuations(config).get(wc.model, ""),
+        # a data-shift run continues its base's final checkpoint (train.shift_from): the first screen counts it once
+        continues=lambda wc: (panel.model_spec(config, wc.model).get("train") or {}).get("shift_from") or "",
     resources:
         mem_mb=2000,
         runtime=10,

@@ -15,9 +15,8 @@ from headtrace.core import probe as probe_core
 from headtrace.core import schema, texts
 from headtrace.core.errors import ConfigError
 from headtrace.models import context, gguf, tokenize
-from headtrace.panel import local_gguf
+from headtrace.panel import local_gguf, toy_tokens
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse_repo
-from headtrace.models.toy import recipe as toy
 
 PROBE_DEFAULTS = schema.defaults("$defs", "probe")  # config/schema.yaml: the one source
 DERIVED = {"seq_len", "ab_range", "token_range"}  # the keys probe.derive fills in
@@ -144,19 +143,7 @@ def probe_limits(config: dict, model: str) -> context.Limits | None:
     return None
 
 
-# the published panel's models in words (headtrace.panel.reference.PUBLISHED's keys): the family column
-PUBLISHED_NAMES = {"pythia1b": "Pythia-1B", "olmo": "OLMo-1B-0724", "olmoe": "OLMoE-1B-7B-0924"}
-
-
-def continuations(config: dict) -> dict[str, str]:
-    """Model -> the model whose training run it continues (a data-shift run starts from its base's final
-    checkpoint: ``train.shift_from``), so the headline counts the run once."""
-    out = {}
-    for m in model_names(config):
-        base = (model_spec(config, m).get("train") or {}).get("shift_from")
-        if base:
-            out[m] = base
-    return out
+PUBLISHED_NAMES = {"pythia1b": "Pythia-1B", "olmo": "OLMo-1B-0724", "olmoe": "OLMoE-1B-7B-0924"}  # the family column
 
 
 def families_shown(config: dict) -> dict[str, str]:
@@ -319,7 +306,7 @@ def check(config: dict) -> None:
         _check_token_axis(config, model)
         _check_local_layout(spec, where)
         _check_fit(config, model)
-        _check_toy_tokens(spec, where)
+        toy_tokens.check(spec, where)
         _check_held_out_seed(config, {**PROBE_DEFAULTS, **probe_given(config, model)}, where)
     check_groups(config)
     _check_text_probe(config)
@@ -333,25 +320,6 @@ def _check_held_out_seed(config: dict, p: dict, where: str) -> None:
                           "draw needs another seed (null: probe.seed + 1), or set ablation.probe: same")
 
 
-def toy_token_schedule(spec: dict, where: str) -> list[dict] | None:
-    """The ``tokens_schedule`` a toy model's recipe implies (batch_size x seq_len, phase by phase:
-    :func:`headtrace.models.toy.recipe.token_schedule`); None for a non-toy model or a data-shift continuation
-    (its tokens are set by ``experiments.expand_models``)."""
-    train = spec.get("train") or {}
-    if spec["source"] != "toy" or train.get("shift_from"):
-        return None
-    try:
-        steps = [revs.toy_step(r) for r in spec["revisions"]]
-    except ValueError as err:
-        raise ConfigError(f"{where}.revisions: {err}") from None
-    try:
-        r = toy.recipe(spec["family"], train)
-        toy.check_schedule(r["optim"], max(steps))
-        return toy.token_schedule(r["data"], r["optim"], r["curriculum"], max(steps))
-    except ValueError as err:
-        raise ConfigError(f"{where}.train: {err}") from None
-
-
 def derive_toy_tokens(config: dict) -> None:
     """Give every toy model the token axis of its recipe: ``tokens_schedule`` from its phases, so
     tokens at step N are the tokens its N updates trained on (a 16 x 32 curriculum phase counts
@@ -359,38 +327,9 @@ def derive_toy_tokens(config: dict) -> None:
     ``tokens_schedule`` itself must agree with its recipe (:func:`check`). Modifies ``config``."""
     for model in model_names(config):
         spec = model_spec(config, model)
-        derived = toy_token_schedule(spec, f"models.{model}")
+        derived = toy_tokens.schedule(spec, f"models.{model}")
         if derived is not None and not any(spec.get(k) is not None for k in revs.TOKEN_KEYS):
             spec["tokens_schedule"] = derived
-
-
-def _check_toy_tokens(spec: dict, where: str) -> None:
-    """A toy's token keys must be its recipe's: the tokens seen, never a second, different axis."""
-    derived = toy_token_schedule(spec, where)
-    if derived is None:
-        return
-    for key in ("tokens", "tokens_from_name"):
-        if spec.get(key) is not None:
-            raise ConfigError(f"{where}.{key}: a toy model's tokens follow from its recipe; drop '{key}'")
-    per_step, schedule = spec.get("tokens_per_step"), spec.get("tokens_schedule")
-    if per_step is not None and (len(derived) != 1 or derived[0]["tokens_per_step"] != int(per_step)):
-        raise ConfigError(f"{where}.tokens_per_step: {per_step}, but the toy recipe trains on "
-                          f"{_describe(derived)}: drop tokens_per_step (the token axis is derived from the recipe)")
-    if schedule is not None and [dict(p) for p in schedule] != derived:
-        raise ConfigError(f"{where}.tokens_schedule: {schedule}, but the toy recipe trains on "
-                          f"{_describe(derived)}: drop tokens_schedule (the token axis is derived from the recipe)")
-
-
-def _describe(schedule: list[dict]) -> str:
-    if len(schedule) == 1:
-        return f"{schedule[0]['tokens_per_step']} tokens a step"
-    parts, prev = [], 0
-    for ph in schedule:
-        end = ph.get("until")
-        parts.append(f"{ph['tokens_per_step']} a step {'from' if end is None else 'in'} "
-                     f"{prev if end is None else f'[{prev}, {end})'}")
-        prev = end
-    return "tokens " + ", ".join(parts)
 
 
 def _check_local_layout(spec: dict, where: str) -> None:

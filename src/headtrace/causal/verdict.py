@@ -137,6 +137,7 @@ def permutation_p(effect: float, set_effects: Sequence[float]) -> float:
 ALPHA = 0.05
 MAX_ABLATED_FRACTION = 0.5
 MIN_EFFECT_RATIO = 2.0
+SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
 
 
 def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, n_sets: int,
@@ -237,14 +238,12 @@ def partial_reason(half: str, *, metric: str, baseline: float, ablated: float, f
                    fraction_hi: float = math.nan, max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str:
     """Why a circuit that beats its controls is ``partial``, in words: where the interval of the ablated
     metric over its baseline lies against ``max_ablated_fraction`` (above it, or across it)."""
-    line = f"{max_ablated_fraction:.0%}"
-    where = ("the whole interval lies above " + line if half == "above_half" else
-             f"the interval reaches above {line}, so the circuit is not shown to bring it to {line} or less")
-    if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
-        where = f"above {line}"
-    return (f"it beats its matched controls, but {fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}"
-            f": {where}; the model keeps{' possibly' if half == 'straddles_half' else ''} more than "
-            f"{line} of the behaviour without these heads")
+    line, said = f"{max_ablated_fraction:.0%}", METRIC_WORDS.get(metric, metric)
+    where = (f"above {line}: without these heads the model keeps more than {line} of its baseline {said}"
+             if half == "above_half" else
+             f"which reaches above {line}: these heads are not shown to bring {said} to {line} of its baseline or less")
+    return (f"it beats its matched controls, but {fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, "
+            + where)
 
 
 def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, ablated: float, p_value: float,
@@ -267,18 +266,18 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
 
 
 def share_note(*, n_heads: int, n_upper_heads: int, saturates: bool | None, metric: str,
-               saturation_fraction: float = 0.1) -> str | None:
+               saturation_fraction: float = SATURATION_FRACTION) -> str | None:
     """Why the circuit's share of the upper bound's effect tells nothing here, or None where it informs:
     the upper bound saturates (its effect is the whole baseline, so the share repeats the relative
     drop), or the circuit's layers hold fewer other heads than circuit heads (the upper bound is
     nearly the circuit)."""
     if saturates:
-        return (f"ablating the whole layers drives {METRIC_WORDS.get(metric, metric)} to at most "
-                f"{saturation_fraction:.0%} of its baseline, so the share only repeats the circuit's relative drop")
+        return (f"the whole layers take {METRIC_WORDS.get(metric, metric)} to at most {saturation_fraction:.0%} of "
+                f"its baseline, so the circuit's share of their effect would only repeat its relative drop")
     others = n_upper_heads - n_heads
     if n_heads and others < n_heads:
-        return (f"the circuit's layers hold {_plural(others, 'other head')} beside its {n_heads}, so the "
-                f"upper bound is nearly the circuit itself")
+        return (f"the circuit's layers hold {_plural(others, 'other head')} beside its {n_heads}, so the upper "
+                f"bound is nearly the circuit and the circuit's share of its effect says nothing")
     return None
 
 
@@ -415,7 +414,7 @@ def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], uppe
 
 def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = ALPHA,
             max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
-            saturation_fraction: float = 0.1, min_baseline_hits: int = MIN_BASELINE_HITS,
+            saturation_fraction: float = SATURATION_FRACTION, min_baseline_hits: int = MIN_BASELINE_HITS,
             fallback_metric: str | None = FALLBACK_METRIC) -> pl.DataFrame:
     """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell. A cell whose
     top-1 baseline is at its floor (:func:`at_floor`) is decided on ``fallback_metric``, or is
@@ -468,8 +467,8 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = A
                 v = "underpowered"  # never judged against another circuit's control
             untested = None
             if n_heads and rname is None:  # no matched control in the table: no test was run
-                v, untested = "untested", ("no matched control was ablated (no other heads of the circuit's "
-                                           "layers to compare it with)")
+                v, untested = "untested", ("no matched control was ablated, so nothing says whether as many "
+                                           "other heads of its layers would do as much")
             if floor and not fallback_metric and n_heads:
                 v, untested = "untested", floor  # no behaviour for the requested metric to lose, nothing else decides
             reason = not_reason = part = None

@@ -132,8 +132,9 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
     return statement(s + ".", parts)
 
 
-FINAL_SAY = (("causal", "causal"), ("not_causal", "not causal"), ("underpowered", "underpowered"),
-             ("untested", "untested (no behaviour for top-1 to lose)"),
+FINAL_SAY = (("causal", "causal"), ("partial", "necessary in part (it beats its matched controls but is not shown "
+             "to halve top-1)"), ("not_causal", "not causal"), ("underpowered", "underpowered"),
+             ("untested", "untested"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
 
 
@@ -148,14 +149,15 @@ def final(answers: list[ModelAnswer]) -> Statement:
 
 def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
     items, parts = [], []
-    under = [a for a in answers if a.verdict == "underpowered"]
-    if under:
-        why: dict[str, list[str]] = {}
-        for a in under:
-            why.setdefault(a.final.why or "", []).append(a.model)
-        items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} (underpowered — "
-                     + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
-        parts += [(a, a.final_rests_on) for a in under]
+    for word in ("underpowered", "untested"):  # the test could not decide / did not run: each with its reasons
+        under = [a for a in answers if a.verdict == word]
+        if under:
+            why: dict[str, list[str]] = {}
+            for a in under:
+                why.setdefault(a.final.why or "", []).append(a.model)
+            items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} ({word} — "
+                         + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
+            parts += [(a, a.final_rests_on) for a in under]
     empty = [a for a in answers if a.verdict in ("no circuit", "not ablated")]
     if empty:
         nothing = [a.model for a in empty if a.verdict == "no circuit"]

@@ -518,7 +518,8 @@ def test_decision_metric_and_rule():
                "heads": [f"L4H{i}"]} for i in range(20))]
     t = table_of(rows)
     by_metric = {m: ablation.verdict(t, metric=m).row(0, named=True) for m in ("top1", "logit_b", "ce")}
-    assert by_metric["top1"]["verdict"] == "not_causal"  # 0.039 is not <= 0.5 x 0.04
+    # on top-1 it beats its controls (they do nothing) but 0.039 is not <= 0.5 x 0.04: necessary in part
+    assert by_metric["top1"]["verdict"] == "partial" and by_metric["top1"]["half_baseline"] == "above_half"
     assert by_metric["logit_b"]["verdict"] == "causal" and by_metric["logit_b"]["effect"] == pytest.approx(1.8)
     assert by_metric["ce"]["verdict"] == "causal" and by_metric["ce"]["effect"] == pytest.approx(2.0)  # ce rises
     assert by_metric["logit_b"]["baseline_value"] == 3.5 and by_metric["logit_b"]["baseline_top1"] == 0.04

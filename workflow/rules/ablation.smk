@@ -45,7 +45,7 @@ rule ablate:
 
 rule import_reference_ablation:
     """The published final-checkpoint ablation of a reference model, in the ablation schema, and
-    its verdict (one matched draw: underpowered, the effect shown)."""
+    its verdict (one matched draw: underpowered; none for the induction circuit: untested; the effect shown)."""
     conda:
         CONDA_ENV
     input:

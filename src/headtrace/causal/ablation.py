@@ -52,7 +52,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from headtrace.causal.conditions import Condition, build_conditions  # noqa: F401 (re-exported: ablation.build_conditions)
-from headtrace.causal.verdict import CI_METRICS, bootstrap_intervals, verdict  # noqa: F401
+from headtrace.causal.verdict import CI_METRICS, FRACTION_METRICS, bootstrap_intervals, verdict  # noqa: F401
 from headtrace.core import probe, tables
 from headtrace.core.heads import Head
 from headtrace.models import families as _families
@@ -433,7 +433,8 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
                    probe_record: Mapping | None = None) -> pl.DataFrame:
     """The ``ablation`` table (tables.SCHEMAS) of one cell. With ``per_sequence`` in the results
     (``run``), each condition gets seeded bootstrap intervals (``headtrace.causal.verdict``) of its top1 /
-    logit_b / ce and of its paired effect against the baseline; without, they are null.
+    logit_b / ce and of its paired effect against the baseline, and of its top-1 over the baseline's (the
+    half-baseline criterion's); without, they are null.
     ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.api.ablation_probe``);
     None (the published ablations) leaves them null."""
     have = all("per_sequence" in r for r in results) and results
@@ -444,6 +445,7 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
     else:
         ci = [{} for _ in results]
     ci_cols = [f"{m}{suffix}" for m in CI_METRICS for suffix in ("_lo", "_hi", "_effect_lo", "_effect_hi")]
+    ci_cols += [f"{m}{suffix}" for m in FRACTION_METRICS for suffix in ("_fraction_lo", "_fraction_hi")]
     df = pl.DataFrame(
         {
             "model": [model_name] * len(results),

@@ -13,23 +13,36 @@ over per-sequence metric arrays.
 smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space when it is small
 (exact test) or K sets drawn without replacement (sampled); ``n_matched_sets`` is the space size.
 
-**Three-way verdict** (``verdict`` column; the boolean ``causal`` is ``verdict == "causal"``):
+**The verdict** (``verdict`` column; the boolean ``causal`` is ``verdict == "causal"``). A circuit
+*beats its controls* when ``effect > 0`` AND ``p_value <= alpha`` (0.05) AND ``effect >=
+min_effect_ratio x max(random_effect_mean, 0)`` (2). The *half-baseline criterion* (top-1/top-5
+only; ``half_baseline``) asks whether the ablation leaves at most ``max_ablated_fraction`` (0.5) of the
+baseline, read from the paired bootstrap interval of ``ablated / baseline`` (``ablated_fraction_lo``,
+``ablated_fraction_hi``; the ablation table's ``top1_fraction_lo/hi``): ``at_most_half`` when the
+interval's upper end is at most 0.5, ``above_half`` when its lower end is above 0.5, ``straddles_half``
+otherwise. Without an interval (the published ablations, ``n_bootstrap: 0``) the point estimate
+decides, ``at_most_half`` or ``above_half``.
 
+- ``causal``: a non-empty circuit that beats its controls and (top-1/top-5) is ``at_most_half``.
+- ``partial`` (said "necessary in part"): beats its controls, but the interval does not put the
+  ablated metric at or below half its baseline (``above_half`` or ``straddles_half``):
+  these heads matter more than as many other heads of their layers, yet the model keeps (or may
+  keep) more than half of the behaviour without them. ``partial_reason`` says which, with the interval.
+- ``not_causal``: a circuit that does not beat its controls (and an empty circuit: nothing was
+  ablated). For a non-empty circuit ``not_causal_reason`` names the criteria it missed, with its
+  numbers (``missed_criteria``), the half-baseline one included where it is missed too.
 - ``underpowered``: a non-empty circuit whose control cannot reach ``p <= alpha`` whatever the
   effect (``min_p > alpha``: fewer than ``1/alpha - 1`` distinct matched sets, e.g. a 2-head circuit
-  in a 4-head layer has C(2, 2) = 1), that has no control at all, whose layers have fewer free heads
-  than circuit heads (no matched set exists: ``headtrace.causal.conditions``), or whose control sets
-  do not have the circuit's per-layer sizes (a control of another circuit). The effect and its
-  interval are still reported; the test cannot decide; ``underpowered_reason`` says why.
-- ``causal``: non-empty circuit AND ``effect > 0`` AND (top-1/top-5 only) ``ablated <=
-  max_ablated_fraction x baseline`` (0.5) AND ``p_value <= alpha`` (0.05) AND ``effect >=
-  min_effect_ratio x max(random_effect_mean, 0)`` (2).
-- ``not_causal``: otherwise (including an empty circuit: nothing was ablated). For a non-empty
-  circuit ``not_causal_reason`` names the criteria it missed, with its numbers (``missed_criteria``).
-- ``untested``: the decision metric is top-1 (or top-5) and the unablated model shows no behaviour
-  for it to remove: fewer than ``min_baseline_hits`` (10) of the ablated sequences have B as their
-  top-1 (``at_floor``), and no ``fallback_metric`` is set. An ablation cannot lower a count that is
-  already at its floor, so "not causal" would be a statement about the probe, not the circuit.
+  in a 4-head layer has C(2, 2) = 1), whose layers have fewer free heads than circuit heads (no
+  matched set exists: ``headtrace.causal.conditions``), or whose control sets do not have the
+  circuit's per-layer sizes (a control of another circuit). The effect and its interval are still
+  reported; the test cannot decide; ``underpowered_reason`` says why.
+- ``untested``: no test was run, ``untested_reason`` says which of two cases: the ablation table
+  holds no matched control for the circuit at all (the published induction circuits: their files
+  give no random draw), or the decision metric is top-1 (or top-5) and the unablated model shows no
+  behaviour for it to remove: fewer than ``min_baseline_hits`` (10) of the ablated sequences have B
+  as their top-1 (``at_floor``), and no ``fallback_metric`` is set. An ablation cannot lower a count
+  that is already at its floor, so "not causal" would be a statement about the probe, not the circuit.
 
 **The floor rule** (fixed before any model was ablated under it, the same for every model): when the
 decision metric is at its floor and ``fallback_metric`` is set (``ce`` by default), that metric
@@ -57,6 +70,11 @@ drives the decision metric to at most ``saturation_fraction`` (0.1) of its basel
 metrics with a floor at 0 (``top1``, ``top5``; false at a zero baseline); null for ``logit_b`` and
 ``ce``, which have no floor the table records. Both are reported, **not required**: the verdict
 never reads them (they describe the layers, not the circuit). ``upper_bound_top1`` stays top-1.
+The share informs only where the layers can do more than the circuit and are not simply the
+circuit: ``upper_bound_share_note`` (null where the share is worth showing) says why it is not, when
+the upper bound saturates (its effect is then the whole baseline, so the share only repeats the
+circuit's relative drop, ``effect / baseline``) or when the circuit's layers hold fewer other heads
+than circuit heads (the upper bound is nearly the circuit itself: ``share_note``).
 The class-matched control (sink heads excluded), when present, gets its own ``class_p_value``,
 ``class_random_effect_mean`` and ``n_class_matched_sets`` next to the plain control's.
 
@@ -64,7 +82,9 @@ The class-matched control (sink heads excluded), when present, gets its own ``cl
 with replacement ``n_boot`` times (1000) from ``numpy.random.default_rng([seed, crc32("bootstrap")])``;
 every condition of a cell uses the *same* resamples, so an effect's interval is paired (baseline
 and ablated mean on the same resample). Percentile interval at ``level`` (0.95), widened to
-contain the point estimate in the rare case it does not. Deterministic by seed.
+contain the point estimate in the rare case it does not. Deterministic by seed. For top-1 also the
+interval of ``condition / baseline`` (``top1_fraction_lo/hi``), paired the same way, over the
+resamples whose baseline is not 0 (the ratio is undefined there): the half-baseline criterion's.
 
 **Composition** (``induction_present`` / ``destroys_induction``): induction is present when the
 baseline top-1 is at least ``min_baseline_ratio x chance``, chance = 1 / (number of distinct probe
@@ -85,11 +105,14 @@ from headtrace.causal.conditions import CIRCUITS, size_profile
 from headtrace.cell.bootstrap import resample_counts
 from headtrace.core import tables
 
-VERDICTS = ("causal", "not_causal", "underpowered", "untested")
+VERDICTS = ("causal", "partial", "not_causal", "underpowered", "untested")
 MIN_BASELINE_HITS = 10
 FALLBACK_METRIC = "ce"
 DECISION_METRICS = ("top1", "logit_b", "ce")
 CI_METRICS = ("top1", "logit_b", "ce")
+FRACTION_METRICS = ("top1",)  # interval of condition / baseline: the half-baseline criterion's
+HALF_METRICS = ("top1", "top5")  # the metrics with a floor at 0, which the half-baseline criterion reads
+CONTROL_CRITERIA = ("effect", "p", "ratio")  # what beating the matched controls takes
 DIRECTION = {"top1": 1.0, "top5": 1.0, "logit_b": 1.0, "ce": -1.0}  # effect = DIRECTION x (baseline - ablated)
 
 
@@ -114,20 +137,42 @@ def permutation_p(effect: float, set_effects: Sequence[float]) -> float:
 ALPHA = 0.05
 MAX_ABLATED_FRACTION = 0.5
 MIN_EFFECT_RATIO = 2.0
+SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
 
 
 def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, n_sets: int,
            random_effect_mean: float, metric: str = "top1", alpha: float = ALPHA,
-           max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO) -> str:
-    """The three-way verdict (module docstring) from one circuit's numbers."""
+           max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
+           fraction_lo: float = math.nan, fraction_hi: float = math.nan) -> str:
+    """The verdict (module docstring) from one circuit's numbers: ``not_causal`` for an empty circuit,
+    ``underpowered`` for a control that cannot reach ``alpha``, else ``not_causal`` (does not beat its
+    controls), ``partial`` (beats them, not shown at or below half its baseline) or ``causal``."""
     if n_heads == 0:
         return "not_causal"
     if n_sets == 0 or min_p(n_sets) > alpha:
         return "underpowered"
     missed = missed_criteria(effect=effect, baseline=baseline, ablated=ablated, p_value=p_value,
                              random_effect_mean=random_effect_mean, metric=metric, alpha=alpha,
-                             max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
-    return "not_causal" if missed else "causal"
+                             max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio,
+                             fraction_lo=fraction_lo, fraction_hi=fraction_hi)
+    if any(m in CONTROL_CRITERIA for m in missed):
+        return "not_causal"
+    return "partial" if missed else "causal"
+
+
+def half_baseline(metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
+                  fraction_hi: float = math.nan, max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str | None:
+    """The half-baseline criterion: ``at_most_half`` (the interval of ``ablated / baseline`` ends at
+    or below ``max_ablated_fraction``), ``above_half`` (it starts above), ``straddles_half``; without an
+    interval (NaN ends) the point ``ablated <= max_ablated_fraction x baseline`` decides. None for
+    the metrics without the criterion (``ce``, ``logit_b``)."""
+    if metric not in HALF_METRICS:
+        return None
+    if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
+        return "at_most_half" if ablated <= max_ablated_fraction * baseline else "above_half"
+    if fraction_hi <= max_ablated_fraction:
+        return "at_most_half"
+    return "above_half" if fraction_lo > max_ablated_fraction else "straddles_half"
 
 
 def at_floor(metric: str, baseline: float, n_sequences: int | None,
@@ -155,16 +200,19 @@ METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B"
 
 def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: float, random_effect_mean: float,
                     metric: str = "top1", alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
-                    min_effect_ratio: float = MIN_EFFECT_RATIO) -> tuple[str, ...]:
+                    min_effect_ratio: float = MIN_EFFECT_RATIO, fraction_lo: float = math.nan,
+                    fraction_hi: float = math.nan) -> tuple[str, ...]:
     """The criteria of ``causal`` a circuit with a usable control misses (empty: causal), in the
     module docstring's order: ``"effect"`` (no positive effect), ``"ablated"`` (top-1/top-5 only: the
-    metric after ablation above ``max_ablated_fraction`` of its baseline), ``"p"`` (``p_value >
+    half-baseline criterion, :func:`half_baseline`, not ``at_most_half``), ``"p"`` (``p_value >
     alpha`` or undefined), ``"ratio"`` (the effect below ``min_effect_ratio`` times the matched-random
-    mean). A NaN fails the criterion it enters."""
+    mean). A NaN fails the criterion it enters. The ``CONTROL_CRITERIA`` are what beating the
+    controls takes; a circuit that misses only ``"ablated"`` is ``partial``."""
     out = []
     if not effect > 0:
         out.append("effect")
-    if metric in ("top1", "top5") and not ablated <= max_ablated_fraction * baseline:
+    half = half_baseline(metric, baseline, ablated, fraction_lo, fraction_hi, max_ablated_fraction)
+    if half not in (None, "at_most_half"):
         out.append("ablated")
     if math.isnan(p_value) or not p_value <= alpha:
         out.append("p")
@@ -173,20 +221,68 @@ def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: 
     return tuple(out)
 
 
+def fraction_text(metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
+                  fraction_hi: float = math.nan) -> str:
+    """'top-1 after ablation is 59% of its baseline (interval 45% to 75%)'; without an interval
+    '... (29.7% of 50.0%; no interval: the point decides)'."""
+    said = METRIC_WORDS.get(metric, metric)
+    frac = ablated / baseline if baseline > 0 else math.nan
+    head = f"{said} after ablation is " + (f"{frac:.0%} of its baseline" if frac == frac else
+                                            f"{ablated:.1%} against a baseline of {baseline:.1%}")
+    if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
+        return head + f" ({ablated:.1%} of {baseline:.1%}; no interval: the point estimate decides)"
+    return head + f" (interval {fraction_lo:.0%} to {fraction_hi:.0%})"
+
+
+def partial_reason(half: str, *, metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
+                   fraction_hi: float = math.nan, max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str:
+    """Why a circuit that beats its controls is ``partial``, in words: where the interval of the ablated
+    metric over its baseline lies against ``max_ablated_fraction`` (above it, or across it)."""
+    line, said = f"{max_ablated_fraction:.0%}", METRIC_WORDS.get(metric, metric)
+    where = (f"above {line}: without these heads the model keeps more than {line} of its baseline {said}"
+             if half == "above_half" else
+             f"which reaches above {line}: these heads are not shown to bring {said} to {line} of its baseline or less")
+    return (f"it beats its matched controls, but {fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, "
+            + where)
+
+
 def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, ablated: float, p_value: float,
                       random_effect_mean: float, metric: str, alpha: float = ALPHA,
                       max_ablated_fraction: float = MAX_ABLATED_FRACTION,
-                      min_effect_ratio: float = MIN_EFFECT_RATIO) -> str:
+                      min_effect_ratio: float = MIN_EFFECT_RATIO, fraction_lo: float = math.nan,
+                      fraction_hi: float = math.nan) -> str:
     """The ``missed_criteria`` in words, with the circuit's numbers in the metric's units (top-1 /
-    top-5 as fractions), joined by 'and': 'top1 after ablation 0.297 > 0.5 x baseline 0.500'."""
+    top-5 as fractions), joined by 'and': 'p = 0.400 > alpha = 0.05 and top-1 after ablation is 59%
+    of its baseline (interval 45% to 75%), not at most 50%'."""
     words = {
         "effect": f"no positive effect ({metric} effect {effect:.3f})",
-        "ablated": f"{metric} after ablation {ablated:.3f} > {max_ablated_fraction:g} x baseline {baseline:.3f}",
+        "ablated": (f"{fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, not at most "
+                    f"{max_ablated_fraction:.0%}"),
         "p": f"p = {p_value:.3f} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
         "ratio": (f"effect {effect:.3f} < {min_effect_ratio:g} x matched-random mean effect "
                   f"{random_effect_mean:.3f}"),
     }
     return " and ".join(words[m] for m in missed)
+
+
+def share_note(*, n_heads: int, n_upper_heads: int, saturates: bool | None, metric: str,
+               saturation_fraction: float = SATURATION_FRACTION) -> str | None:
+    """Why the circuit's share of the upper bound's effect tells nothing here, or None where it informs:
+    the upper bound saturates (its effect is the whole baseline, so the share repeats the relative
+    drop), or the circuit's layers hold fewer other heads than circuit heads (the upper bound is
+    nearly the circuit)."""
+    if saturates:
+        return (f"the whole layers take {METRIC_WORDS.get(metric, metric)} to at most {saturation_fraction:.0%} of "
+                f"its baseline, so the circuit's share of their effect would only repeat its relative drop")
+    others = n_upper_heads - n_heads
+    if n_heads and others < n_heads:
+        return (f"the circuit's layers hold {_plural(others, 'other head')} beside its {n_heads}, so the upper "
+                f"bound is nearly the circuit and the circuit's share of its effect says nothing")
+    return None
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,11 +301,26 @@ def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.9
     return float(min(lo, estimate)), float(max(hi, estimate))
 
 
+def fraction_interval(boot: np.ndarray, base_boot: np.ndarray, values: np.ndarray, base_values: np.ndarray,
+                      level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``boot / base_boot`` (a condition's resampled means over the baseline's, the
+    same resamples) over the resamples whose baseline is not 0, widened to contain the point estimate
+    ``mean(values) / mean(base_values)``; (NaN, NaN) when no resample has a baseline."""
+    ok = base_boot > 0
+    if not ok.any():
+        return math.nan, math.nan
+    ratio = boot[ok] / base_boot[ok]
+    estimate = float(values.mean() / base_values.mean()) if base_values.mean() > 0 else float(np.median(ratio))
+    return percentile_interval(ratio, estimate, level)
+
+
 def bootstrap_intervals(per_sequence: Sequence[Mapping[str, np.ndarray]], baseline_index: int = 0, *,
                         n_boot: int = 1000, seed: int = 0, level: float = 0.95,
                         metrics: Sequence[str] = CI_METRICS) -> list[dict[str, float]]:
     """Per condition: ``{m}_lo``/``{m}_hi`` (its mean) and ``{m}_effect_lo``/``{m}_effect_hi``
-    (its paired effect against the baseline condition ``baseline_index``) for every metric."""
+    (its paired effect against the baseline condition ``baseline_index``) for every metric, and for
+    the ``FRACTION_METRICS`` ``{m}_fraction_lo``/``{m}_fraction_hi`` (its mean over the baseline's,
+    paired; NaN when the baseline is 0 on every resample)."""
     n = len(per_sequence[baseline_index][metrics[0]])
     w = bootstrap_counts(n, n_boot, seed)
     out = []
@@ -226,6 +337,9 @@ def bootstrap_intervals(per_sequence: Sequence[Mapping[str, np.ndarray]], baseli
             eff = damage(m, base_boot[m], boot)
             row[f"{m}_effect_lo"], row[f"{m}_effect_hi"] = percentile_interval(
                 eff, float(damage(m, base[m].mean(), v.mean())), level)
+            if m in FRACTION_METRICS:
+                row[f"{m}_fraction_lo"], row[f"{m}_fraction_hi"] = fraction_interval(boot, base_boot[m], v, base[m],
+                                                                                     level)
         out.append(row)
     return out
 
@@ -300,7 +414,7 @@ def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], uppe
 
 def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = ALPHA,
             max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
-            saturation_fraction: float = 0.1, min_baseline_hits: int = MIN_BASELINE_HITS,
+            saturation_fraction: float = SATURATION_FRACTION, min_baseline_hits: int = MIN_BASELINE_HITS,
             fallback_metric: str | None = FALLBACK_METRIC) -> pl.DataFrame:
     """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell. A cell whose
     top-1 baseline is at its floor (:func:`at_floor`) is decided on ``fallback_metric``, or is
@@ -340,32 +454,43 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = A
             c_mean, c_p, c_distinct, c_space, _, _ = _control_stats(cell, cname, metric, b, effect, n_heads)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = float(np.float64(effect) / np.float64(r_mean))
-            v = decide(n_heads=n_heads, effect=effect, baseline=b, ablated=a, p_value=p, n_sets=n_distinct,
-                       random_effect_mean=r_mean, metric=metric, alpha=alpha,
-                       max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
+            # the half-baseline criterion's interval: the ablation table's, on the decision metric
+            f_lo, f_hi = (_num(crow.get(f"{metric}_fraction_lo")), _num(crow.get(f"{metric}_fraction_hi")))
+            half = half_baseline(metric, b, a, f_lo, f_hi, max_ablated_fraction)
+            crit = dict(effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean, metric=metric,
+                        alpha=alpha, max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio,
+                        fraction_lo=f_lo, fraction_hi=f_hi)
+            v = decide(n_heads=n_heads, n_sets=n_distinct, **crit)
             heads = list(crow["heads"] or [])
             problem = control_problem(cell, rname, heads, uname) if n_heads else None
             if problem and "per-layer sizes" in problem:
                 v = "underpowered"  # never judged against another circuit's control
+            untested = None
+            if n_heads and rname is None:  # no matched control in the table: no test was run
+                v, untested = "untested", ("no matched control was ablated, so nothing says whether as many "
+                                           "other heads of its layers would do as much")
             if floor and not fallback_metric and n_heads:
-                v = "untested"  # no behaviour for the requested metric to lose, and nothing else decides
-            reason = not_reason = None
+                v, untested = "untested", floor  # no behaviour for the requested metric to lose, nothing else decides
+            reason = not_reason = part = None
             if v == "underpowered":
                 reason = problem or (f"{n_distinct} distinct matched set(s): min p = 1/{n_distinct + 1} = "
                                      f"{min_p(n_distinct):.3f} > alpha = {alpha:g}")
             elif v == "not_causal" and n_heads:
-                not_reason = not_causal_reason(
-                    missed_criteria(effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean,
-                                    metric=metric, alpha=alpha, max_ablated_fraction=max_ablated_fraction,
-                                    min_effect_ratio=min_effect_ratio),
-                    effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean, metric=metric,
-                    alpha=alpha, max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio)
+                not_reason = not_causal_reason(missed_criteria(**crit), **crit)
+            elif v == "partial":
+                part = partial_reason(half, metric=metric, baseline=b, ablated=a, fraction_lo=f_lo, fraction_hi=f_hi,
+                                      max_ablated_fraction=max_ablated_fraction)
+            saturates = _saturates(metric, b, ub_value if urow else b, saturation_fraction)
+            share = effect / ub_effect if urow and n_heads and ub_effect > 0 else None
+            note = (share_note(n_heads=n_heads, n_upper_heads=int(urow["n_heads"]), saturates=saturates,
+                               metric=metric, saturation_fraction=saturation_fraction)
+                    if share is not None else None)
             rows.append({
                 "model": key[0], "revision": key[1], "tokens": key[2], "circuit": circuit_name,
                 "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
                 "ablated_top1": float(crow["top1"]), "effect": effect, "random_effect_mean": r_mean,
                 "effect_vs_random": ratio, "p_value": p, "upper_bound_top1": ub,
-                "upper_bound_saturates": _saturates(metric, b, ub_value if urow else b, saturation_fraction),
+                "upper_bound_saturates": saturates,
                 "causal": v == "causal", "verdict": v, "metric": metric,
                 "baseline_value": b, "ablated_value": a,
                 "effect_lo": _num(crow.get(f"{metric}_effect_lo")), "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
@@ -381,8 +506,15 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = A
                 "n_sequences": n_seq, "baseline_top1_control": b_copy["top1_control"],
                 "baseline_top1_context": b_copy["top1_context"],
                 "upper_bound_value": ub_value, "upper_bound_effect": ub_effect,
-                "upper_bound_share": (effect / ub_effect if urow and n_heads and ub_effect > 0 else None),
+                "upper_bound_share": share,
                 "floor_reason": floor,
+                "ablated_fraction": a / b if metric in HALF_METRICS and b > 0 else None,
+                "ablated_fraction_lo": None if math.isnan(f_lo) else f_lo,
+                "ablated_fraction_hi": None if math.isnan(f_hi) else f_hi,
+                "half_baseline": half if n_heads else None,
+                "partial_reason": part,
+                "untested_reason": untested,
+                "upper_bound_share_note": note,
             })
     schema = tables.SCHEMAS["verdict"]
     if not rows:

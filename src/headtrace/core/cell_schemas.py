@@ -207,6 +207,9 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # seeded bootstrap over probe sequences (headtrace.causal.verdict): the condition's mean and its
         # paired effect against the baseline (positive = hurts), null where not computed
         **{f"{m}{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
+        # top-1 over the baseline's, paired bootstrap interval (the verdict's half-baseline criterion)
+        "top1_fraction_lo": pl.Float64,
+        "top1_fraction_hi": pl.Float64,
         # which probe sequences the ablation ran on (config ablation.probe; headtrace.api.ablation_probe):
         # held_out | same, the seed of that draw, SHA-256 of its token ids (probe.tokens_sha256) and the
         # draws skipped as duplicates of a screen sequence (held_out); null in the published ablations
@@ -230,7 +233,7 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "upper_bound_top1": pl.Float64,
         "upper_bound_saturates": pl.Boolean,  # on the decision metric (null: logit_b / ce have no floor)
         "causal": pl.Boolean,
-        "verdict": pl.String,  # causal | not_causal | underpowered | untested
+        "verdict": pl.String,  # causal | partial | not_causal | underpowered | untested
         "metric": pl.String,  # decision metric (ablation.metric); effect/baseline_value/ablated_value use it
         "baseline_value": pl.Float64,
         "ablated_value": pl.Float64,
@@ -269,6 +272,15 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # why the requested decision metric (top-1) could not decide: its baseline at the floor (fewer than
         # ablation.min_baseline_hits sequences hit); null when it decided (headtrace.causal.verdict, the floor rule)
         "floor_reason": pl.String,
+        # the half-baseline criterion (top-1/top-5 decision metric; else null): ablated / baseline, its paired
+        # bootstrap interval, and at_most_half | straddles_half | above_half (headtrace.causal.verdict)
+        "ablated_fraction": pl.Float64,
+        "ablated_fraction_lo": pl.Float64,
+        "ablated_fraction_hi": pl.Float64,
+        "half_baseline": pl.String,
+        "partial_reason": pl.String,  # why a circuit that beats its controls is only partial (null otherwise)
+        "untested_reason": pl.String,  # no matched control, or top-1 at its floor with no fallback (untested only)
+        "upper_bound_share_note": pl.String,  # why upper_bound_share informs nothing here (null: it informs)
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {

@@ -21,7 +21,8 @@ per-cell tables the pipeline writes, so the findings code runs unchanged on the 
   are ``top1``/``top5``/``ce``/``logit_b``; no upper bound, no per-sequence values (intervals null).
   ``n_sequences`` = 2000 (``PUBLISHED_ABLATION_SEQUENCES``; the file does not state it, the paper's
   screen batch is 2000 and every published top-1 is a multiple of 1/2000). With one matched draw
-  the verdict is honestly ``underpowered``; the effect is shown. The ``gt/*_gt_ablation.json``
+  the previous-token circuit's verdict is honestly ``underpowered``, and the induction circuit, with
+  none, is ``untested``; the effect is shown. The ``gt/*_gt_ablation.json``
   files are a different task (greater-than, metric ``top1_above``) and are not imported as
   induction ablations.
 

@@ -48,7 +48,7 @@ from headtrace.report import statements as S
 from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
 from headtrace.report.group_answers import GroupAnswer, group_answers
 from headtrace.report.statements import Statement
-from headtrace.report.verdicts import (DECIDED, Verdict, effect_text, fmt_metric, underpowered_why, verdict_of,
+from headtrace.report.verdicts import (DECIDED, Verdict, effect_text, fmt_metric, say, underpowered_why, verdict_of,
                                        verdict_word)
 from headtrace.report.words import CIRCUIT_MILESTONE, SINK_MILESTONES
 from headtrace.report.words import get as _get
@@ -251,7 +251,7 @@ class ModelAnswer:
     # -- the final verdict, decided once
     @property
     def verdict(self) -> str:
-        """causal | not_causal | underpowered | untested | no circuit | not ablated."""
+        """causal | partial | not_causal | underpowered | untested | no circuit | not ablated."""
         return "not ablated" if self.final is None else self.final.word
 
     @property
@@ -271,14 +271,14 @@ class ModelAnswer:
             stats += f", {v.p_text()} over {v.control_text()}"
         elif v.word != "underpowered":  # an underpowered verdict's reason already says so
             stats += ", no matched control"
-        if v.upper_share is not None:
-            stats += f"; {100 * v.upper_share:.0f}% of the upper bound's effect"
-        if v.floor:  # the decision metric is not the one asked for: say why first
+        if v.upper_share_text():
+            stats += f"; {v.upper_share_text()}"
+        if v.floor and v.word != "untested":  # the decision metric is not the one asked for: say why first
             stats = f"{v.floor}: {stats}"
-        if v.word == "underpowered":
+        if v.word in ("underpowered", "untested"):
             return f"{v.why}; {stats}"
         if v.why_not:
-            return f"{stats}; not causal: {v.why_not}"
+            return f"{stats}; {say(v.word)}: {v.why_not}"
         return stats
 
     def short_reason(self) -> str:
@@ -286,27 +286,28 @@ class ModelAnswer:
         v = self.final
         if v is None or not v.heads:
             return ""
-        if v.word == "underpowered":
+        if v.word in ("underpowered", "untested"):
             return v.why or ""
         return f"effect {effect_text(v)}" + (f", p={v.p:.3f} ({v.n_sets} sets{', exact' if v.exact else ''})"
                                              if v.n_sets and not _nan(v.p) else "")
 
     # -- decided verdicts over revisions
     def decided_words(self) -> str:
-        """'causal at s2 and s3; not causal at s1, as top1 after ablation 0.297 > 0.5 x baseline 0.500':
-        the revisions per decided verdict, each ``not_causal`` one with the criteria it missed
-        (revisions that missed the same ones share the clause)."""
+        """'causal at s2 and s3; necessary in part at s1, as it beats ...; not causal at s0, as p = ...':
+        the revisions per decided verdict, each ``partial`` / ``not_causal`` one with its reason
+        (revisions with the same reason share the clause)."""
         by: dict[str, list[str]] = {}
         why: dict[str, list[str]] = {}
         for v in self.decided:
-            if v.word == "not_causal":
-                why.setdefault(v.why_not or "", [])
-                if v.revision not in why[v.why_not or ""]:
-                    why[v.why_not or ""].append(v.revision)
+            if v.word in ("not_causal", "partial"):
+                key = (v.word, v.why_not or "")
+                if v.revision not in why.setdefault(key, []):
+                    why[key].append(v.revision)
             elif v.revision not in by.setdefault(v.word, []):
                 by[v.word].append(v.revision)
         out = [f"causal at {_names(by['causal'])}"] if by.get("causal") else []
-        out += [f"not causal at {_names(revs)}" + (f", as {reason}" if reason else "") for reason, revs in why.items()]
+        out += [f"{say(w)} at {_names(revs)}" + (f", as {reason}" if reason else "")
+                for (w, reason), revs in sorted(why.items(), key=lambda kv: kv[0][0] != "partial")]
         return "; ".join(out)
 
     @property
@@ -546,7 +547,7 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
             final_revision=final_rev, final_tokens=final_tok, circuit=circ, sink10=s10, sink50=s50,
             gap50=_gap(F, m, s50, circ, (final_rev, final_tok)), gap10=_gap(F, m, s10, circ, (final_rev, final_tok)),
             final=final, decided=tuple(v for v in rows if v.decided),
-            undecided=tuple(v for v in rows if v.word == "underpowered"),
+            undecided=tuple(v for v in rows if v.word in ("underpowered", "untested")),
             spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m), first_token=FT.of(F, m),
             continues=(continues or {}).get(m)))
     return out

@@ -15,6 +15,7 @@ from headtrace.report import copying
 from headtrace.report import first_screen as FS
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
+from headtrace.report.verdicts import METRIC_SAY, say, untested_why, upper_bound_text
 
 
 def _findings(results: Path) -> dict[str, pl.DataFrame]:
@@ -175,16 +176,18 @@ def effect_text(v: dict) -> str:
 
 
 def verdict_line(v: dict) -> str:
-    """One verdict row in words: the ablation, its control (exact or sampled), the effect with its
-    interval, and the three-way verdict (``underpowered`` says why the test cannot decide)."""
+    """One verdict row in words: the ablation, its control (exact or sampled), the upper bound on the
+    decision metric (whether it saturates; the circuit's share of it only where that informs), the
+    effect with its interval, and the verdict with its reason (why the test could not decide, did not
+    run, or why the circuit is not, or only in part, causal)."""
     metric = v.get("metric") or "top1"
     n_sets = v.get("n_distinct_draws") or 0
     out = f"top-1 {v['baseline_top1']:.2%} -> circuit {v['ablated_top1']:.2%}, "
     if metric != "top1":  # the metric that decided, in its own units, then top-1 beside it
         random_value = v["baseline_value"] - V.DIRECTION[metric] * v["random_effect_mean"]
         out = (f"{V.METRIC_WORDS[metric].removeprefix('the ')} {fmt_metric(metric, v['baseline_value'])} -> circuit "
-               f"{fmt_metric(metric, v['ablated_value'])}, matched-random mean {fmt_metric(metric, random_value)}"
-               f"{', upper bound ' + fmt_metric(metric, v['upper_bound_value']) if v.get('upper_bound') else ''}; {out}")
+               f"{fmt_metric(metric, v['ablated_value'])}"
+               + (f", matched-random mean {fmt_metric(metric, random_value)}" if n_sets else "") + f"; {out}")
     if n_sets:
         random_top1 = v.get("random_top1_mean")
         if random_top1 is None or random_top1 != random_top1:
@@ -193,27 +196,25 @@ def verdict_line(v: dict) -> str:
         out += f"matched-random mean {random_top1:.2%} over {control}"
     else:
         out += "no matched control"
-    if v.get("upper_bound", "-") is not None:
-        out += f", upper bound {v['upper_bound_top1']:.2%}" if metric == "top1" else ""
-        share = v.get("upper_bound_share")
-        if share is not None and share == share:
-            out += f" (the circuit: {100 * share:.0f}% of the upper bound's {metric} effect)"
-    out += f"; {metric} effect {effect_text(v)}"
+    upper = upper_bound_text(v)
+    if upper:
+        out += f", {upper}"
+    out += f"; {METRIC_SAY.get(metric, metric)} effect {effect_text(v)}"
     if n_sets:
         out += f", p={v['p_value']:.3f}"
     if v.get("class_control") and v.get("n_class_matched_sets"):
         out += (f" (class-matched, sinks excluded: p={v['class_p_value']:.3f}, mean effect "
                 f"{fmt_metric(metric, v['class_random_effect_mean'])})")
-    verdict = v.get("verdict") or ("causal" if v["causal"] else "not_causal")
-    if v.get("floor_reason"):
+    verdict = A.verdict_word(v)
+    if v.get("floor_reason") and verdict != "untested":  # an untested verdict's reason is the floor's
         out += f" ({v['floor_reason']})"
     if verdict == "underpowered":
-        out += f"; verdict: underpowered ({underpowered_reason(v)}: the test cannot decide here)"
-    else:
-        out += f"; verdict: {verdict.replace('_', ' ')}"
-        if verdict == "not_causal" and v.get("not_causal_reason"):
-            out += f" ({v['not_causal_reason']})"
-    return out
+        return out + f"; verdict: underpowered ({underpowered_reason(v)}: the test cannot decide here)"
+    if verdict == "untested":
+        return out + f"; verdict: untested ({untested_why(v)})"
+    out += f"; verdict: {say(verdict)}"
+    why = A.verdict_of(v).why_not
+    return out + (f" ({why})" if why else "")
 
 
 def underpowered_reason(v: dict) -> str:

@@ -209,7 +209,7 @@ def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float 
     save(fig, path)
 
 
-VERDICT_COLORS = {"causal": "#2a7f2a", "not_causal": "#b22222", "underpowered": "#a07000"}
+VERDICT_COLORS = {"causal": "#2a7f2a", "partial": "#d2691e", "not_causal": "#b22222", "underpowered": "#a07000"}
 
 
 def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1", verdicts: pl.DataFrame | None = None) -> None:
@@ -275,7 +275,7 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1", verdicts: 
                 v = vm.filter(pl.col("revision") == rev)
                 if v.height:
                     word = "no circuit" if not v["n_heads"][0] else (v["verdict"][0] or "")
-                    ax.text(j, ymax * 1.05, word.replace("_", " ").replace("underpowered", "underpow."),
+                    ax.text(j, ymax * 1.05, word.replace("_", " ").replace("underpowered", "underpow.").replace("partial", "in part"),
                             ha="center", fontsize=6.5, color=VERDICT_COLORS.get(word, "#666"))
         ax.set_title(m, fontsize=9)
         ax.set_ylabel(f"{metric} (%)", fontsize=8)

@@ -163,7 +163,7 @@ def _td(key: str, parts: tuple[HL.Part, ...], r: HL.Row, link_models: bool) -> s
     if r.group is not None:
         cls = "wrap"
     elif key == "verdict_text":
-        cls = (f"v-{r.verdict}" if r.verdict in ("causal", "not_causal", "underpowered") else "v-none") + " wrap verdict"
+        cls = (f"v-{r.verdict}" if r.verdict in ("causal", "partial", "not_causal", "underpowered") else "v-none") + " wrap verdict"
     else:
         cls = _TD_CLASS.get(key, "")
     return f'<td class="{cls}">{inner}</td>' if cls else f"<td>{inner}</td>"

@@ -149,8 +149,7 @@ def row_of(a: A.ModelAnswer) -> dict:
         "sink50_text": _mark(a.sink50.text(), a.flags_of(a.sink50.rests_on)) if a.sink_possible else FLOOR_ONLY,
         "gap_text": _mark(a.gap50.text(), a.flags_of(a.gap50.rests_on)) if a.sink_possible else FLOOR_ONLY,
         "heads_text": (" ".join(heads) + f" @ {v.revision}") if heads else "—",
-        "verdict_text": _mark(a.verdict.replace("_", " ") if a.verdict in ("not ablated", "no circuit")
-                              else a.verdict, a.flags_of(a.final_rests_on)),
+        "verdict_text": _mark(A.say(a.verdict), a.flags_of(a.final_rests_on)),
         "decided_text": _mark(decided_text(a), a.flags_of(v.revision for v in a.decided)),
         "spread_text": a.spread if a.spread else "—",
         "text_sink": a.text_sink,

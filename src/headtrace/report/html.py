@@ -25,6 +25,7 @@ from headtrace.report import first_screen as FS
 from headtrace.report import group_html as GH
 from headtrace.report import lineage as RL
 from headtrace.report import headline as HL
+from headtrace.report import verdicts as VS
 from headtrace.report.format import fmt_tokens
 
 __all__ = ["page", "headline_fragment", "rst_to_html"]
@@ -42,7 +43,7 @@ figure{margin:10px 0 18px} figure img{max-width:100%;height:auto;border:1px soli
 figcaption{font-size:12.5px;color:#333;max-width:1100px}
 .note{color:#666;font-size:12px}
 .v-causal{background:#d9f2d9;font-weight:600} .v-not_causal{background:#f8d7d7;font-weight:600}
-.v-underpowered{background:#fff1c9;font-weight:600} .v-none{color:#777}
+.v-underpowered{background:#fff1c9;font-weight:600} .v-none{color:#777} .v-partial{background:#fde3c8;font-weight:600}
 .overlays{display:flex;flex-wrap:wrap;gap:12px} figure.overlay{margin:4px 0}
 .why{display:block;font-weight:normal;font-size:11px;color:#444;white-space:normal;max-width:300px}
 """
@@ -61,6 +62,7 @@ HEADLINE_CSS = """
 .ht .rev{display:block;font-size:11px;color:#666}
 .ht .v-causal{background:#d9f2d9;font-weight:600} .ht .v-not_causal{background:#f8d7d7;font-weight:600}
 .ht .v-underpowered{background:#fff1c9;font-weight:600} .ht .v-none{color:#777}
+.ht .v-partial{background:#fde3c8;font-weight:600}
 .ht table.headline tr.group td{background:#eef4fb;white-space:normal;max-width:300px}
 .ht .why{display:block;font-weight:normal;font-size:11px;color:#444;white-space:normal;max-width:300px}
 .ht .note{color:#666;font-size:12px;max-width:1250px}
@@ -98,8 +100,8 @@ def brief_fragment(rows: list[dict], sents: list[str]) -> str:
         if r.get("group") else
         f'<tr data-model="{_e(r["model"])}"><td>{_e(r["model"])}</td><td>{_e(HL.bracket_tokens(r["circuit"]))}</td>'
         f'<td>{_e(HL.bracket_tokens(r["sink50"]))}</td>'
-        f'<td class="{"v-" + r["verdict"] if r["verdict"] in ("causal", "not_causal", "underpowered") else "v-none"}">'
-        f'{_e(r["verdict"])}</td></tr>' for r in rows)
+        f'<td class="{"v-" + r["verdict"] if r["verdict"] in A.DECIDED + ("underpowered",) else "v-none"}">'
+        f'{_e(A.say(r["verdict"]))}</td></tr>' for r in rows)
     return (f'<style>{HEADLINE_CSS}</style><div class="ht ht-brief" style="position:relative;z-index:5;'
             'background:#fff;font-size:12.5px">'
             '<ul class="lede">' + "".join(f"<li>{_e(s)}</li>" for s in sents) + "</ul>"
@@ -177,20 +179,17 @@ def _verdict_table(v: pl.DataFrame) -> str:
         n_sets = r.get("n_distinct_draws") or 0
         p = r.get("p_value")
         word = HL.verdict_word(r)
-        cls = f"v-{word}" if word in ("causal", "not_causal", "underpowered") else "v-none"
-        why = A.underpowered_why(r) if word == "underpowered" else ""
+        cls = f"v-{word}" if word in A.DECIDED + ("underpowered",) else "v-none"
         cv = A.verdict_of(r)
-        share = r.get("upper_bound_share")
+        why = (cv.why or cv.why_not or "") if r.get("n_heads") else ""  # why it could not decide, or why not causal
         cells = [r["revision"], fmt_tokens(r.get("tokens")), str(r.get("circuit", "")).replace("_", " "),
                  " ".join(map(str, heads)) or "—", A.fmt_metric("top1", r.get("baseline_top1")),
                  A.fmt_metric("top1", r.get("ablated_top1")), A.effect_text(r),
                  A.fmt_metric("top1", rnd) if n_sets else "—",
                  (f"{p:.3f} ({cv.control_text()})" if n_sets and p is not None and p == p else "—"),
-                 (A.fmt_metric("top1", r.get("upper_bound_top1"))
-                  + ("" if share is None or share != share else f" ({100 * share:.0f}% of its effect)"))
-                 if r.get("upper_bound") else "—"]
+                 (VS.upper_bound_text(r) or "—").removeprefix("upper bound ")]
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
-                    + f'<td class="{cls}">{_e(word)}' + (f'<span class="why">{_e(why)}</span>' if why else "")
+                    + f'<td class="{cls}">{_e(A.say(word))}' + (f'<span class="why">{_e(why)}</span>' if why else "")
                     + "</td></tr>")
     chance = EC.chance_note(v)
     return ('<table class="verdicts"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in hdr)
@@ -229,7 +228,7 @@ def _model_section(r: dict, F: Mapping[str, pl.DataFrame], verdicts: pl.DataFram
     decided = HL.decided_text(r["answer"])
     out = [f'<section id="model-{_e(m)}"><h2>{_e(m)} <span class="note">({_e(r["family"])}, '
            f'{r["n_revisions"]} revisions)</span></h2>',
-           f"<p><b>Final circuit:</b> {_e(circuit)} — <b>{_e(r['verdict'].replace('_', ' '))}</b>: "
+           f"<p><b>Final circuit:</b> {_e(circuit)} — <b>{_e(A.say(r['verdict']))}</b>: "
            f"{_e(r['reason'])}. <b>First induction circuit:</b> {_e(r['circuit_text'])}. "
            f"<b>First-token 50%:</b> {_e(r['sink50_text'])}. <b>Gap:</b> {_e(r['gap_text'])}. "
            f"<b>Where the causal test decided:</b> {_e(decided)}.</p>",

@@ -219,8 +219,8 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
     return statement(s + ".", parts)
 
 
-FINAL_SAY = (("causal", "causal"), ("not_causal", "not causal"),
-             ("untested", "untested (no behaviour for top-1 to lose)"),
+FINAL_SAY = (("causal", "causal"), ("partial", "necessary in part (it beats its matched controls but is not shown "
+             "to halve top-1)"), ("not_causal", "not causal"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
 
 
@@ -231,11 +231,12 @@ def final(answers: list[ModelAnswer]) -> Statement:
     for a in answers:
         by.setdefault(a.verdict, []).append(a)
     bits = [f"{say} in {_names([a.model for a in by[w]])}" for w, say in FINAL_SAY if by.get(w)]
-    under = by.get("underpowered", [])
+    under = by.get("underpowered", []) + by.get("untested", [])
     if under:
         n = len(under)
         who = (_plural(n, "model") if not bits else "the other model" if n == 1 else f"the other {n} models")
-        bits.append(f"undecided in {who} (underpowered: why in the next sentence)")
+        kinds = " or ".join(w for w in ("underpowered", "untested") if by.get(w))
+        bits.append(f"undecided in {who} ({kinds}: why in the next sentence)")
     return statement("Ablating the final circuit at the last revision: " + "; ".join(bits) + ".",
                       [(a, a.final_rests_on) for a in answers])
 
@@ -245,14 +246,15 @@ def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
     circuit to ablate, and sink/circuit orders the brackets leave open (models with no layer above
     Finding 1's floor have no sink order to decide)."""
     items, parts = [], []
-    under = [a for a in answers if a.verdict == "underpowered"]
-    if under:
-        why: dict[str, list[str]] = {}
-        for a in under:
-            why.setdefault(a.final.why or "", []).append(a.model)
-        items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} ("
-                     + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
-        parts += [(a, a.final_rests_on) for a in under]
+    for word in ("underpowered", "untested"):  # the test could not decide / did not run: each with its reasons
+        under = [a for a in answers if a.verdict == word]
+        if under:
+            why: dict[str, list[str]] = {}
+            for a in under:
+                why.setdefault(a.final.why or "", []).append(a.model)
+            items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} ({word} — "
+                         + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
+            parts += [(a, a.final_rests_on) for a in under]
     empty = [a for a in answers if a.verdict in ("no circuit", "not ablated")]
     if empty:
         nothing = [a.model for a in empty if a.verdict == "no circuit"]

@@ -6,11 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from headtrace.causal import verdict as V
 from headtrace.report.words import get as _get
 from headtrace.report.words import is_nan as _nan
 from headtrace.report.words import plural as _plural
 
-DECIDED = ("causal", "not_causal")
+DECIDED = ("causal", "partial", "not_causal")  # the test decided (headtrace.causal.verdict)
+# a verdict value in words, the same on every page
+SAY = {"causal": "causal", "partial": "necessary in part", "not_causal": "not causal", "underpowered": "underpowered",
+       "untested": "untested", "no circuit": "no circuit", "not ablated": "not ablated"}
+
+
+def say(word: str) -> str:
+    """A verdict value as the pages print it: ``partial`` -> 'necessary in part', ``not_causal`` -> 'not causal'."""
+    return SAY.get(word, word.replace("_", " "))
 
 
 @dataclass(frozen=True)
@@ -20,7 +29,7 @@ class Verdict:
     tokens: float | None
     circuit: str
     heads: tuple[str, ...]
-    word: str  # causal | not_causal | underpowered | no circuit
+    word: str  # causal | partial | not_causal | underpowered | untested | no circuit
     metric: str
     effect: float | None
     effect_lo: float | None
@@ -30,11 +39,14 @@ class Verdict:
     n_space: int | None  # the matched space's size (None: not recorded)
     exact: bool | None  # every set of the space evaluated (None: unknown)
     min_p: float | None
-    why: str | None  # why the test cannot decide (underpowered only)
-    why_not: str | None = None  # the causal criteria a decided not_causal circuit missed (not_causal only)
+    why: str | None  # why the test cannot decide (underpowered) or did not run (untested)
+    # why a decided circuit is not causal: the criteria a not_causal one missed, or why a partial one
+    # (it beats its controls) is only necessary in part
+    why_not: str | None = None
     floor: str | None = None  # why top-1 could not decide (its baseline at the floor) and what did
     upper_share: float | None = None
     saturates: bool | None = None
+    share_note: str | None = None  # why upper_share informs nothing here (None: it informs)
     row: Mapping = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -62,6 +74,35 @@ class Verdict:
             out += f" = 1/{self.n_sets + 1}"
         return out
 
+    def upper_share_text(self) -> str | None:
+        """The circuit's share of the upper bound's effect where it informs ('42% of the upper bound's
+        top-1 effect'), else why it is not shown; None without an upper bound that does damage."""
+        if _nan(self.upper_share):
+            return None
+        if self.share_note:  # the note says why no share is shown
+            return self.share_note
+        return f"{100 * self.upper_share:.0f}% of the upper bound's {METRIC_SAY.get(self.metric, self.metric)} effect"
+
+
+METRIC_SAY = {"top1": "top-1", "top5": "top-5", "ce": "cross-entropy", "logit_b": "logit of B"}
+
+
+def upper_bound_text(v: Mapping) -> str | None:
+    """The upper bound (the circuit's whole layers ablated) on the decision metric, in its units, with
+    whether it saturates and the circuit's share where that informs: 'upper bound 1.56% (the whole
+    layers take top-1 to its floor; share ... not shown: ...)'; None without an upper bound."""
+    if not v.get("upper_bound"):
+        return None
+    metric = v.get("metric") or "top1"
+    value = _get(v, "upper_bound_value", _get(v, "upper_bound_top1") if metric == "top1" else None)
+    out = f"upper bound {fmt_metric(metric, value)}"
+    said = METRIC_SAY.get(metric, metric)
+    share = verdict_of(v).upper_share_text() if v.get("n_heads") else None
+    notes = [f"the circuit: {share}" if share and not v.get("upper_bound_share_note") else share]
+    if v.get("upper_bound_saturates") and not v.get("upper_bound_share_note"):  # the note says it otherwise
+        notes.insert(0, f"the whole layers take {said} to at most {V.SATURATION_FRACTION:.0%} of its baseline")
+    notes = [n for n in notes if n]
+    return out + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def effect_text(v: Verdict | Mapping) -> str:
@@ -133,7 +174,14 @@ def verdict_of(v: Mapping) -> Verdict:
         effect_lo=_get(v, "effect_lo"), effect_hi=_get(v, "effect_hi"), p=_get(v, "p_value"),
         n_sets=int(v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
         exact=None if exact is None else bool(exact), min_p=_get(v, "min_p"),
-        why=underpowered_why(v) if word == "underpowered" else None,
-        why_not=(v.get("not_causal_reason") or None) if word == "not_causal" else None, floor=v.get("floor_reason"),
-        upper_share=_get(v, "upper_bound_share"), saturates=v.get("upper_bound_saturates"), row=dict(v))
+        why=(underpowered_why(v) if word == "underpowered" else untested_why(v) if word == "untested" else None),
+        why_not=(v.get({"not_causal": "not_causal_reason", "partial": "partial_reason"}.get(word, "")) or None),
+        floor=v.get("floor_reason"), upper_share=_get(v, "upper_bound_share"), saturates=v.get("upper_bound_saturates"),
+        share_note=v.get("upper_bound_share_note") or None, row=dict(v))
+
+
+def untested_why(v: Mapping) -> str:
+    """Why no test ran: the verdict's ``untested_reason`` (no matched control, or top-1 at its floor),
+    else, for older tables, its ``floor_reason``."""
+    return str(v.get("untested_reason") or v.get("floor_reason") or "no test was run")
 

@@ -398,7 +398,7 @@ def test_verdict_edge_cases():
     c = ablation.verdict(table_of(rows), min_baseline_hits=0).row(0, named=True)  # the floor rule off
     assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
     # 0 <= 0.5 x 0 and 0 >= 2 x 0 hold: only the effect and p fail
-    assert c["not_causal_reason"] == "no positive effect (top1 effect 0.000) and p = 1.000 > alpha = 0.05"
+    assert c["not_causal_reason"] == "no positive effect (top-1 effect 0.000) and p = 1.000 > alpha = 0.05"
     assert not c["upper_bound_saturates"]
     # with it (the default), top-1 at 0 of 100 cannot decide: untested without a fallback metric
     c = ablation.verdict(table_of(rows), fallback_metric=None).row(0, named=True)
@@ -675,7 +675,7 @@ def test_floor_rule_decides_on_the_cross_entropy_when_top1_has_nothing_to_lose()
                                  "of B instead")
     # a circuit that does no more than its controls on the cross-entropy is not causal on it
     c = ablation.verdict(table_of(_floor_rows(0, ce_circuit=8.95))).row(0, named=True)
-    assert c["metric"] == "ce" and c["verdict"] == "not_causal" and "ce effect" in c["not_causal_reason"]
+    assert c["metric"] == "ce" and c["verdict"] == "not_causal" and "the cross-entropy of B effect" in c["not_causal_reason"]
     # 9 hits: still at the floor; 10: top-1 decides, as for every cell with behaviour to remove
     assert ablation.verdict(table_of(_floor_rows(9))).row(0, named=True)["metric"] == "ce"
     c = ablation.verdict(table_of(_floor_rows(10))).row(0, named=True)

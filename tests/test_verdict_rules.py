@@ -117,13 +117,13 @@ def test_a_circuit_that_does_not_beat_its_controls_is_not_causal_whatever_its_in
     ctl = [0.05] * 35 + [0.45] * 35
     c = circuit_row(neox_step1000(circuit_top1=0.1, fraction=(0.1, 0.3), control_top1=ctl))
     assert c["verdict"] == "not_causal" and c["partial_reason"] is None and c["half_baseline"] == "at_most_half"
-    assert c["not_causal_reason"] == "p = 0.507 > alpha = 0.05 and effect 0.400 < 2 x matched-random mean effect 0.250"
+    assert c["not_causal_reason"] == "p = 0.507 > alpha = 0.05 and effect 0.400 is less than 2 times the matched sets' mean effect 0.250"
     # missing both: the controls decide the verdict, the reason names the half-baseline criterion too
     c = circuit_row(neox_step1000(circuit_top1=0.3, fraction=(0.45, 0.75), control_top1=[0.2] * 70))
     assert c["verdict"] == "not_causal"
     assert c["not_causal_reason"] == ("top-1 after ablation is 60% of its baseline (interval 45% to 75%), not at "
-                                      "most 50% and p = 1.000 > alpha = 0.05 and effect 0.200 < 2 x matched-random "
-                                      "mean effect 0.300")
+                                      "most 50% and p = 1.000 > alpha = 0.05 and effect 0.200 is less than 2 times "
+                                      "the matched sets' mean effect 0.300")
     assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=1 / 71, n_sets=70,
                     random_effect_mean=0.09, fraction_lo=0.45, fraction_hi=0.75) == "partial"
     assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=0.2, n_sets=70,
@@ -266,3 +266,18 @@ def test_the_ablation_table_carries_the_fraction_interval_into_the_verdict():
     v = V.verdict(t).row(0, named=True)  # no matched control: untested, the interval still reported
     assert v["verdict"] == "untested" and v["ablated_fraction"] == 0.5
     assert (v["ablated_fraction_lo"], v["ablated_fraction_hi"]) == (row["top1_fraction_lo"], row["top1_fraction_hi"])
+
+
+def test_an_effect_whose_interval_reaches_zero_does_not_beat_the_controls():
+    """toy-neox step700's previous-token circuit: cross-entropy effect 0.0034 [-0.0072, 0.0141], p small:
+    the interval says the effect may be nothing, so the circuit does not beat its controls."""
+    crit = dict(n_heads=4, effect=0.0034, baseline=2.0, ablated=2.0034, p_value=0.01, n_sets=99,
+                random_effect_mean=0.0001, metric="ce")
+    assert V.decide(**crit) == "causal"  # no interval recorded: the point decides
+    assert V.decide(**crit, effect_lo=-0.0072) == "not_causal"
+    assert V.decide(**crit, effect_lo=0.001) == "causal"
+    missed = V.missed_criteria(**{k: v for k, v in crit.items() if k not in ("n_heads", "n_sets")}, effect_lo=-0.0072)
+    assert missed == ("effect",)
+    assert V.not_causal_reason(missed, **{k: v for k, v in crit.items() if k not in ("n_heads", "n_sets")},
+                               effect_lo=-0.0072) == ("no effect shown (the cross-entropy of B effect 0.003, its "
+                                                      "interval's lower end -0.007)")

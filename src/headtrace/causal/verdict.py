@@ -14,8 +14,9 @@ smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space
 (exact test) or K sets drawn without replacement (sampled); ``n_matched_sets`` is the space size.
 
 **The verdict** (``verdict`` column; the boolean ``causal`` is ``verdict == "causal"``). A circuit
-*beats its controls* when ``effect > 0`` AND ``p_value <= alpha`` (0.05) AND ``effect >=
-min_effect_ratio x max(random_effect_mean, 0)`` (2). The *half-baseline criterion* (top-1/top-5
+*beats its controls* when the effect is positive (``effect > 0`` and, where the ablation table gives
+its bootstrap interval, ``effect_lo > 0``: an effect whose interval reaches 0 is not shown to exist)
+AND ``p_value <= alpha`` (0.05) AND ``effect >= min_effect_ratio x max(random_effect_mean, 0)`` (2). The *half-baseline criterion* (top-1/top-5
 only; ``half_baseline``) asks whether the ablation leaves at most ``max_ablated_fraction`` (0.5) of the
 baseline, read from the paired bootstrap interval of ``ablated / baseline`` (``ablated_fraction_lo``,
 ``ablated_fraction_hi``; the ablation table's ``top1_fraction_lo/hi``): ``at_most_half`` when the
@@ -143,7 +144,7 @@ SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at m
 def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, n_sets: int,
            random_effect_mean: float, metric: str = "top1", alpha: float = ALPHA,
            max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
-           fraction_lo: float = math.nan, fraction_hi: float = math.nan) -> str:
+           fraction_lo: float = math.nan, fraction_hi: float = math.nan, effect_lo: float = math.nan) -> str:
     """The verdict (module docstring) from one circuit's numbers: ``not_causal`` for an empty circuit,
     ``underpowered`` for a control that cannot reach ``alpha``, else ``not_causal`` (does not beat its
     controls), ``partial`` (beats them, not shown at or below half its baseline) or ``causal``."""
@@ -154,7 +155,7 @@ def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_va
     missed = missed_criteria(effect=effect, baseline=baseline, ablated=ablated, p_value=p_value,
                              random_effect_mean=random_effect_mean, metric=metric, alpha=alpha,
                              max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio,
-                             fraction_lo=fraction_lo, fraction_hi=fraction_hi)
+                             fraction_lo=fraction_lo, fraction_hi=fraction_hi, effect_lo=effect_lo)
     if any(m in CONTROL_CRITERIA for m in missed):
         return "not_causal"
     return "partial" if missed else "causal"
@@ -201,15 +202,16 @@ METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B"
 def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: float, random_effect_mean: float,
                     metric: str = "top1", alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
                     min_effect_ratio: float = MIN_EFFECT_RATIO, fraction_lo: float = math.nan,
-                    fraction_hi: float = math.nan) -> tuple[str, ...]:
+                    fraction_hi: float = math.nan, effect_lo: float = math.nan) -> tuple[str, ...]:
     """The criteria of ``causal`` a circuit with a usable control misses (empty: causal), in the
-    module docstring's order: ``"effect"`` (no positive effect), ``"ablated"`` (top-1/top-5 only: the
+    module docstring's order: ``"effect"`` (no positive effect, or its interval ``effect_lo`` reaches 0),
+    ``"ablated"`` (top-1/top-5 only: the
     half-baseline criterion, :func:`half_baseline`, not ``at_most_half``), ``"p"`` (``p_value >
     alpha`` or undefined), ``"ratio"`` (the effect below ``min_effect_ratio`` times the matched-random
     mean). A NaN fails the criterion it enters. The ``CONTROL_CRITERIA`` are what beating the
     controls takes; a circuit that misses only ``"ablated"`` is ``partial``."""
     out = []
-    if not effect > 0:
+    if not effect > 0 or not (math.isnan(_num(effect_lo)) or effect_lo > 0):
         out.append("effect")
     half = half_baseline(metric, baseline, ablated, fraction_lo, fraction_hi, max_ablated_fraction)
     if half not in (None, "at_most_half"):
@@ -250,16 +252,18 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
                       random_effect_mean: float, metric: str, alpha: float = ALPHA,
                       max_ablated_fraction: float = MAX_ABLATED_FRACTION,
                       min_effect_ratio: float = MIN_EFFECT_RATIO, fraction_lo: float = math.nan,
-                      fraction_hi: float = math.nan) -> str:
+                      fraction_hi: float = math.nan, effect_lo: float = math.nan) -> str:
     """The ``missed_criteria`` in words, with the circuit's numbers in the metric's units (top-1 /
     top-5 as fractions), joined by 'and': 'p = 0.400 > alpha = 0.05 and top-1 after ablation is 59%
     of its baseline (interval 45% to 75%), not at most 50%'."""
     words = {
-        "effect": f"no positive effect ({metric} effect {effect:.3f})",
+        "effect": (f"no positive effect ({METRIC_WORDS.get(metric, metric)} effect {effect:.3f})" if not effect > 0
+                   else f"no effect shown ({METRIC_WORDS.get(metric, metric)} effect {effect:.3f}, its interval's "
+                        f"lower end {effect_lo:.3f})"),
         "ablated": (f"{fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, not at most "
                     f"{max_ablated_fraction:.0%}"),
         "p": f"p = {p_value:.3f} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
-        "ratio": (f"effect {effect:.3f} < {min_effect_ratio:g} x matched-random mean effect "
+        "ratio": (f"effect {effect:.3f} is less than {min_effect_ratio:g} times the matched sets' mean effect "
                   f"{random_effect_mean:.3f}"),
     }
     return " and ".join(words[m] for m in missed)
@@ -459,7 +463,7 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = A
             half = half_baseline(metric, b, a, f_lo, f_hi, max_ablated_fraction)
             crit = dict(effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean, metric=metric,
                         alpha=alpha, max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio,
-                        fraction_lo=f_lo, fraction_hi=f_hi)
+                        fraction_lo=f_lo, fraction_hi=f_hi, effect_lo=_num(crow.get(f"{metric}_effect_lo")))
             v = decide(n_heads=n_heads, n_sets=n_distinct, **crit)
             heads = list(crow["heads"] or [])
             problem = control_problem(cell, rname, heads, uname) if n_heads else None

@@ -135,7 +135,7 @@ def test_every_sentence_matches_the_tables():
     assert "full had the circuit at its first revision, so the gap has no upper bound" in sink
     # where the causal test decided, before the final circuit's verdicts
     assert decided.startswith("The causal test")
-    assert ("toy: causal at s2 (smallest p = 0.014 = 1/71: the 4-head circuit at s2, over all 70 matched sets "
+    assert ("toy: causal at s2 (smallest p = 0.015 = 1/71: the 4-head circuit at s2, over all 70 matched sets "
             "(exact))") in decided
     # a not_causal verdict carries the criteria it missed (the verdict's not_causal_reason)
     assert "full: not causal at f2, as p = 0.400 > alpha = 0.05 (smallest p = 0.400" in decided and "20 of 1820 matched sets (sampled)" in decided
@@ -160,7 +160,7 @@ def test_headline_cells_state_the_decided_revisions_and_rounded_bounds():
     rows = {r["model"]: r for r in HL.headline_rows(F, V)}
     toy = rows["toy"]
     assert toy["gap_text"] == "13×, in (1.0×, 27×]"  # 26.4 up, 1.067 down
-    assert toy["decided_text"] == "causal at s2; smallest p = 0.014 at s2 (all 70 matched sets (exact))"
+    assert toy["decided_text"] == "causal at s2; smallest p = 0.015 at s2 (all 70 matched sets (exact))"
     assert toy["verdict"] == "underpowered" and toy["reason"].startswith("no matched set: too few free heads")
     assert "smallest p" not in toy["short_reason"]  # never the min-p sentence for a full layer
     assert rows["never"]["decided_text"] == "nowhere" and rows["never"]["verdict_text"] == "no circuit"
@@ -401,7 +401,7 @@ def _check_against_tables(F, V, run):
          if V is not None else pl.DataFrame())
     for (m,), g in (d.group_by("model") if d.height else []):
         best = g.sort("p_value").row(0, named=True)
-        assert f"{m}: " in decided and f"smallest p = {best['p_value']:.3f}" in decided
+        assert f"{m}: " in decided and f"smallest p = {A.fmt_p(best['p_value'])}" in decided
         assert re.search(rf"{best['n_distinct_draws']}( of {best['n_matched_sets']})? matched set", decided)
     for m in cs["model"].unique().to_list():
         if d.height == 0 or m not in d["model"].to_list():

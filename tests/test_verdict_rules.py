@@ -117,7 +117,7 @@ def test_a_circuit_that_does_not_beat_its_controls_is_not_causal_whatever_its_in
     ctl = [0.05] * 35 + [0.45] * 35
     c = circuit_row(neox_step1000(circuit_top1=0.1, fraction=(0.1, 0.3), control_top1=ctl))
     assert c["verdict"] == "not_causal" and c["partial_reason"] is None and c["half_baseline"] == "at_most_half"
-    assert c["not_causal_reason"] == "p = 0.507 > alpha = 0.05 and effect 0.400 is less than 2 times the matched sets' mean effect 0.250"
+    assert c["not_causal_reason"] == "p = 0.508 > alpha = 0.05 and effect 0.400 is less than 2 times the matched sets' mean effect 0.250"
     # missing both: the controls decide the verdict, the reason names the half-baseline criterion too
     c = circuit_row(neox_step1000(circuit_top1=0.3, fraction=(0.45, 0.75), control_top1=[0.2] * 70))
     assert c["verdict"] == "not_causal"
@@ -281,3 +281,13 @@ def test_an_effect_whose_interval_reaches_zero_does_not_beat_the_controls():
     assert V.not_causal_reason(missed, **{k: v for k, v in crit.items() if k not in ("n_heads", "n_sets")},
                                effect_lo=-0.0072) == ("no effect shown (the cross-entropy of B effect 0.003, its "
                                                       "interval's lower end -0.007)")
+
+
+def test_p_is_rounded_up_and_intervals_outward():
+    from headtrace.report import verdicts as RV
+
+    assert RV.fmt_p(1 / 71) == "0.015" and RV.fmt_p(1 / 21) == "0.048" and RV.fmt_p(0.05) == "0.050"
+    ce = {"metric": "ce", "effect": 2.9177, "effect_lo": 2.18726, "effect_hi": 3.6958}
+    assert RV.effect_text(ce) == "2.92 nats [2.18, 3.70]"
+    top1 = {"metric": "top1", "effect": 0.546875, "effect_lo": 0.453125, "effect_hi": 0.640625, "baseline_top1": 0.625}
+    assert RV.effect_text(top1) == "54.69 pp [45.31, 64.07] (88% of the baseline)"

@@ -262,7 +262,7 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
                         f"lower end {effect_lo:.3f})"),
         "ablated": (f"{fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, not at most "
                     f"{max_ablated_fraction:.0%}"),
-        "p": f"p = {p_value:.3f} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
+        "p": f"p = {math.ceil(p_value * 1000 - 1e-9) / 1000:.3f} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
         "ratio": (f"effect {effect:.3f} is less than {min_effect_ratio:g} times the matched sets' mean effect "
                   f"{random_effect_mean:.3f}"),
     }

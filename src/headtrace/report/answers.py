@@ -48,8 +48,8 @@ from headtrace.report import statements as S
 from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
 from headtrace.report.group_answers import GroupAnswer, group_answers
 from headtrace.report.statements import Statement
-from headtrace.report.verdicts import (DECIDED, Verdict, effect_text, fmt_metric, say, underpowered_why, verdict_of,
-                                       verdict_word)
+from headtrace.report.verdicts import (DECIDED, Verdict, effect_text, fmt_metric, fmt_p, say, underpowered_why,
+                                       verdict_of, verdict_word)
 from headtrace.report.words import CIRCUIT_MILESTONE, SINK_MILESTONES
 from headtrace.report.words import get as _get
 from headtrace.report.words import is_nan as _nan
@@ -58,7 +58,7 @@ from headtrace.report.words import names as _names
 __all__ = ["Milestone", "Gap", "Verdict", "Statement", "ModelAnswer", "RunAnswer", "GroupAnswer", "build",
            "model_answers", "group_answers",
            "run_answer", "verdict_of", "verdict_word", "underpowered_why",
-           "effect_text", "fmt_metric", "CIRCUIT_MILESTONE", "SINK_MILESTONES", "DECIDED",
+           "effect_text", "fmt_metric", "fmt_p", "CIRCUIT_MILESTONE", "SINK_MILESTONES", "DECIDED",
            "INDUCTION_CIRCUITS", "TextSink", "TEXT_SINK_MILESTONE"]
 
 TEXT_SINK_MILESTONE = "text_sink_50pct"  # measures_onsets: the text sink rate reaches half the heads
@@ -288,7 +288,7 @@ class ModelAnswer:
             return ""
         if v.word in ("underpowered", "untested"):
             return v.why or ""
-        return f"effect {effect_text(v)}" + (f", p={v.p:.3f} ({v.n_sets} sets{', exact' if v.exact else ''})"
+        return f"effect {effect_text(v)}" + (f", p={fmt_p(v.p)} ({v.n_sets} sets{', exact' if v.exact else ''})"
                                              if v.n_sets and not _nan(v.p) else "")
 
     # -- decided verdicts over revisions

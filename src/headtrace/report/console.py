@@ -251,7 +251,7 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     out = f"{name} ({' '.join(map(str, heads))}): {metric} effect {effect_text(v)}"
     if n_sets:
         p = v.get("p_value")
-        out += f", p={p:.3f} over {A.verdict_of(v).control_text()}"
+        out += f", p={A.fmt_p(p)} over {A.verdict_of(v).control_text()}"
     else:
         out += ", no matched control"
     verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")

@@ -66,7 +66,7 @@ def decided_text(a: A.ModelAnswer) -> str:
     out = a.decided_words()
     b = a.best
     if b is not None:
-        out += f"; smallest p = {b.p:.3f} at {b.revision} ({b.control_text()})"
+        out += f"; smallest p = {A.fmt_p(b.p)} at {b.revision} ({b.control_text()})"
     return out
 
 

@@ -186,7 +186,7 @@ def _verdict_table(v: pl.DataFrame) -> str:
                  " ".join(map(str, heads)) or "—", A.fmt_metric("top1", r.get("baseline_top1")),
                  A.fmt_metric("top1", r.get("ablated_top1")), A.effect_text(r),
                  A.fmt_metric("top1", rnd) if n_sets else "—",
-                 (f"{p:.3f} ({cv.control_text()})" if n_sets and p is not None and p == p else "—"),
+                 (f"{A.fmt_p(p)} ({cv.control_text()})" if n_sets and p is not None and p == p else "—"),
                  (VS.upper_bound_text(r) or "—").removeprefix("upper bound ")]
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="{cls}">{_e(A.say(word))}' + (f'<span class="why">{_e(why)}</span>' if why else "")

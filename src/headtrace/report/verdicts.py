@@ -3,6 +3,8 @@ with the interval (:func:`effect_text`), and the verdict's word and reasons (:fu
 the run's answers (:mod:`headtrace.report.answers`)."""
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -66,10 +68,11 @@ class Verdict:
         return f"{n} of {self.n_space} matched sets (sampled)"
 
     def p_text(self) -> str:
-        """'p = 0.014 = 1/71' (the smallest p its sets allow) / 'p = 0.400'."""
+        """'p = 0.015 = 1/71' (the smallest p its sets allow) / 'p = 0.400': rounded up, never below the p
+        computed (1/71 = 0.01408 prints 0.015)."""
         if _nan(self.p):
             return "p undefined"
-        out = f"p = {self.p:.3f}"
+        out = f"p = {fmt_p(self.p)}"
         if self.n_sets and self.min_p is not None and abs(self.p - self.min_p) < 1e-12:
             out += f" = 1/{self.n_sets + 1}"
         return out
@@ -108,7 +111,8 @@ def upper_bound_text(v: Mapping) -> str | None:
 def effect_text(v: Verdict | Mapping) -> str:
     """The effect on the decision metric with its bootstrap interval. Top-1/top-5 effects are differences
     of two percentages, so in percentage points, with the relative drop beside them: '40.00 pp [30.00,
-    50.00] (80% of the baseline)'; the cross-entropy in nats: '2.92 nats [2.19 nats, 3.70 nats]'."""
+    50.00] (80% of the baseline)'; the cross-entropy in nats: '2.92 nats [2.18, 3.70]'. Interval ends are
+    rounded outward (the lower down, the upper up)."""
     row = v.row if isinstance(v, Verdict) else v
     if isinstance(v, Verdict):
         metric, x, lo, hi = v.metric, v.effect, v.effect_lo, v.effect_hi
@@ -116,12 +120,27 @@ def effect_text(v: Verdict | Mapping) -> str:
         metric = v.get("metric") or "top1"
         x, lo, hi = v.get("effect"), v.get("effect_lo"), v.get("effect_hi")
     if metric not in ("top1", "top5") or _nan(x):
-        ci = f" [{fmt_metric(metric, lo)}, {fmt_metric(metric, hi)}]" if not _nan(lo) else ""
+        ci = ""
+        if not _nan(lo) and not _nan(hi):
+            a, b = _outward(lo, hi)
+            ci = f" [{a}, {b}]"
         return fmt_metric(metric, x) + ci
     base = _get(row, "baseline_value", _get(row, "baseline_top1"))
-    ci = f" [{100 * lo:.2f}, {100 * hi:.2f}]" if not _nan(lo) and not _nan(hi) else ""
+    ci = " [{}, {}]".format(*_outward(lo, hi, 100)) if not _nan(lo) and not _nan(hi) else ""
     rel = f" ({x / base:.0%} of the baseline)" if base else ""
     return f"{100 * x:.2f} pp{ci}{rel}"
+
+
+def fmt_p(p: float, decimals: int = 3) -> str:
+    """A p-value rounded up to ``decimals`` (a printed p is never smaller than the p computed)."""
+    s = 10 ** decimals
+    return f"{math.ceil(p * s - 1e-9) / s:.{decimals}f}"
+
+
+def _outward(lo: float, hi: float, scale: float = 1.0, decimals: int = 2) -> tuple[str, str]:
+    """An interval's ends times ``scale``, the lower rounded down and the upper up."""
+    s = 10 ** decimals
+    return (f"{math.floor(lo * scale * s + 1e-9) / s:.{decimals}f}", f"{math.ceil(hi * scale * s - 1e-9) / s:.{decimals}f}")
 
 
 def fmt_metric(metric: str, x) -> str:
@@ -151,7 +170,7 @@ def underpowered_why(v: Mapping) -> str:
     n_sets = v.get("n_distinct_draws") or 0
     min_p = v.get("min_p")
     if n_sets and not _nan(min_p):
-        return f"the smallest p {_plural(n_sets, 'matched set')} allow is {min_p:.3f} > alpha"
+        return f"the smallest p {_plural(n_sets, 'matched set')} allow is {fmt_p(min_p)} > alpha"
     return "no matched-random sets, nothing to compare with"
 
 

@@ -259,8 +259,8 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     olsson = f"; {olsson}" if olsson else ""
     if verdict == "underpowered":
         return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here){olsson}"
-    floor = f" ({v['floor_reason']})" if v.get("floor_reason") else ""
-    return out + f" -> {verdict.replace('_', ' ')}{floor}{olsson}"
+    why = v.get("floor_reason") or v.get("untested_reason") or v.get("partial_reason")
+    return out + f" -> {A.say(verdict)}" + (f" ({why})" if why else "") + olsson
 
 
 def _verdict_table(results: Path) -> pl.DataFrame | None:

@@ -20,11 +20,16 @@ EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 README_MAX_LINES = 250
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+def _docs_script(name: str):
+    """A script of docs/ (``generate``, ``demo_facts``) as a module, freshly loaded."""
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _generator():
+    return _docs_script("generate")
 
 
 def test_generated_pages_are_current():
@@ -213,10 +218,7 @@ def test_statistics_page_ceiling_table_is_the_code_s():
 # ---- figures quoted from a demo run (docs/demo_facts.py) ----------------------------------------------
 
 def _demo_facts():
-    spec = importlib.util.spec_from_file_location("demo_facts", ROOT / "docs" / "demo_facts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _docs_script("demo_facts")
 
 
 def test_pages_quote_the_run_they_name():

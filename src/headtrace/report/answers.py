@@ -269,7 +269,7 @@ class ModelAnswer:
         stats = f"effect {effect_text(v)}"
         if v.n_sets:
             stats += f", {v.p_text()} over {v.control_text()}"
-        elif v.word != "underpowered":  # an underpowered verdict's reason already says so
+        elif v.word not in ("underpowered", "untested"):  # their reasons already say so
             stats += ", no matched control"
         if v.upper_share_text():
             stats += f"; {v.upper_share_text()}"

@@ -130,7 +130,7 @@ def test_headline_gains_the_text_sink_rate_and_its_onset(tmp_path):
                     "sink rate: mean attention to the first token above 0.3, per sequence) was: m 100.0% at step3, half the heads after 100 and by 200 tokens "
                     "(step2)."]
     rows = headline.headline_rows(F, models=["m"])
-    assert rows[0]["text_sink_text"].startswith("100.0% at step3 (alpha > 0.3); half the heads: step2")
+    assert rows[0]["text_sink_text"].startswith("100.0% at step3 (ε = 0.3); half the heads: step2")
     assert "sink rate on text" in headline.markdown(rows)
     # without a text probe: no sentence, a dash in the table
     none = answers.build({}, models=["m"])

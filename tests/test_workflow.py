@@ -325,7 +325,7 @@ def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, 
         with pytest.raises(AssertionError, match="lineage"):
             snakemake(workdir, "results/models/tiny-olmo/lineage.parquet", "--forcerun", "lineage")
         log = (workdir / "logs" / "lineage" / "tiny-olmo.log").read_text()
-        assert "on_suspect is 'fail'" in log and "revision 'rev-c': not_descended_from_init" in log
+        assert "on_suspect is 'fail'" in log and "revision 'rev-c': not descended from the first revision's init" in log
         cfg["provenance"] = {"on_suspect": "drop"}
         (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
         snakemake(workdir, "results/models/tiny-olmo/trajectory.parquet")

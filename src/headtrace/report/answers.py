@@ -143,11 +143,11 @@ class TextSink:
         return tuple(dict.fromkeys(((self.revision,) if self.revision else ()) + self.onset.rests_on))
 
     def text(self) -> str:
-        """'25.0% at step1500 (alpha > 0.3); half the heads: step1200 (512K–615K]' / '—'."""
+        """'25.0% at step1500 (ε = 0.3); half the heads: step1200 (512K–615K]' / '—'."""
         if self.rate is None:
             return "—"
         onset = self.onset.text() if self.onset.known else "—"
-        return f"{100 * self.rate:.1f}% at {self.revision} (alpha > {self.eps:g}); half the heads: {onset}"
+        return f"{100 * self.rate:.1f}% at {self.revision} (ε = {self.eps:g}); half the heads: {onset}"
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,9 @@ def baseline_line(traj: pl.DataFrame) -> str:
         per.setdefault(", ".join(vals) if vals else UNRECORDED, []).append(m)
     what = (f"**{next(iter(per))}**" if len(per) == 1 else
             "; ".join(f"**{v}** for {', '.join(ms)}" for v, ms in per.items()))
-    return (f"Selectivity baseline: {what} (`screen.baseline`; sampled contains each sequence's ab/ab+1 in a share "
-            "of the sequences and caps induction selectivity, ~235× at T = 256; clean does not: docs/statistics.md).")
+    return (f"Selectivity baseline: {what} (`screen.baseline`; the sampled baseline's keys include a sequence's own "
+            "answer in a share of the sequences, which caps induction selectivity, ~235× at T = 256; the clean one "
+            "cannot: docs/statistics.md).")
 
 
 def build(rows: list[dict], sents: list[str] | None = None, *, traj: pl.DataFrame | None = None,

@@ -236,11 +236,17 @@ def test_data_shift_behaviour_beside_the_heads():
     assert E.behaviour_change(last_before, last_before) == "overlap"
     assert E.behaviour_change(last_before, {"baseline_top1": None}) is None
     text = ES.data_shift_paragraph(df)
+    # the shift run's step0 is the base's final weights: no post-shift observation
+    assert "1 post-shift checkpoint;" in text and "minimum" not in text
     assert "50.00% [40.3%, 59.7%] at the last pre-shift checkpoint (step100)" in text  # outward to 0.1 pp
     assert "20.00% [13.3%, 28.9%] at the end (step10)" in text
     assert "on the same 100 held-out probe sequences before and after" in text
     assert "ablating the previous-token circuit (1 heads) takes top-1 to 30.00%" in text and "*raises* top-1" in text
-    assert "What survives the shift: the same heads" in text and "their induction selectivity (80× → 80×" in text
+    # the same heads, but placement within the layers gives that overlap by chance: survival not shown
+    assert "What survives the shift: their induction selectivity (80× → 80×" in text
+    assert "Whether the heads survived is not shown: they are the same heads, but placement within the layers" in text
+    beyond = ES.data_shift_paragraph(df.with_columns(jaccard_p_value=pl.lit(0.001)))
+    assert "What survives the shift: the same heads and their induction selectivity (80× → 80×" in beyond
     assert ("What does not: the behaviour (top-1 on B from 50.00% to 20.00%, the intervals apart; and ablating the "
             "previous-token circuit now raises top-1)") in text
     assert "The circuit survives the shift" not in text

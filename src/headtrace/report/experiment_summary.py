@@ -10,7 +10,7 @@ import math
 from headtrace.experiments.data_shift import behaviour_change
 from headtrace.findings import agreement
 from headtrace.report.format import fmt_tokens
-from headtrace.report.verdicts import effect_text
+from headtrace.report.verdicts import effect_text, say
 
 INDUCTION_THRESHOLD = 50.0  # the screen's circuit threshold (screen.induction_threshold's default)
 
@@ -145,7 +145,10 @@ def data_shift_paragraph(data_shift: pl.DataFrame, induction_threshold: float = 
     and what the two ablations did after the shift); then one sentence saying what survives and
     what does not, from those numbers."""
     before = data_shift.filter(pl.col("phase") == "before").sort("tokens")
-    after = data_shift.filter(pl.col("phase") == "after").sort("tokens")
+    # the shift run's first checkpoint at 0 tokens since the shift is the base's final weights, not a
+    # post-shift observation: it is left out of the post-shift counts
+    after = data_shift.filter((pl.col("phase") == "after")
+                              & ~(pl.col("tokens_since_shift").fill_null(1) == 0)).sort("tokens")
     pre = data_shift["pre_shift_circuit"][0].to_list()
     j_end = after["jaccard_to_pre_shift"][-1] if after.height else float("nan")
     j_min = after["jaccard_to_pre_shift"].drop_nans().min() if after.height else float("nan")
@@ -157,8 +160,10 @@ def data_shift_paragraph(data_shift: pl.DataFrame, induction_threshold: float = 
         f"`{before['model'][0] if before.height else '?'}` on a second corpus for "
         f"{fmt_tokens(after['tokens_since_shift'].max() if after.height else None)} tokens. Pre-shift induction circuit: "
         f"{', '.join(pre) or '∅'}; after the shift: {', '.join(after['circuit'][-1].to_list()) if after.height else '?'} "
-        f"(Jaccard {j_end:.2f} at the end, minimum {j_min if j_min is not None else float('nan'):.2f} over the "
-        f"{after.height} post-shift checkpoints; paper: 1.00, FineWeb → OpenWebText){_chance(after)}. "
+        f"(Jaccard {j_end:.2f} at the end" + (f", minimum {j_min:.2f} over the {after.height} post-shift checkpoints"
+                                               if after.height > 1 and j_min is not None else
+                                               f", {after.height} post-shift checkpoint")
+        + f"; paper: 1.00, FineWeb → OpenWebText){_chance(after)}. "
         + (f"The pre-shift heads' mean induction selectivity goes from {sel_before:.3g}× before the shift to "
            f"{sel_after:.3g}× at the end (circuit threshold: induction selectivity ≥ {induction_threshold:g}×). "
            if pre and after.height else ""))
@@ -198,10 +203,13 @@ def _ablation(row: dict, prefix: str, name: str) -> str:
          "effect_hi": row.get(f"{prefix}_effect_hi"), "baseline_value": row.get(f"{prefix}_baseline_value")}
     words = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
     raises = metric == "top1" and v["effect_hi"] is not None and v["effect_hi"] < 0
-    verdict = (row.get(f"{prefix}_verdict") or "?").replace("_", " ")
+    verdict = say(row.get(f"{prefix}_verdict") or "?")
+    if raises:  # said as the rise it is, its interval wholly above zero
+        up = dict(v, effect=-v["effect"], effect_lo=-v["effect_hi"], effect_hi=-v["effect_lo"])
+        return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}: it "
+                f"*raises* top-1, by {effect_text(up)}, the whole interval above zero; verdict {verdict}")
     return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}, "
-            f"effect on {words.get(metric, metric)} {effect_text(v)}, verdict {verdict}"
-            + (": it *raises* top-1, the whole interval below zero" if raises else ""))
+            f"effect on {words.get(metric, metric)} {effect_text(v)}, verdict {verdict}")
 
 
 def _behaviour(b_last: dict, a_last: dict) -> str:
@@ -230,9 +238,14 @@ def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dic
     if not pre:
         return "There was no pre-shift circuit to track. "
     kept, lost = [], []
-    heads = ("the same heads" + (" (an overlap no larger than placement within the layers gives by chance)" if chance else "")
-             if j_end == 1 else None)
-    (kept if heads else lost).append(heads or f"the circuit's heads (Jaccard {j_end:.2f} at the end)")
+    undecided = None
+    if j_end == 1 and chance:  # the same heads, but placement within the layers gives that overlap by chance
+        undecided = ("whether the heads survived is not shown: they are the same heads, but placement within the "
+                     "layers alone gives that overlap")
+    elif j_end == 1:
+        kept.append("the same heads")
+    else:
+        lost.append(f"the circuit's heads (Jaccard {j_end:.2f} at the end)")
     if sel_after is not None and not math.isnan(sel_after):
         if sel_after >= threshold:
             kept.append(f"their induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, above the {threshold:g}× "
@@ -251,9 +264,12 @@ def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dic
                                                  "within overlapping intervals: no change shown") + ")")
         if raised:
             lost.append("the previous-token circuit's part in it (ablating it now raises top-1)")
-    out = ("What survives the shift: " + " and ".join(kept) + ". ") if kept else "Nothing of the circuit survives the shift. "
+    out = ("What survives the shift: " + " and ".join(kept) + ". ") if kept else (
+        "" if undecided else "Nothing of the circuit survives the shift. ")
     if lost:
         out += "What does not: " + "; ".join(lost) + ". "
+    if undecided:
+        out += undecided[0].upper() + undecided[1:] + ". "
     if change is None:
         out += "Whether the behaviour survives is not measured here. "
     return out

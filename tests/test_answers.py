@@ -135,16 +135,17 @@ def test_every_sentence_matches_the_tables():
     assert "full had the circuit at its first revision, so the gap has no upper bound" in sink
     # where the causal test decided, before the final circuit's verdicts
     assert decided.startswith("The causal test")
-    assert ("toy: causal at s2 (smallest p = 0.015 = 1/71: the 4-head circuit at s2, over all 70 matched sets "
+    assert ("toy: causal at s2 (smallest p = 1/71 ≤ 0.015: the 4-head circuit at s2, over all 70 matched sets "
             "(exact))") in decided
     # a not_causal verdict carries the criteria it missed (the verdict's not_causal_reason)
     assert "full: not causal at f2, as p = 0.400 > alpha = 0.05 (smallest p = 0.400" in decided and "20 of 1820 matched sets (sampled)" in decided
     assert "it decided at no revision of never" in decided
-    # the undecided verdict is counted here and explained once, in the next sentence
+    # every final verdict said once, the open one with its reason
     assert final == ("Ablating the final circuit at the last revision: not causal in full; no circuit to ablate in "
-                     "never; undecided in the other model (underpowered: why in the next sentence).")
-    # undecided: the verdict's own reason (a full layer), the empty circuit, each gap's reason
-    assert "toy: no matched set: too few free heads (L1: 8 circuit heads, 0 free)" in undecided
+                     "never; underpowered, so the test cannot decide, in 1 model (toy: no matched set: too few free "
+                     "heads (L1: 8 circuit heads, 0 free)).")
+    # undecided: the empty circuit, each undecided order's reason; the open verdict is not said twice
+    assert "toy: no matched set" not in undecided
     assert "never (no circuit at the final revision to ablate)" in undecided
     assert "in full" not in undecided  # its order is decided (a censored end), only the size is open
     assert "the order of sink and circuit in never (no induction circuit formed)" in undecided
@@ -401,7 +402,7 @@ def _check_against_tables(F, V, run):
          if V is not None else pl.DataFrame())
     for (m,), g in (d.group_by("model") if d.height else []):
         best = g.sort("p_value").row(0, named=True)
-        assert f"{m}: " in decided and f"smallest p = {A.fmt_p(best['p_value'])}" in decided
+        assert f"{m}: " in decided and f"{A.fmt_p(best['p_value'])}" in decided.split(f"{m}: ")[1]
         assert re.search(rf"{best['n_distinct_draws']}( of {best['n_matched_sets']})? matched set", decided)
     for m in cs["model"].unique().to_list():
         if d.height == 0 or m not in d["model"].to_list():

@@ -152,9 +152,9 @@ def test_sentences_say_what_was_found_and_what_was_not_decided():
     text = " ".join(s)
     assert "3 models over 9 revisions" in text and "2 of the 3 models formed an induction circuit" in text
     assert "the earliest A after 50 and by 100 tokens (r1)" in text and "B never did" in text
-    assert ("Ablating the final circuit at the last revision: causal in A; not ablated in C; undecided in the other "
-            "model (underpowered: why in the next sentence).") in s
-    assert "could not decide" in text and "B: the smallest p 1 matched set allow is 0.500 > alpha" in text
+    assert ("Ablating the final circuit at the last revision: causal in A; not ablated in C; underpowered, so the "
+            "test cannot decide, in 1 model (B: the smallest p 1 matched set allow is 0.500 > alpha)") in text
+    assert "could not decide" in text and text.count("the smallest p 1 matched set allow") == 1
     # C's sink never came: its order is one by censoring, said in the sink sentence, not an undecided gap
     assert "C had no such sink by the last revision, so its circuit came first only in that no sink came" in text
     assert "sink and circuit in C" not in text
@@ -208,7 +208,7 @@ def test_rst_caption_to_html():
 def test_circuit_line_says_effect_p_sets_and_verdict():
     v = verdicts().row(2, named=True)
     line = console.circuit_line(v)
-    assert line == ("final circuit (L1H0 L1H2): top1 effect 40.00 pp [30.00, 50.00] (67% of the baseline), p=0.010 over 20 of 21 "
+    assert line == ("final circuit (L1H0 L1H2): top-1 effect 40.00 pp [30.00, 50.00] (67% of the baseline), p=0.010 over 20 of 21 "
                     "matched sets (sampled) -> causal")
     u = console.circuit_line(verdicts().row(3, named=True))
     assert u.endswith("-> underpowered: the smallest p 1 matched set allow is 0.500 > alpha "

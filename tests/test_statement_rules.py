@@ -71,7 +71,7 @@ def test_a_continued_run_is_counted_once():
                                       ("base-shift", I3, "s0", 100, None, None)])}
     s = run(F, continues={"base-shift": "base"}).sentences[0]
     assert "2 models over 4 revisions in all (1 independent training run: base-shift continues base's run)" in s
-    assert "the model formed" in s or "1 of the 1" in s
+    assert "; the run formed an induction circuit" in s
     assert "the earliest base after 0 and by 100 tokens" in s  # the continuation is no rival for 'earliest'
 
 

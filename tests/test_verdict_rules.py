@@ -211,13 +211,14 @@ def test_partial_and_untested_in_the_run_statements():
     assert a.decided_words().startswith("necessary in part at step1000, as it beats its matched controls, but top-1")
     assert a.reason().endswith("; necessary in part: " + partial["partial_reason"])
     assert S.final([a]).text == ("Ablating the final circuit at the last revision: necessary in part (it beats its "
-                                 "matched controls but is not shown to halve top-1) in toy-neox.")
+                                 "matched controls but is not shown to halve its metric) in toy-neox.")
     rows = [{"condition": "baseline", "top1": 0.0405},
             {"condition": "circuit", "top1": 0.0025, "heads": ["L4H4", "L7H0", "L7H1"]}]
     u = _answer_of(V.verdict(table_of(rows, n_sequences=2000)).row(0, named=True))
     assert u.verdict == "untested" and not u.verdict_decided and u.undecided
     text, all_decided = S.undecided([u])
-    assert not all_decided and "(untested — toy-neox: no matched control was ablated" in text.text
+    assert not all_decided and "untested" not in text.text  # the final sentence says it, with its reason
+    assert "untested, no test ran, in 1 model (toy-neox: no matched control was ablated" in S.final([u]).text
     assert u.reason().startswith("no matched control was ablated")
 
 

@@ -215,7 +215,7 @@ class Gap:
         if self.state == "same_revision":
             return f"not separated: same revision (between {iv[1:-1].replace(', ', ' and ')})"
         head = fmt_ratio(self.ratio)
-        if self.lo is not None and self.lo < 1:
+        if not self.decided:  # the one rule (headtrace.findings.order), as the sentences read it
             return f"{head}, in {iv}: order not settled by the spacing"
         return f"{head}, in {iv}"
 

@@ -201,9 +201,9 @@ def verdict_line(v: dict) -> str:
         out += f", {upper}"
     out += f"; {METRIC_SAY.get(metric, metric)} effect {effect_text(v)}"
     if n_sets:
-        out += f", p={v['p_value']:.3f}"
+        out += f", p={A.fmt_p(v['p_value'])}"
     if v.get("class_control") and v.get("n_class_matched_sets"):
-        out += (f" (class-matched, sinks excluded: p={v['class_p_value']:.3f}, mean effect "
+        out += (f" (class-matched, sinks excluded: p={A.fmt_p(v['class_p_value'])}, mean effect "
                 f"{fmt_metric(metric, v['class_random_effect_mean'])})")
     verdict = A.verdict_word(v)
     if v.get("floor_reason") and verdict != "untested":  # an untested verdict's reason is the floor's
@@ -248,7 +248,7 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     if not heads:
         return f"{name}: no heads (nothing to ablate)"
     n_sets = v.get("n_distinct_draws") or 0
-    out = f"{name} ({' '.join(map(str, heads))}): {metric} effect {effect_text(v)}"
+    out = f"{name} ({' '.join(map(str, heads))}): {METRIC_SAY.get(metric, metric)} effect {effect_text(v)}"
     if n_sets:
         p = v.get("p_value")
         out += f", p={A.fmt_p(p)} over {A.verdict_of(v).control_text()}"

@@ -15,14 +15,15 @@ def tokens_or_dash(tokens) -> str:
     return "—" if tokens is None else fmt_tokens(tokens)
 
 
-def formed_clause(n_formed: int, n_models: int, milestone: str) -> str:
-    """How many of the run's models formed an induction circuit, naming the models, not the revisions."""
+def formed_clause(n_formed: int, n_models: int, milestone: str, noun: str = "model") -> str:
+    """How many of the run's models (or independent runs: ``noun``) formed an induction circuit, counting
+    models or runs, not revisions."""
     what = milestone  # in words: 'an induction circuit of at least 3 heads' (report.format.milestone_words)
     if n_formed == 0:
-        return f"no model formed {what}"
+        return f"no {noun} formed {what}"
     if n_models == 1:
-        return f"the model formed {what}"
-    return f"{n_formed} of the {n_models} models formed {what}"
+        return f"the {noun} formed {what}"
+    return f"{n_formed} of the {n_models} {noun}s formed {what}"
 
 
 def could_not_decide(items: list[str]) -> str:

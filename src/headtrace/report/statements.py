@@ -69,9 +69,7 @@ def formation(answers: list[ModelAnswer]) -> Statement:
     if cont:
         s += (f" ({_plural(len(runs), 'independent training run')}: "
               + "; ".join(f"{a.model} continues {a.continues}'s run" for a in cont) + ")")
-        s += "; " + EC.formed_clause(len(formed), len(runs), ms).replace(" models formed", " runs formed")
-    else:
-        s += "; " + EC.formed_clause(len(formed), len(runs), ms)
+    s += "; " + EC.formed_clause(len(formed), len(runs), ms, noun="run" if cont else "model")
     parts: list[tuple[ModelAnswer, Iterable[str]]] = []
     first, tied = earliest(formed)
     if first is not None:
@@ -103,10 +101,12 @@ def sink(answers: list[ModelAnswer]) -> Statement:
     against the circuit (one rule: :attr:`Gap.order`, :mod:`headtrace.findings.order`), orders seen and
     orders that hold only because no sink came counted apart. Models with no layer above Finding 1's
     floor are left out, and said to be."""
-    able = [a for a in answers if a.sink_possible]
-    floor_only = [a for a in answers if not a.sink_possible]
+    runs = [a for a in answers if a.continues is None]  # a continued run is counted with the run it continues
+    noun = "run" if len(runs) < len(answers) else "model"
+    able = [a for a in runs if a.sink_possible]
+    floor_only = [a for a in runs if not a.sink_possible]
     sinks = [a for a in able if a.sink50.reached]
-    s = f"A first-token sink on half the heads came in {len(sinks)} of {_plural(len(able), 'model')}"
+    s = f"A first-token sink on half the heads came in {len(sinks)} of {_plural(len(able), noun)}"
     if floor_only:
         s += (f" ({_names([a.model for a in floor_only])} left out: every layer of "
               f"{'a 2-layer model' if len(floor_only) == 1 else '2-layer models'} is a floor layer of Finding 1, "
@@ -123,10 +123,15 @@ def sink(answers: list[ModelAnswer]) -> Statement:
         s += (f"; in {_names([a.model for a in after])} it came after the induction circuit whatever the "
               f"checkpoint spacing hides ({'; '.join(bits + ['each interval is in the table'])})")
         parts += [(a, a.gap50.rests_on) for a in after]
-    before = [a for a in sinks if a.gap50.order == "later first"]
+    before = [a for a in sinks if a.gap50.order == "later first" and a.gap50.seen]
     if before:
         s += f"; in {_names([a.model for a in before])} it came before the induction circuit"
         parts += [(a, a.gap50.rests_on) for a in before]
+    no_circuit = [a for a in sinks if a.gap50.order == "later first" and not a.gap50.seen]
+    if no_circuit:
+        s += (f"; in {_names([a.model for a in no_circuit])} it came and no induction circuit did by the last "
+              "revision (an order by censoring, not an order seen)")
+        parts += [(a, a.gap50.rests_on) for a in no_circuit]
     unordered = [a for a in sinks if not a.gap50.decided]
     if unordered:
         s += (f"; in {_names([a.model for a in unordered])} the spacing does not order sink and circuit "
@@ -220,41 +225,36 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
 
 
 FINAL_SAY = (("causal", "causal"), ("partial", "necessary in part (it beats its matched controls but is not shown "
-             "to halve top-1)"), ("not_causal", "not causal"),
+             "to halve its metric)"), ("not_causal", "not causal"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
+OPEN_SAY = (("underpowered", "underpowered, so the test cannot decide"), ("untested", "untested, no test ran"))
 
 
 def final(answers: list[ModelAnswer]) -> Statement:
-    """The final circuit's verdict where one was reached; the undecided ones are only counted here
-    (:func:`undecided` says why), so no verdict is said twice."""
+    """The final circuit's verdict at the last revision, once per model: the decided ones, then the open
+    ones (underpowered, untested), each with its reasons."""
     by: dict[str, list[ModelAnswer]] = {}
     for a in answers:
         by.setdefault(a.verdict, []).append(a)
     bits = [f"{say} in {_names([a.model for a in by[w]])}" for w, say in FINAL_SAY if by.get(w)]
-    under = by.get("underpowered", []) + by.get("untested", [])
-    if under:
-        n = len(under)
-        who = (_plural(n, "model") if not bits else "the other model" if n == 1 else f"the other {n} models")
-        kinds = " or ".join(w for w in ("underpowered", "untested") if by.get(w))
-        bits.append(f"undecided in {who} ({kinds}: why in the next sentence)")
+    for word, say in OPEN_SAY:
+        open_ = by.get(word, [])
+        if open_:
+            why: dict[str, list[str]] = {}
+            for a in open_:
+                why.setdefault(a.final.why or "", []).append(a.model)
+            bits.append(f"{say}, in {_plural(len(open_), 'model')} ("
+                        + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
     return statement("Ablating the final circuit at the last revision: " + "; ".join(bits) + ".",
                       [(a, a.final_rests_on) for a in answers])
 
 
 def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
-    """What the run could not decide: underpowered final verdicts with their reasons, models with no
-    circuit to ablate, and sink/circuit orders the brackets leave open (models with no layer above
-    Finding 1's floor have no sink order to decide)."""
+    """What the run could not decide beyond the open final verdicts (:func:`final` gives those with their
+    reasons): models with no circuit to ablate, and sink/circuit orders the brackets leave open (models with
+    no layer above Finding 1's floor have no sink order to decide; a continued run is its base's)."""
     items, parts = [], []
-    for word in ("underpowered", "untested"):  # the test could not decide / did not run: each with its reasons
-        under = [a for a in answers if a.verdict == word]
-        if under:
-            why: dict[str, list[str]] = {}
-            for a in under:
-                why.setdefault(a.final.why or "", []).append(a.model)
-            items.append(f"whether the final circuit is causal in {_plural(len(under), 'model')} ({word} — "
-                         + "; ".join(f"{_names(ms)}: {w}" for w, ms in why.items()) + ")")
-            parts += [(a, a.final_rests_on) for a in under]
+    open_ = [a for a in answers if a.verdict in ("underpowered", "untested")]  # said, with reasons, by final()
     empty = [a for a in answers if a.verdict in ("no circuit", "not ablated")]
     if empty:
         nothing = [a.model for a in empty if a.verdict == "no circuit"]
@@ -265,7 +265,7 @@ def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
         parts += [(a, a.final_rests_on) for a in empty]
     gaps: dict[str, list[ModelAnswer]] = {}
     for a in answers:
-        w = a.gap50.why_undecided() if a.sink_possible else None
+        w = a.gap50.why_undecided() if a.sink_possible and a.continues is None else None
         if w is not None:
             gaps.setdefault(w, []).append(a)
     for w, ms in gaps.items():
@@ -273,5 +273,8 @@ def undecided(answers: list[ModelAnswer]) -> tuple[Statement, bool]:
         parts += [(a, a.gap50.rests_on) for a in ms]
     if items:
         return statement(EC.could_not_decide(items), parts), False
+    if open_:
+        return statement("Every sink/circuit order in this run was decided; the open final verdicts are in the "
+                         "sentence before.", [(a, a.gap50.rests_on) for a in answers]), False
     return statement("Every model's final verdict and sink/circuit order in this run was decided.",
                       [(a, a.final_rests_on + a.gap50.rests_on) for a in answers]), True

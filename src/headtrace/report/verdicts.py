@@ -68,14 +68,13 @@ class Verdict:
         return f"{n} of {self.n_space} matched sets (sampled)"
 
     def p_text(self) -> str:
-        """'p = 0.015 = 1/71' (the smallest p its sets allow) / 'p = 0.400': rounded up, never below the p
-        computed (1/71 = 0.01408 prints 0.015)."""
+        """'p = 1/71 ≤ 0.015' (the smallest p its sets allow: exact, and its decimal rounded up) / 'p = 0.400'
+        (rounded up: a printed p is never below the p computed)."""
         if _nan(self.p):
             return "p undefined"
-        out = f"p = {fmt_p(self.p)}"
         if self.n_sets and self.min_p is not None and abs(self.p - self.min_p) < 1e-12:
-            out += f" = 1/{self.n_sets + 1}"
-        return out
+            return f"p = 1/{self.n_sets + 1} ≤ {fmt_p(self.p)}"
+        return f"p = {fmt_p(self.p)}"
 
     def upper_share_text(self) -> str | None:
         """The circuit's share of the upper bound's effect where it informs ('42% of the upper bound's

@@ -114,7 +114,8 @@ def test_the_pair_s_order_sign_test_and_gaps(G):
     g = _row(G["group_gaps"], later="first_token_50pct", earlier="induction_3_heads")
     assert (g["n_members"], g["n_decided"], g["n_earlier_first"], g["n_later_first"], g["n_undecided"],
             g["n_absent"], g["n_gap"]) == (4, 3, 3, 0, 0, 1, 3)
-    assert g["p_sign"] == pytest.approx(2 * 0.5 ** 3)  # 3 of 3, two-sided: 0.25
+    # the sign test counts the 2 orders seen (A, B), not C's, which holds only because its sink never came
+    assert g["p_sign"] == pytest.approx(2 * 0.5 ** 2)
     # B's circuit predates its first revision but its sink was seen: an order seen; C's sink never came:
     # an order by censoring alone, counted apart
     assert dict(zip(mg["member"], mg["order_basis"])) == {"A": "seen", "B": "seen", "C": "censoring", "D": None}
@@ -193,8 +194,8 @@ def test_headline_puts_the_group_row_before_its_members_and_words_it_once(G):
     assert g.order_text() == ("an induction circuit of at least 3 heads before first-token heads on at least 50% of "
                               "the heads in 3 of 3 seeds whose brackets order them (1 of them only because "
                               "first-token heads on at least 50% of the heads never came) "
-                              "(1 without findings); exact two-sided binomial p = 0.25 against 50%, the smallest "
-                              "3 decided seeds allow")
+                              "(1 without findings); exact two-sided binomial p = 0.5 against 50%, the smallest "
+                              "2 seen orders allow")
     # the members' notation: a gap bounded below only is "> 4.0×", a median bracket the range of possible medians
     assert g.gap_text() == ("range of possible median gaps > 4.0× over 3 seeds; smallest [2.0×, 8.0×], "
                             "largest > 4.0×")

@@ -179,7 +179,7 @@ def test_html_shows_inline_code_as_code_and_no_tooltip_carries_a_fact_alone(page
     _, _, page = pages
     first = page[:page.index('<h2 id="figures"') if '<h2 id="figures"' in page else page.index("<section")]
     assert "`" not in " ".join(html_facts(page))  # no literal backticks in the visible text
-    assert "<code>causal</code>" in first and "<code>results/findings/measures/</code>" in first
+    assert "<code>f3_milestones</code>" in first and "<code>results/findings/measures/</code>" in first
     assert "<code>screen.baseline</code>" in first
     visible = " ".join(html_facts(page))
     for tip in re.findall(r'title="([^"]*)"', first):  # a tooltip may repeat a fact, never carry it alone

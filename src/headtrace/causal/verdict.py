@@ -19,7 +19,8 @@ its bootstrap interval, ``effect_lo > 0``: an effect whose interval reaches 0 is
 AND ``p_value <= alpha`` (0.05) AND ``effect >= min_effect_ratio x max(random_effect_mean, 0)`` (2). The *half-baseline criterion* (top-1/top-5
 only; ``half_baseline``) asks whether the ablation leaves at most ``max_ablated_fraction`` (0.5) of the
 baseline, read from the paired bootstrap interval of ``ablated / baseline`` (``ablated_fraction_lo``,
-``ablated_fraction_hi``; the ablation table's ``top1_fraction_lo/hi``): ``at_most_half`` when the
+``ablated_fraction_hi``; the ablation table's ``top1_fraction_lo/hi``, top-1 only: on top-5 the point
+estimate decides): ``at_most_half`` when the
 interval's upper end is at most 0.5, ``above_half`` when its lower end is above 0.5, ``straddles_half``
 otherwise. Without an interval (the published ablations, ``n_bootstrap: 0``) the point estimate
 decides, ``at_most_half`` or ``above_half``.

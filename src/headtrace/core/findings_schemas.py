@@ -400,7 +400,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_undecided": pl.Int32,
         "n_absent": pl.Int32,
         "n_by_censoring": pl.Int32,  # decided orders resting on censoring alone (the second milestone never met)
-        "p_sign": pl.Float64,  # exact two-sided binomial p of n_earlier_first of n_decided against 50%
+        "p_sign": pl.Float64,  # exact two-sided binomial p of the orders seen (n_decided - n_by_censoring) against 50%
         "n_gap": pl.Int32,  # members whose gap has a bound
         "median_gap_lo": pl.Float64,
         "median_gap_hi": pl.Float64,

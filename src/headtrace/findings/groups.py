@@ -146,19 +146,21 @@ def gap_table(group: str, member_g: pl.DataFrame, n_members: int) -> pl.DataFram
     """``group_gaps``: per (later, earlier) pair: in how many members the earlier milestone comes
     first, the later first, undecided or absent, and how many of the decided orders rest on censoring
     alone (``n_by_censoring``: the milestone that came second was never met, so the order says only
-    that it did not come); the exact two-sided binomial p of the decided members against 50%
-    (``p_sign``; vacuous where every decided order rests on censoring); the median, smallest and largest gap as intervals over the
+    that it did not come); the exact two-sided binomial p against 50% over the orders seen
+    (``p_sign``: the decided orders less those by censoring; null when none was seen); the median, smallest and largest gap as intervals over the
     members whose gap has a bound (``n_gap``; a gap "unknown" is counted out)."""
     rows = []
     for (later, earlier), g in member_g.group_by("later", "earlier", maintain_order=True):
         c = Counter(g["order"].to_list())
         k, n = c["earlier first"], c["earlier first"] + c["later first"]
+        seen = g.filter(pl.col("order_basis") == milestone_order.SEEN)  # the sign test counts orders seen only
+        k_seen = int((seen["order"] == milestone_order.EARLIER_FIRST).sum())
         b = g.filter(pl.col("present") & pl.col("gap_bound").is_in(["interval", "lower bound", "upper bound"]))
         st = bracket_stats(b["gap_lo"].to_list(), b["gap_hi"].to_list())
         rows.append(dict(group=group, later=later, earlier=earlier, n_members=n_members, n_decided=n,
                          n_earlier_first=k, n_later_first=c["later first"], n_undecided=c["undecided"],
                          n_absent=c["absent"], n_by_censoring=int((g["order_basis"] == milestone_order.CENSORING).sum()),
-                         p_sign=binomial_p(k, n), n_gap=b.height,
+                         p_sign=binomial_p(k_seen, seen.height), n_gap=b.height,
                          median_gap_lo=st["median_lo"], median_gap_hi=st["median_hi"],
                          smallest_gap_lo=st["min_lo"], smallest_gap_hi=st["min_hi"],
                          largest_gap_lo=st["max_lo"], largest_gap_hi=st["max_hi"]))

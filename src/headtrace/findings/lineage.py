@@ -327,8 +327,8 @@ def reference_warnings(table: pl.DataFrame | None) -> list[str]:
                        "table checks")
         else:
             out.append(f"model '{r['model']}': the earliest revision, {r['reference']}, is not the init (step 0); "
-                       "not_descended_from_init compares with it and cannot see weights that are another init "
-                       "from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+                       "the check that each revision descends from the init compares with it, so it cannot see "
+                       "weights that are another init from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
     return out
 
 

@@ -17,14 +17,14 @@ from headtrace.report.words import names as _names
 from headtrace.report.words import plural as _plural
 
 
-def _p_text(p: float | None, n: int) -> str:
+def _p_text(p: float | None, n: int, what: str = "decided seed") -> str:
     """'exact two-sided binomial p = 0.50 against 50% (the smallest 2 seeds allow)'."""
     if _nan(p) or not n:
         return "no member's order decided: no test"
     floor = 2 * 0.5 ** n
     out = f"exact two-sided binomial p = {p:.3g} against 50%"
     if abs(p - min(1.0, floor)) < 1e-12:
-        out += f", the smallest {_plural(n, 'decided seed')} allow"
+        out += f", the smallest {_plural(n, what)} allow"
     return out
 
 
@@ -89,7 +89,7 @@ class GroupAnswer:
         out = (f"{first} before {second} in {k} of {n} {'seed' if n == 1 else 'seeds'} whose brackets order them"
                + (f" ({cens} of them only because {second} never came)" if cens else ""))
         out += (" (" + "; ".join(rest) + ")") if rest else ""
-        return out + f"; {_p_text(_get(g, 'p_sign'), n)}"
+        return out + f"; {_p_text(_get(g, 'p_sign'), n - cens, 'seen order' if cens else 'decided seed')}"
 
     def gap_text(self) -> str:
         """'range of possible median gaps [2.0×, 8.0×] over 3 seeds; smallest ..., largest ...' in the members'
@@ -110,7 +110,9 @@ class GroupAnswer:
         s = self.summary
         if not _get(s, "jaccard_n_pairs", 0):
             return "no pair of final circuits to compare"
-        out = f"Jaccard median {s['jaccard_median']:.2f} over {_plural(int(s['jaccard_n_pairs']), 'pair')}" + fmt_chance(s)
+        n = int(s["jaccard_n_pairs"])
+        out = (f"Jaccard {s['jaccard_median']:.2f} (one pair)" if n == 1 else
+               f"Jaccard median {s['jaccard_median']:.2f} over {n} pairs") + fmt_chance(s)
         if _get(s, "n_distinct_heads", 0):
             out += (f"; {s['n_recurring_heads']} of {s['n_distinct_heads']} circuit heads recur in more than one "
                     "seed")

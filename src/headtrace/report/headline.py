@@ -191,15 +191,21 @@ def headline_table(rows: list[dict]) -> pl.DataFrame:
 NOTE = ("Brackets (a–b]: first seen at the revision named (b tokens), not at the screened revision before it "
         "(a tokens); bracket ends and gap bounds are rounded outward (a lower end down, an upper end up). Gap: "
         "tokens at the first-token 50% milestone / tokens at the induction milestone, with the interval the "
-        "brackets allow. Verdict: `causal` needs a positive effect on the decision metric, p ≤ alpha over the "
-        "matched-random sets, an effect at least twice their mean, and (top-1) the circuit's ablation leaving at "
-        "most half the baseline; the upper bound is reported (the share of its effect), not required.")
+        "brackets allow. Verdict: causal needs an effect on the decision metric whose interval lies above 0, "
+        "p ≤ alpha over the matched-random sets and an effect at least twice their mean (it beats its controls), "
+        "and (top-1) the interval of ablated / baseline at or below 50%; necessary in part: it beats its controls, "
+        "but that interval reaches above 50%; not causal: it does not beat its controls; underpowered: the "
+        "matched sets cannot reach p ≤ alpha, or none exists; untested: no matched control, or top-1 at its floor "
+        "with no other metric to decide (docs/statistics.md). The upper bound (the circuit's layers whole) is "
+        "reported, not required.")
 
 
-GROUP_NOTE = ("A seed group's row (before its members'): each milestone's median onset over the seeds as the interval "
-              "the members' brackets allow; the pair's order counted over the seeds whose brackets decide it, with "
-              "the exact two-sided binomial p against 50% (n seeds cannot give less than 2 × 0.5^n); the gap's "
-              "median as an interval; the final circuits' pairwise Jaccard (docs/statistics.md, seed groups).")
+GROUP_NOTE = ("A seed group's row (before its members'): each milestone's median onset over the seeds as the range of "
+              "possible medians the members' brackets allow; the pair's order counted over the seeds whose brackets "
+              "decide it, orders that hold only because a milestone never came counted apart, with the exact "
+              "two-sided binomial p against 50% over the orders seen (n cannot give less than 2 × 0.5^n); the "
+              "gap's range of possible medians; the final circuits' pairwise Jaccard beside its within-layer null "
+              "(docs/statistics.md, seed groups).")
 
 
 LEGEND_TABLES = ("Sink rate on text: Gu et al. 2025's, thresholded per sequence (docs/measures.md), at the last "

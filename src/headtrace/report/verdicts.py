@@ -83,7 +83,11 @@ class Verdict:
             return None
         if self.share_note:  # the note says why no share is shown
             return self.share_note
-        return f"{100 * self.upper_share:.0f}% of the upper bound's {METRIC_SAY.get(self.metric, self.metric)} effect"
+        out = f"{100 * self.upper_share:.0f}% of the upper bound's {METRIC_SAY.get(self.metric, self.metric)} effect"
+        if self.upper_share > 1:  # the circuit alone hurts more than its layers whole
+            out += (": ablating the circuit alone hurts more than ablating its layers whole (ablating the other "
+                    "heads as well offsets part of it)")
+        return out
 
 
 METRIC_SAY = {"top1": "top-1", "top5": "top-5", "ce": "cross-entropy", "logit_b": "logit of B"}

@@ -220,6 +220,8 @@ rule experiments_summary:
         floors=PATHS["exp_noise_floor_null"] if NF_MODELS else [],
     output:
         PATHS["exp_summary"],
+    params:
+        induction_threshold=config["screen"]["induction_threshold"],  # the data-shift paragraph's threshold
     conda:
         CONDA_ENV
     log:

@@ -44,8 +44,10 @@ def _controls(cross_seed: pl.DataFrame) -> str:
 
 def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.DataFrame | None = None,
                      composition: pl.DataFrame | None = None, noise_floor: pl.DataFrame | None = None,
-                     floor_table: pl.DataFrame | None = None) -> str:
-    """One paragraph per experiment, stating what this panel shows (markdown)."""
+                     floor_table: pl.DataFrame | None = None,
+                     induction_threshold: float = INDUCTION_THRESHOLD) -> str:
+    """One paragraph per experiment, stating what this panel shows (markdown); ``induction_threshold``:
+    the screen's (``screen.induction_threshold``), which the data-shift paragraph compares with."""
     out = ["## Method experiments (paper A)", ""]
     # seed specificity
     if cross_seed is not None and cross_seed.height:
@@ -80,7 +82,7 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         out.append("")
     # data shift
     if data_shift is not None and data_shift.height:
-        out.append(data_shift_paragraph(data_shift))
+        out.append(data_shift_paragraph(data_shift, induction_threshold))
         out.append("")
     # composition
     if composition is not None and composition.height:

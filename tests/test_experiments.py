@@ -243,7 +243,7 @@ def test_data_shift_behaviour_beside_the_heads():
     assert "on the same 100 held-out probe sequences before and after" in text
     assert "ablating the previous-token circuit (1 heads) takes top-1 to 30.00%" in text and "*raises* top-1" in text
     # the same heads, but placement within the layers gives that overlap by chance: survival not shown
-    assert "What survives the shift: their induction selectivity (80× → 80×" in text
+    assert "What survives the shift: the pre-shift circuit heads' induction selectivity (80× → 80×" in text
     assert "Whether the heads survived is not shown: they are the same heads, but placement within the layers" in text
     beyond = ES.data_shift_paragraph(df.with_columns(jaccard_p_value=pl.lit(0.001)))
     assert "What survives the shift: the same heads and their induction selectivity (80× → 80×" in beyond

@@ -218,7 +218,7 @@ def test_partial_and_untested_in_the_run_statements():
     assert u.verdict == "untested" and not u.verdict_decided and u.undecided
     text, all_decided = S.undecided([u])
     assert not all_decided and "untested" not in text.text  # the final sentence says it, with its reason
-    assert "untested, no test ran, in 1 model (toy-neox: no matched control was ablated" in S.final([u]).text
+    assert "untested, in 1 model (toy-neox: no matched control was ablated" in S.final([u]).text
     assert u.reason().startswith("no matched control was ablated")
 
 

@@ -248,12 +248,13 @@ def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dic
         kept.append("the same heads")
     else:
         lost.append(f"the circuit's heads (Jaccard {j_end:.2f} at the end)")
+    whose = "the pre-shift circuit heads'" if undecided else "their"  # 'their' only after a clause on the heads
     if sel_after is not None and not math.isnan(sel_after):
         if sel_after >= threshold:
-            kept.append(f"their induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, above the {threshold:g}× "
+            kept.append(f"{whose} induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, above the {threshold:g}× "
                         "threshold)")
         else:
-            lost.append(f"their induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, below the {threshold:g}× "
+            lost.append(f"{whose} induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, below the {threshold:g}× "
                         "threshold)")
     change = behaviour_change(b_last, a_last)
     move = f"top-1 on B from {_pct(b_last.get('baseline_top1'))} to {_pct(a_last.get('baseline_top1'))}"

@@ -227,7 +227,7 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
 FINAL_SAY = (("causal", "causal"), ("partial", "necessary in part (it beats its matched controls but is not shown "
              "to halve its metric)"), ("not_causal", "not causal"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
-OPEN_SAY = (("underpowered", "underpowered, so the test cannot decide"), ("untested", "untested, no test ran"))
+OPEN_SAY = (("underpowered", "underpowered, so the test cannot decide"), ("untested", "untested"))
 
 
 def final(answers: list[ModelAnswer]) -> Statement:

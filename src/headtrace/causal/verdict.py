@@ -197,6 +197,12 @@ def floor_reason(metric: str, baseline: float, n_sequences: int, min_baseline_hi
     return head + (f"; decided on {METRIC_WORDS[fallback]} instead" if fallback else "")
 
 
+def fmt_p(p: float, decimals: int = 3) -> str:
+    """A p-value rounded up to ``decimals`` (a printed p is never smaller than the p computed)."""
+    s = 10 ** decimals
+    return f"{math.ceil(p * s - 1e-9) / s:.{decimals}f}"
+
+
 METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
 
 
@@ -263,7 +269,7 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
                         f"lower end {effect_lo:.3f})"),
         "ablated": (f"{fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, not at most "
                     f"{max_ablated_fraction:.0%}"),
-        "p": f"p = {math.ceil(p_value * 1000 - 1e-9) / 1000:.3f} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
+        "p": f"p = {fmt_p(p_value)} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
         "ratio": (f"effect {effect:.3f} is less than {min_effect_ratio:g} times the matched sets' mean effect "
                   f"{random_effect_mean:.3f}"),
     }

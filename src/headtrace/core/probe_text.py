@@ -35,13 +35,14 @@ def grouped(shown: Mapping[str, str]) -> list[tuple[list[str], str]]:
     return [(models, text) for text, models in out.items()]
 
 
-def _names(models: list[str], shown: int = 6) -> str:
+def names(models: list[str], shown: int = 6) -> str:
+    """The models sharing a probe as its line names them: the first ``shown``, then how many more."""
     return ", ".join(models[:shown]) + (f" and {len(models) - shown} more" if len(models) > shown else "")
 
 
 def lines(shown: Mapping[str, str], prefix: str = "probe") -> list[str]:
     """One line per distinct probe, naming the models that read it: ``probe (my-run): …``."""
-    return [f"{prefix} ({_names(models)}): {text}" for models, text in grouped(shown)]
+    return [f"{prefix} ({names(models)}): {text}" for models, text in grouped(shown)]
 
 
 def markdown(shown: Mapping[str, str]) -> str:
@@ -49,14 +50,14 @@ def markdown(shown: Mapping[str, str]) -> str:
     if not shown:
         return ""
     return "**Probe** (the synthetic induction batch every screen read):\n\n" + "".join(
-        f"- {_names(models)}: {text}\n" for models, text in grouped(shown)) + "\n"
+        f"- {names(models)}: {text}\n" for models, text in grouped(shown)) + "\n"
 
 
 def html(shown: Mapping[str, str]) -> str:
     """The same on the first screen of ``summary.html``."""
     if not shown:
         return ""
-    items = "".join(f"<li>{escape(_names(models))}: {escape(text)}</li>" for models, text in grouped(shown))
+    items = "".join(f"<li>{escape(names(models))}: {escape(text)}</li>" for models, text in grouped(shown))
     return f'<p class="note"><b>Probe</b> (the synthetic induction batch every screen read):</p><ul class="note">{items}</ul>'
 
 

@@ -7,6 +7,7 @@ import polars as pl
 
 import math
 
+from headtrace.causal.verdict import METRIC_WORDS
 from headtrace.experiments.data_shift import behaviour_change
 from headtrace.findings import agreement
 from headtrace.report.format import fmt_tokens
@@ -203,7 +204,6 @@ def _ablation(row: dict, prefix: str, name: str) -> str:
     metric = row.get(f"{prefix}_metric") or "top1"
     v = {"metric": metric, "effect": row.get(f"{prefix}_effect"), "effect_lo": row.get(f"{prefix}_effect_lo"),
          "effect_hi": row.get(f"{prefix}_effect_hi"), "baseline_value": row.get(f"{prefix}_baseline_value")}
-    words = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
     raises = metric == "top1" and v["effect_hi"] is not None and v["effect_hi"] < 0
     verdict = say(row.get(f"{prefix}_verdict") or "?")
     if raises:  # said as the rise it is, its interval wholly above zero
@@ -211,7 +211,7 @@ def _ablation(row: dict, prefix: str, name: str) -> str:
         return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}: it "
                 f"*raises* top-1, by {effect_text(up)}, the whole interval above zero; verdict {verdict}")
     return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}, "
-            f"effect on {words.get(metric, metric)} {effect_text(v)}, verdict {verdict}")
+            f"effect on {METRIC_WORDS.get(metric, metric)} {effect_text(v)}, verdict {verdict}")
 
 
 def _behaviour(b_last: dict, a_last: dict) -> str:

@@ -94,14 +94,9 @@ def build(rows: list[dict], sents: list[str] | None = None, *, traj: pl.DataFram
     return FirstScreen(
         intro=intro, baseline=baseline, warnings=warnings, banner=RL.banner_markdown(lineage, on_suspect),
         notes=tuple((m, t.strip()) for m, t in (notes or {}).items()),
-        probes=tuple((_names(ms), t) for ms, t in probe_text.grouped(probes or {})),
+        probes=tuple((probe_text.names(ms), t) for ms, t in probe_text.grouped(probes or {})),
         sentences=tuple(sents), rows=tuple(HL.table_row(r) for r in rows), flags=tuple(HL.flag_notes(rows)),
         legend=HL.legend(any(r.get("group") for r in rows)))
-
-
-def _names(models: list[str], shown: int = 6) -> str:
-    """The models sharing a probe, as the probe line names them (``probe_text``)."""
-    return ", ".join(models[:shown]) + (f" and {len(models) - shown} more" if len(models) > shown else "")
 
 
 # ---------------------------------------------------------------------------------------- markdown

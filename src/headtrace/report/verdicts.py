@@ -134,10 +134,7 @@ def effect_text(v: Verdict | Mapping) -> str:
     return f"{100 * x:.2f} pp{ci}{rel}"
 
 
-def fmt_p(p: float, decimals: int = 3) -> str:
-    """A p-value rounded up to ``decimals`` (a printed p is never smaller than the p computed)."""
-    s = 10 ** decimals
-    return f"{math.ceil(p * s - 1e-9) / s:.{decimals}f}"
+fmt_p = V.fmt_p  # one p rounded up, as the verdict's own reasons print it
 
 
 def _outward(lo: float, hi: float, scale: float = 1.0, decimals: int = 2) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """Causal group ablation: batched engine == naive engine, controls, hand-built models, verdict."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -9,6 +10,9 @@ import pytest
 import torch
 import transformers
 from naive_ablation import run_naive
+
+from headtrace.causal.conditions import size_profile
+from headtrace.core.heads import as_heads
 from tiny import FAMILY_NAMES, tiny_model
 
 from headtrace.causal import ablation, conditions
@@ -35,7 +39,8 @@ def boosted(family, n_layers=3, seed=0):
 
 
 def assert_same(fast, naive, atol=1e-5):
-    assert [(r["name"], r["draw"], r["heads"]) for r in fast] == [(r["name"], r["draw"], r["heads"]) for r in naive]
+    key = [(r["name"], r["draw"], r["heads"], r.get("method")) for r in fast]
+    assert key == [(r["name"], r["draw"], r["heads"], r.get("method")) for r in naive]
     for a, b in zip(fast, naive):
         for m in METRICS:
             assert a[m] == pytest.approx(b[m], abs=atol), (a["name"], a["heads"], m)
@@ -64,14 +69,19 @@ def test_batched_equals_naive(family):
     model, fam, batch = boosted(family), families.get(family), small_batch()
     conds = engine_conditions()
     # batch_size 4 leaves a ragged last chunk; max_rows 8 stacks 2 conditions per branch call.
-    fast = ablation.run(model, fam, batch, conds, batch_size=4, max_rows=8, progress=False)
-    naive = run_naive(model, fam, batch, conds, batch_size=4)
+    # both ablation methods (mean: every head's mean output over the batch) and the copy-null batch
+    fast = ablation.run(model, fam, batch, conds, batch_size=4, max_rows=8, progress=False, methods=("zero", "mean"))
+    naive = run_naive(model, fam, batch, conds, batch_size=4, methods=("zero", "mean"))
     assert_same(fast, naive)
-    base = fast[0]
-    assert fast[-1]["ce"] == base["ce"]  # empty = baseline
-    assert any(abs(r["ce"] - base["ce"]) > 1e-3 for r in fast[1:-1])  # the ablations did something
+    zero, mean = fast[:len(conds) + 1], fast[len(conds) + 1:]
+    base = zero[0]
+    assert zero[-2]["ce"] == base["ce"] == mean[-2]["ce"]  # empty = baseline, by either method
+    assert zero[-1]["name"] == ablation.COPY_NULL and abs(zero[-1]["ce"] - base["ce"]) > 1e-4  # B replaced
+    assert any(abs(r["ce"] - base["ce"]) > 1e-3 for r in zero[1:-2])  # the ablations did something
+    assert any(abs(a["ce"] - b["ce"]) > 1e-3 for a, b in zip(zero[1:-2], mean[1:-2]))  # mean is not zero
     # stacking all conditions in one call gives the same numbers
-    one_call = ablation.run(model, fam, batch, conds, batch_size=6, max_rows=1000, progress=False)
+    one_call = ablation.run(model, fam, batch, conds, batch_size=6, max_rows=1000, progress=False,
+                            methods=("zero", "mean"))
     assert_same(one_call, naive)
 
 
@@ -228,57 +238,57 @@ def test_matched_random_controls():
     assert g["upper_bound"][0].heads == tuple((l, h) for l in (1, 3) for h in range(8))
     assert g["previous_token_circuit"][0].heads == tuple(prev)
     assert g["previous_token_upper_bound"][0].heads == tuple((0, h) for h in range(8))
-    # Matched spaces: circuit C(6,2) x C(4,4) = 15 sets, previous-token C(6,2) = 15 (both <= K = 20:
-    # every set, exactly once); final circuit C(7,1) x C(7,1) = 49 (> 20: 20 distinct sampled sets).
-    assert len(conds) == 1 + 1 + 15 + 1 + 1 + 20 + 1 + 1 + 15 + 1
-    assert len(g["final_matched_random"]) == 20 and len({d.heads for d in g["final_matched_random"]}) == 20
-    assert {d.n_sets for d in g["final_matched_random"]} == {49}
-    for rname, cset in (("matched_random", set(circuit)), ("previous_token_matched_random", set(prev))):
+    # Reference sets (every set of the circuit's shape in its layers): circuit C(8,2) x C(8,4) = 1,960 and
+    # final circuit C(8,1) x C(8,1) = 64 (> 20: 20 uniform draws with replacement), previous-token C(8,2) = 28
+    # (> 20: drawn too; with exact_max 30 every one of the 28, the circuit among them).
+    assert len(conds) == 1 + 1 + 20 + 1 + 1 + 20 + 1 + 1 + 20 + 1
+    for rname, cset, space in (("matched_random", circuit, 1960), ("final_matched_random", [(1, 0), (2, 1)], 64),
+                               ("previous_token_matched_random", prev, 28)):
         draws = g[rname]
-        assert [d.draw for d in draws] == list(range(1, 16))
-        assert len({d.heads for d in draws}) == 15 and {d.n_sets for d in draws} == {15}
-        layers = {l for l, _ in cset}
-        for d in draws:
-            assert not set(d.heads) & cset
-            assert {l for l, _ in d.heads} == layers
-            for l in layers:
-                assert sum(1 for x, _ in d.heads if x == l) == sum(1 for x, _ in cset if x == l)
+        assert [d.draw for d in draws] == list(range(1, 21))
+        assert {d.n_sets for d in draws} == {space} and {d.exact for d in draws} == {False}
+        for d in draws:  # the circuit's shape in its layers, from all of their heads
+            assert size_profile(d.heads) == size_profile(cset)
         assert len({d.heads for d in draws}) > 1
+    drawn = {h for d in g["matched_random"] for h in d.heads}
+    assert drawn & set(circuit) and drawn - set(circuit)  # circuit heads are drawn too, and others
+    exact = by_name(ablation.build_conditions(screen, 8, final_circuit=None, n_random=20, seed=7, exact_max=30))
+    every = exact["previous_token_matched_random"]
+    assert len(every) == 28 == len({d.heads for d in every}) and {d.exact for d in every} == {True}
+    assert tuple(prev) in {d.heads for d in every}
     # reproducible by seed, different across seeds, independent of the other conditions
     again = ablation.build_conditions(screen, 8, final_circuit=None, n_random=20, seed=7)
     assert by_name(again)["matched_random"] == g["matched_random"]
-    # an exact control (the whole space) does not depend on the seed; a sampled one does
-    other = ablation.build_conditions(screen, 8, final_circuit=[(1, 0), "L2H1"], n_random=20, seed=8)
-    assert by_name(other)["matched_random"] == g["matched_random"]
+    # an exact reference set (every set) does not depend on the seed; draws do
+    other = ablation.build_conditions(screen, 8, final_circuit=[(1, 0), "L2H1"], n_random=20, seed=8, exact_max=30)
+    assert by_name(other)["previous_token_matched_random"] == every
     assert by_name(other)["final_matched_random"] != g["final_matched_random"]
     assert "final_circuit" not in by_name(again)
     # n_heads_per_layer defaults to the screen's
     assert ablation.build_conditions(screen, final_circuit=None, n_random=20, seed=7) == again
 
 
-def test_layer_too_small_has_no_matched_set_and_is_underpowered():
-    """Issue 28: a layer with fewer free heads than circuit heads has no matched set. No smaller
-    'control' is drawn (it used to take min(k, free) heads, silently); the control is one
-    placeholder row and the verdict is underpowered, saying why."""
-    circuit = [(0, 0), (0, 1), (0, 2), (1, 0)]  # layer 0: 3 of 4 heads, only 1 free
-    conds = ablation.build_conditions(screen_df(2, 4, induction=circuit), 4, final_circuit=None, n_random=10)
-    assert [(d.draw, d.heads, d.n_sets) for d in by_name(conds)["matched_random"]] == [(0, (), 0)]
-    assert conditions.short_layers(circuit, 4) == [(0, 3, 1)]
-    assert conditions.matched_sets(circuit, 4, 10, 0, "x") == ([], 0, True)
+def test_a_reference_set_too_small_for_alpha_is_underpowered():
+    """11 heads of a 12-head layer: its reference set holds C(12, 11) = 12 sets, the circuit one of them, so
+    its p is at least 1/12 > 0.05 whatever it does: underpowered, saying why (issue 48)."""
+    circuit = [(0, h) for h in range(11)]
+    conds = ablation.build_conditions(screen_df(2, 12, induction=circuit), 12, final_circuit=None, n_random=10,
+                                      exact_max=conditions.EXACT_MAX, previous_token=False)
+    ref = by_name(conds)["matched_random"]
+    assert len(ref) == 12 and {d.n_sets for d in ref} == {12} and {d.exact for d in ref} == {True}
+    assert tuple(circuit) in {d.heads for d in ref}
     res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
-            "top1": {"baseline": 0.76, "circuit": 0.01}.get(c.name, 0.75), "top5": 0.0, "ce": 0.0, "logit_b": 0.0}
-           for c in conds]
+            "exact": c.exact, "top1": 0.76 if c.name == "baseline" else 0.01 if c.heads == tuple(circuit) else 0.75,
+            "top5": 0.0, "ce": 0.0, "logit_b": 0.0} for c in conds]
     row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
     assert row["verdict"] == "underpowered" and row["effect"] == pytest.approx(0.75)
-    assert "too few free heads" in row["underpowered_reason"] and "L0: 3 circuit heads, 1 free" in row["underpowered_reason"]
-    # a circuit with room in every layer: its sets take exactly its per-layer sizes
-    ok = [(0, 0), (1, 0)]
-    for d in by_name(ablation.build_conditions(screen_df(2, 4, induction=ok), 4, final_circuit=None,
-                                               n_random=10))["matched_random"]:
-        assert conditions.size_profile(d.heads) == {0: 1, 1: 1}
-    full = [(0, h) for h in range(4)]  # nothing free: no matched set, still a row
+    assert row["p_value"] == pytest.approx(1 / 12) and row["min_p"] == pytest.approx(1 / 12) and row["control_exact"]
+    assert row["underpowered_reason"] == ("its reference set allows p >= 1/12 > alpha = 0.05 "
+                                          "(all 12 sets of its layers (exact))")
+    # a whole layer: one set, the circuit itself
+    full = [(0, h) for h in range(4)]
     conds = ablation.build_conditions(screen_df(2, 4, induction=full), 4, final_circuit=None, n_random=3)
-    assert [(d.heads, d.n_sets) for d in by_name(conds)["matched_random"]] == [((), 0)]
+    assert [(d.heads, d.n_sets) for d in by_name(conds)["matched_random"]] == [(tuple(full), 1)]
 
 
 def test_verdict_refuses_controls_of_other_sizes():
@@ -304,7 +314,7 @@ def test_empty_circuit_is_evaluated_not_crashing():
     res = ablation.run(model, fam, small_batch(), conds, batch_size=6, progress=False)
     table = ablation.ablation_table(res, "m", "r0", 0)
     base = table.filter(pl.col("condition") == "baseline").row(0, named=True)
-    for row in table.filter(pl.col("n_heads") == 0).iter_rows(named=True):
+    for row in table.filter((pl.col("n_heads") == 0) & (pl.col("condition") != ablation.COPY_NULL)).iter_rows(named=True):
         assert row["top1"] == base["top1"] and row["ce"] == base["ce"]
     v = ablation.verdict(table)
     assert v["circuit"].to_list() == ["circuit", "final_circuit", "previous_token_circuit"]
@@ -335,11 +345,11 @@ def test_ablation_table_schema():
 def table_of(rows):
     ci = {c: None for c in tables.SCHEMAS["ablation"] if c.endswith(("_lo", "_hi"))}
     full = [{"model": "m", "revision": "r", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0, "logit_b": 0.0,
-             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 2000, "n_matched_sets": None, **ci,
+             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 2000, "n_matched_sets": None, "reference_exact": None, "method": None, **ci,
              **{c: None for c in ablation.PROBE_RECORD},
              **r, "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
     return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci}
-                                       | {"n_matched_sets": pl.Int64}), "ablation")
+                                       | {"n_matched_sets": pl.Int64, "reference_exact": pl.Boolean, "method": pl.String}), "ablation")
 
 
 def test_verdict_known_answers():
@@ -385,25 +395,30 @@ def test_verdict_counts_a_control_set_tied_with_the_circuit():
 
 
 def test_verdict_edge_cases():
-    # random draws do nothing: effect_vs_random = inf, still causal
+    # random draws do nothing: no ratio to a zero mean (null), the excess is the effect, still causal
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{i + 1}"]} for i in range(20)),
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
     c = ablation.verdict(table_of(rows)).row(0, named=True)
-    assert math.isinf(c["effect_vs_random"]) and c["p_value"] == pytest.approx(1 / 21) and c["causal"]
+    assert c["effect_vs_random"] is None and c["excess_effect"] == pytest.approx(0.5)
+    assert c["p_value"] == pytest.approx(1 / 21) and c["causal"]
     # baseline 0 (early revision): nothing to lose, never causal, NaN ratio, no saturation
     rows = [{"condition": "baseline", "top1": 0.0}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.0, "heads": [f"L0H{i + 1}"]} for i in range(20)),
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1"]}]
     c = ablation.verdict(table_of(rows), min_baseline_hits=0).row(0, named=True)  # the floor rule off
-    assert math.isnan(c["effect_vs_random"]) and c["p_value"] == 1.0 and not c["causal"]
-    # 0 <= 0.5 x 0 and 0 >= 2 x 0 hold: only the effect and p fail
-    assert c["not_causal_reason"] == "no positive effect (top-1 effect 0.000) and p = 1.000 > alpha = 0.05"
+    assert c["effect_vs_random"] is None and c["p_value"] == 1.0 and not c["causal"]
+    # a zero baseline has no share to halve: the effect, the halving rule and p fail
+    assert c["not_causal_reason"] == ("no positive effect (top-1 effect 0.000) and top-1 after ablation is 0.0% "
+                                      "against a baseline of 0.0% (0.0% of 0.0%; no interval: the point estimate "
+                                      "decides), not at most 50% and p = 1.000 > alpha = 0.05")
     assert not c["upper_bound_saturates"]
     # with it (the default), top-1 at 0 of 100 cannot decide: untested without a fallback metric
     c = ablation.verdict(table_of(rows), fallback_metric=None).row(0, named=True)
     assert c["verdict"] == "untested" and c["metric"] == "top1" and not c["causal"]
-    assert c["floor_reason"].startswith("top-1 is at its floor: the unablated model predicts B first in 0 of 2000")
+    assert c["floor_reason"] == ("top-1 is near its floor: the unablated model predicts B first in 0 of 2000 "
+                                 "sequences (0.0%), fewer than 10, so one or two sequences would decide the halving "
+                                 "rule on top-1")
     # too few draws: p can never reach 0.05
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{i + 1}"]} for i in range(5))]
@@ -419,21 +434,26 @@ def test_end_to_end_verdict_on_copy_task():
     res = ablation.run(model, families.get("gpt_neox"), copy_task_batch(), conds, batch_size=24, progress=False)
     v = ablation.verdict(ablation.ablation_table(res, "toy", "final", 10))
     c = v.filter(pl.col("circuit") == "circuit").row(0, named=True)
-    assert c["baseline_top1"] == 1.0 and c["ablated_top1"] == 0.0 and c["random_effect_mean"] == 0.0
+    # the reference set: {L1H0} (no effect) and {L1H1}, the circuit itself: a mean effect of 0.5
+    assert c["baseline_top1"] == 1.0 and c["ablated_top1"] == 0.0 and c["random_effect_mean"] == 0.5
     assert c["upper_bound_saturates"]
-    # Two heads a layer: the matched space is the one free head, i.e. one comparison (evaluated
-    # once, not drawn twenty times), so the permutation p-value is 1/2: the test cannot decide.
-    assert c["n_random"] == 1 and c["n_distinct_draws"] == 1 and c["n_matched_sets"] == 1 and c["control_exact"]
+    # Two heads a layer: the reference set is the two one-head sets, the circuit one of them (evaluated
+    # once each, not drawn twenty times), so p is at least 1/2: the test cannot decide.
+    assert c["n_random"] == 2 and c["n_distinct_draws"] == 2 and c["n_matched_sets"] == 2 and c["control_exact"]
     assert c["p_value"] == 0.5 and c["min_p"] == 0.5 and not c["causal"] and c["verdict"] == "underpowered"
+    assert c["shows_behaviour"] and c["boost"] > 0.2  # the copy-null replaces B at ab + 1: B is copied less
 
 
-def test_repeated_draws_count_once_in_the_p_value():
+def test_repeated_draws_count_each_time_in_the_p_value():
+    # uniform draws with replacement (Phipson & Smyth): a set drawn twice is two draws; the circuit may be drawn
     rows = [{"condition": "baseline", "top1": 0.5}, {"condition": "circuit", "top1": 0.0, "heads": ["L0H0"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.5, "heads": [f"L0H{1 + i % 3}"]}
-              for i in range(20)),
+              for i in range(19)),
+            {"condition": "matched_random", "draw": 20, "top1": 0.0, "heads": ["L0H0"]},
             {"condition": "upper_bound", "top1": 0.0, "heads": ["L0H0", "L0H1", "L0H2", "L0H3"]}]
     v = ablation.verdict(table_of(rows)).row(0, named=True)
-    assert v["n_distinct_draws"] == 3 and v["p_value"] == 0.25 and not v["causal"]
+    assert v["n_distinct_draws"] == 4 and v["n_random"] == 20 and v["p_value"] == pytest.approx(2 / 21)
+    assert not v["causal"] and v["min_p"] == pytest.approx(1 / 21)
 
 
 # ------------------------------------------------------------------------------ exact controls (issue 9)
@@ -457,57 +477,63 @@ def pythia_screen():
     return pl.DataFrame(rows)
 
 
-def test_pythia_geometry_controls_are_distinct_and_can_reach_alpha():
+def test_pythia_geometry_reference_sets_and_alpha():
     screen = pythia_screen()
-    for seed in range(100):
+    circuit = tuple(sorted(as_heads(PYTHIA_INDUCTION)))
+    for seed in range(5):
         conds = ablation.build_conditions(screen, 8, final_circuit=["L4H4", "L7H1", "L9H2"], n_random=20,
-                                          seed=seed, class_matched=True)
+                                          seed=seed, class_matched=True, exact_max=conditions.EXACT_MAX)
         g = by_name(conds)
-        for name in ("matched_random", "final_matched_random", "previous_token_matched_random",
-                     "class_matched_random", "final_class_matched_random", "previous_token_class_matched_random"):
+        # exact: C(8,1) x C(8,2) = 224 sets, the circuit one of them; the final circuit 8^3 = 512
+        for name, n in (("matched_random", 224), ("final_matched_random", 512)):
             sets = [c.heads for c in g[name]]
-            assert len(sets) == 20 and len(set(sets)) == 20, (seed, name)
-            assert V.min_p(len(set(sets))) <= 0.05
-        assert {c.n_sets for c in g["matched_random"]} == {7 * 15}  # C(7,1) x C(6,2)
-        assert {c.n_sets for c in g["previous_token_matched_random"]} == {7 * 10 * 10 * 7}
-        for c in g["class_matched_random"]:  # sinks never in the class-matched control
+            assert len(sets) == n == len(set(sets)) and {c.n_sets for c in g[name]} == {n}
+        assert circuit in {c.heads for c in g["matched_random"]}
+        # sampled: the previous-token circuit's 8 x C(8,3) x C(8,3) x 8 sets, 20 draws
+        assert {c.n_sets for c in g["previous_token_matched_random"]} == {8 * 56 * 56 * 8}
+        assert len(g["previous_token_matched_random"]) == 20
+        for c in g["class_matched_random"]:  # sinks never in the class-matched reference set
             assert not set(c.heads) & set(PYTHIA_SINKS)
-        assert {c.n_sets for c in g["class_matched_random"]} == {7 * 10}  # L7H7 is a sink: C(5,2)
-    # a circuit that hurts far more than every matched set is causal at p = 1/21
-    conds = ablation.build_conditions(screen, 8, final_circuit=None, n_random=20, seed=0)
+        assert {c.n_sets for c in g["class_matched_random"]} == {8 * 21}  # L7H7 is a sink: C(7,2)
+    # a circuit that hurts more than every other set of its layers: p = 1/224 (exact), 1/21 over 20 draws
+    conds = ablation.build_conditions(screen, 8, final_circuit=None, n_random=20, seed=0, exact_max=conditions.EXACT_MAX)
     top1 = {"baseline": 0.0405, "circuit": 0.0025, "upper_bound": 0.0, "previous_token_circuit": 0.0,
             "previous_token_upper_bound": 0.0}
     rng = np.random.default_rng(0)
     res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
-            "top1": top1.get(c.name, float(rng.uniform(0.038, 0.046))), "top5": 0.0, "ce": 0.0, "logit_b": 0.0}
-           for c in conds]
+            "exact": c.exact, "top1": 0.0025 if c.heads == circuit else top1.get(c.name, float(rng.uniform(0.038, 0.046))),
+            "top5": 0.0, "ce": 0.0, "logit_b": 0.0} for c in conds]
     v = {r["circuit"]: r for r in ablation.verdict(ablation.ablation_table(res, "pythia", "main", 1))
          .iter_rows(named=True)}
-    for name in ("circuit", "previous_token_circuit"):
-        assert v[name]["p_value"] == pytest.approx(1 / 21) and v[name]["verdict"] == "causal" and v[name]["causal"]
-        assert v[name]["n_distinct_draws"] == 20 and not v[name]["control_exact"]
-    assert v["circuit"]["n_matched_sets"] == 105 and v["previous_token_circuit"]["n_matched_sets"] == 4900
+    c, p = v["circuit"], v["previous_token_circuit"]
+    assert c["p_value"] == pytest.approx(1 / 224) and c["verdict"] == "causal" and c["control_exact"]
+    assert c["n_matched_sets"] == 224 == c["n_distinct_draws"]
+    assert p["p_value"] == pytest.approx(1 / 21) and p["verdict"] == "causal" and not p["control_exact"]
+    assert p["n_matched_sets"] == 200704 and p["n_random"] == 20
 
 
 def test_small_space_is_exact_and_underpowered_never_not_causal():
-    # 4 heads a layer, a 2-head circuit: the matched space is the single other pair
+    # 4 heads a layer, a 2-head circuit: its reference set is the C(4, 2) = 6 pairs, the circuit one of them
     screen = screen_df(2, 4, induction=[(1, 0), (1, 1)])
     conds = ablation.build_conditions(screen, 4, final_circuit=None, n_random=20)
     draws = by_name(conds)["matched_random"]
-    assert [(d.draw, d.heads, d.n_sets) for d in draws] == [(1, ((1, 2), (1, 3)), 1)]
+    assert [d.heads for d in draws] == [tuple((1, h) for h in pair) for pair in itertools.combinations(range(4), 2)]
+    assert {d.n_sets for d in draws} == {6} and {d.exact for d in draws} == {True}
     for circuit_top1, draw_top1 in ((0.01, 0.76), (0.76, 0.76), (0.80, 0.70)):  # huge / no / negative effect
         res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
-                "top1": {"baseline": 0.76, "circuit": circuit_top1}.get(c.name, draw_top1 if c.draw else 0.0),
+                "exact": c.exact, "top1": {"baseline": 0.76, "circuit": circuit_top1}.get(
+                    c.name, (circuit_top1 if c.heads == ((1, 0), (1, 1)) else draw_top1) if c.draw else 0.0),
                 "top5": 0.0, "ce": 0.0, "logit_b": 0.0} for c in conds]
         row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
         assert row["verdict"] == "underpowered" and not row["causal"]
-        assert row["min_p"] == 0.5 and row["n_matched_sets"] == 1 and row["control_exact"]
-        assert row["underpowered_reason"] == "1 distinct matched set(s): min p = 1/2 = 0.500 > alpha = 0.05"
-    # exact_max: evaluate the whole space when it is small enough, however small K is
-    sets, n, exact = conditions.matched_sets([(4, 4), (7, 0), (7, 1)], 8, 5, 0, "x", exact_max=200)
-    assert exact and n == 105 and len(sets) == len(set(sets)) == 105 and sets == sorted(sets)
-    sets, n, exact = conditions.matched_sets([(4, 4), (7, 0), (7, 1)], 8, 5, 0, "x")
-    assert not exact and len(set(sets)) == 5
+        assert row["min_p"] == pytest.approx(1 / 6) and row["n_matched_sets"] == 6 and row["control_exact"]
+        assert row["underpowered_reason"] == ("its reference set allows p >= 1/6 > alpha = 0.05 "
+                                              "(all 6 sets of its layers (exact))")
+    # exact_max: evaluate every set when there are few enough, however small M is
+    sets, n, exact = conditions.reference_sets([(4, 4), (7, 0), (7, 1)], 8, 5, 0, "x", exact_max=300)
+    assert exact and n == 224 and len(sets) == len(set(sets)) == 224 and sets == sorted(sets)
+    sets, n, exact = conditions.reference_sets([(4, 4), (7, 0), (7, 1)], 8, 5, 0, "x")
+    assert not exact and len(sets) == 5
 
 
 def test_decision_metric_and_rule():
@@ -516,13 +542,29 @@ def test_decision_metric_and_rule():
             {"condition": "circuit", "top1": 0.039, "logit_b": 1.7, "ce": 10.4, "heads": ["L4H4"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.04, "logit_b": 3.4 + 0.01 * i, "ce": 8.5,
                "heads": [f"L4H{i}"]} for i in range(20))]
-    t = table_of(rows)
-    by_metric = {m: ablation.verdict(t, metric=m).row(0, named=True) for m in ("top1", "logit_b", "ce")}
-    # on top-1 it beats its controls (they do nothing) but 0.039 is not <= 0.5 x 0.04: necessary in part
+    # the copy-null (B replaced in the context): logit B 1.5 (a boost of 2.0), ce 10.0 (a boost of 1.6 nats)
+    null = {"condition": "copy_null", "top1": 0.0, "logit_b": 1.5, "ce": 10.0}
+    t = table_of(rows + [null])
+    by_metric = {m: ablation.verdict(t, metric=m, min_baseline_hits=1).row(0, named=True) for m in ("top1", "logit_b", "ce")}
+    # on top-1 it beats its reference set (the others do nothing) but 0.039 is not <= 0.5 x 0.04: necessary in part
     assert by_metric["top1"]["verdict"] == "partial" and by_metric["top1"]["half_baseline"] == "above_half"
-    assert by_metric["logit_b"]["verdict"] == "causal" and by_metric["logit_b"]["effect"] == pytest.approx(1.8)
-    assert by_metric["ce"]["verdict"] == "causal" and by_metric["ce"]["effect"] == pytest.approx(2.0)  # ce rises
-    assert by_metric["logit_b"]["baseline_value"] == 3.5 and by_metric["logit_b"]["baseline_top1"] == 0.04
+    # logit B: the ablation removes 1.8 of the 2.0 the earlier B adds, leaving 10 % of the boost: halved
+    lb = by_metric["logit_b"]
+    assert lb["verdict"] == "causal" and lb["effect"] == pytest.approx(1.8) and lb["boost"] == pytest.approx(2.0)
+    assert lb["ablated_fraction"] == pytest.approx(0.1) and lb["half_baseline"] == "at_most_half"
+    ce = by_metric["ce"]  # ce rises by 2.0 nats, more than the 1.6 the earlier B takes off: no boost left
+    assert ce["verdict"] == "causal" and ce["effect"] == pytest.approx(2.0) and ce["ablated_fraction"] == pytest.approx(-0.25)
+    assert ce["null_value"] == 10.0 and ce["shows_behaviour"]
+    assert lb["baseline_value"] == 3.5 and lb["baseline_top1"] == 0.04
+    # without a copy-null the halving rule cannot apply to a continuous metric: necessary in part, said so
+    no_null = ablation.verdict(table_of(rows), metric="ce").row(0, named=True)
+    assert no_null["verdict"] == "partial" and no_null["half_baseline"] is None and no_null["shows_behaviour"] is None
+    assert no_null["partial_reason"] == ("it beats its reference set, but the halving rule cannot apply: the "
+                                         "cross-entropy of B has no in-context boost to halve (no copy-null was run)")
+    # a copy-null the model does as well on: no behaviour, so no test (issue 48)
+    flat = ablation.verdict(table_of(rows + [{**null, "ce": 8.3}]), metric="ce").row(0, named=True)
+    assert flat["verdict"] == "untested" and not flat["shows_behaviour"] and flat["boost"] == pytest.approx(-0.1)
+    assert flat["untested_reason"].startswith("the model shows no induction on this probe: the earlier B adds -0.1 ")
     with pytest.raises(ValueError, match="metric"):
         ablation.verdict(t, metric="top5x")
 
@@ -579,13 +621,13 @@ def test_final_circuit_shares_the_cell_circuits_controls():
     assert [c.heads for c in g["final_matched_random"]] == [c.heads for c in g["matched_random"]]
     assert g["final_upper_bound"][0].heads == g["upper_bound"][0].heads
     own = by_name(ablation.build_conditions(screen, 8, final_circuit=[(1, 0)], n_random=20, seed=0))
-    assert {c.heads for c in own["final_matched_random"]} == {((1, h),) for h in range(1, 8)}  # exact, 7 sets
+    assert {c.heads for c in own["final_matched_random"]} == {((1, h),) for h in range(8)}  # exact, 8 sets
     # final_controls=False no longer judges a final circuit of other heads against the cell circuit's
     # controls (issue 28): its own sets are built; only the identical circuit shares them
     off = by_name(ablation.build_conditions(screen, 8, final_circuit=[(1, 0)], n_random=20, final_controls=False))
-    assert {c.heads for c in off["final_matched_random"]} == {((1, h),) for h in range(1, 8)}
+    assert {c.heads for c in off["final_matched_random"]} == {((1, h),) for h in range(8)}
     same = by_name(ablation.build_conditions(screen, 8, final_circuit=circuit, n_random=20, final_controls=False))
-    assert "final_matched_random" not in same  # judged on matched_random: the same matched space
+    assert "final_matched_random" not in same  # judged on matched_random: the same reference set
     assert not conditions.can_share_controls([(1, 0), (2, 2)], circuit)  # same sizes, other heads
 
 
@@ -646,11 +688,11 @@ def test_summary_line_says_underpowered_and_why():
     screen = screen_df(2, 4, induction=[(1, 0), (1, 1)])
     conds = ablation.build_conditions(screen, 4, final_circuit=None, n_random=20)
     res = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads, "n_sets": c.n_sets,
-            "top1": {"baseline": 0.76, "circuit": 0.01}.get(c.name, 0.75), "top5": 0.0, "ce": 0.0, "logit_b": 0.0}
-           for c in conds]
+            "exact": c.exact, "top1": {"baseline": 0.76, "circuit": 0.01}.get(c.name, 0.75), "top5": 0.0, "ce": 0.0,
+            "logit_b": 0.0} for c in conds]
     row = ablation.verdict(ablation.ablation_table(res, "toy", "final", 1)).row(0, named=True)
     line = verdict_line(row)
-    assert "verdict: underpowered" in line and "all 1 matched set (exact)" in line and "0.500 > alpha" in line
+    assert "verdict: underpowered" in line and "all 6 sets of its layers (exact)" in line and "1/6 > alpha" in line
 
 
 def _floor_rows(hits: int, n: int = 32, ce_circuit: float = 11.0, ce_random=(8.9,) * 20):
@@ -659,7 +701,8 @@ def _floor_rows(hits: int, n: int = 32, ce_circuit: float = 11.0, ce_random=(8.9
     return [{"condition": "baseline", "top1": b, "ce": 9.0, "n_sequences": n},
             {"condition": "circuit", "top1": b, "ce": ce_circuit, "heads": ["L1H0", "L1H1"], "n_sequences": n},
             *({"condition": "matched_random", "draw": i + 1, "top1": b, "ce": c, "n_sequences": n,
-               "heads": [f"L1H{i + 2}", f"L1H{i + 3}"]} for i, c in enumerate(ce_random))]
+               "heads": [f"L1H{i + 2}", f"L1H{i + 3}"]} for i, c in enumerate(ce_random)),
+            {"condition": "copy_null", "top1": 0.0, "ce": 10.0, "n_sequences": n}]  # the earlier B: 1 nat
 
 
 def test_floor_rule_decides_on_the_cross_entropy_when_top1_has_nothing_to_lose():
@@ -670,9 +713,10 @@ def test_floor_rule_decides_on_the_cross_entropy_when_top1_has_nothing_to_lose()
     assert c["effect"] == pytest.approx(2.0) and c["random_effect_mean"] == pytest.approx(-0.1)
     assert c["p_value"] == pytest.approx(1 / 21)
     assert c["baseline_top1"] == 0.0 and c["ablated_top1"] == 0.0  # the top-1 figures stay beside it
-    assert c["floor_reason"] == ("top-1 is at its floor: the unablated model predicts B first in 0 of 32 sequences, "
-                                 "fewer than 10, so no ablation can show a loss on it; decided on the cross-entropy "
-                                 "of B instead")
+    assert c["floor_reason"] == ("top-1 is near its floor: the unablated model predicts B first in 0 of 32 sequences "
+                                 "(0.0%), fewer than 10, so one or two sequences would decide the halving rule on "
+                                 "top-1; decided on the cross-entropy of B instead")
+    assert c["boost"] == pytest.approx(1.0) and c["ablated_fraction"] == pytest.approx(-1.0)  # more than the boost gone
     # a circuit that does no more than its controls on the cross-entropy is not causal on it
     c = ablation.verdict(table_of(_floor_rows(0, ce_circuit=8.95))).row(0, named=True)
     assert c["metric"] == "ce" and c["verdict"] == "not_causal" and "the cross-entropy of B effect" in c["not_causal_reason"]

@@ -30,30 +30,41 @@ def table_of(rows, n_sequences=128):
         lo_hi = r.pop("fraction", (None, None))
         full.append({"model": "toy-neox", "revision": "step1000", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0,
                      "logit_b": 0.0, "top1_control": 0.0, "top1_context": 0.0, "n_sequences": n_sequences,
-                     "n_matched_sets": None, **ci, **{c: None for c in ablation.PROBE_RECORD}, **r,
+                     "n_matched_sets": None, "reference_exact": None, "method": None, **ci, **{c: None for c in ablation.PROBE_RECORD}, **r,
                      "top1_fraction_lo": lo_hi[0], "top1_fraction_hi": lo_hi[1],
                      "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])})
     return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci}
-                                       | {"n_matched_sets": pl.Int64}), "ablation")
+                                       | {"n_matched_sets": pl.Int64, "reference_exact": pl.Boolean, "method": pl.String}), "ablation")
 
 
-CIRCUIT = [f"L2H{h}" for h in range(4)]  # 4 heads of a 12-head layer: C(8, 4) = 70 matched sets
+CIRCUIT = [f"L2H{h}" for h in range(4)]  # 4 heads of a 12-head layer: one of C(12, 4) = 495 sets of its layer
 LAYER = [f"L2H{h}" for h in range(12)]
+SETS = [list(s) for s in itertools.combinations(LAYER, 4)]  # the reference set, lexicographic
+
+
+def default_set_top1(heads, i):
+    """A set's top-1: the more circuit heads it holds, the lower (0.46 - 0.04 per circuit head, +-0.005)."""
+    return 0.46 - 0.04 * len(set(heads) & set(CIRCUIT)) + 0.01 * (i % 5) / 4 - 0.005
 
 
 def neox_step1000(circuit_top1=0.296875, fraction=(0.457, 0.719), upper_top1=0.015625, upper_heads=LAYER,
-                  control_top1=None, metric_values=None):
-    """toy-neox at step1000 as the demo measured it: baseline 0.500, the 4-head circuit 0.297, all 70
-    matched sets less damaging (mean top-1 0.41), the whole layer 0.016; the circuit's top-1 over the
-    baseline's 0.59 with the paired interval [0.457, 0.719]."""
-    sets = list(itertools.combinations([f"L2H{h}" for h in range(4, 12)], 4))
-    control_top1 = control_top1 or [0.36 + 0.1 * (i % 11) / 10 for i in range(len(sets))]
+                  set_top1=default_set_top1):
+    """toy-neox at step1000 in the shape the demo measured: baseline 0.500, the 4-head circuit 0.297, every
+    other set of its layer less damaging (``set_top1``), the whole layer 0.016; the circuit's top-1 over the
+    baseline's 0.59 with the paired interval [0.457, 0.719]. Every one of the 495 sets is evaluated (exact),
+    the circuit among them with its own value."""
     rows = [{"condition": "baseline", "top1": 0.5},
             {"condition": "circuit", "top1": circuit_top1, "heads": CIRCUIT, "fraction": fraction},
-            *({"condition": "matched_random", "draw": i + 1, "top1": t, "heads": list(s), "n_matched_sets": 70}
-              for i, (s, t) in enumerate(zip(sets, control_top1))),
+            *({"condition": "matched_random", "draw": i + 1, "top1": circuit_top1 if s == CIRCUIT else set_top1(s, i),
+               "heads": s, "n_matched_sets": 495, "reference_exact": True} for i, s in enumerate(SETS)),
             {"condition": "upper_bound", "top1": upper_top1, "heads": upper_heads}]
     return table_of(rows)
+
+
+def rank_p(circuit_top1, set_top1):
+    """The circuit's exact p, counted here from the fixture: sets at least as damaging, over 495."""
+    values = [circuit_top1 if s == CIRCUIT else set_top1(s, i) for i, s in enumerate(SETS)]
+    return sum(0.5 - v >= 0.5 - circuit_top1 for v in values) / len(values)
 
 
 def circuit_row(t, **kw):
@@ -79,16 +90,17 @@ def test_half_baseline_reads_the_interval():
 
 def test_toy_neox_step1000_beats_every_control_and_is_necessary_in_part():
     c = circuit_row(neox_step1000())
-    # it beats all 70 matched sets (p = 1/71) by over twice their mean effect...
-    assert c["p_value"] == pytest.approx(1 / 71) and c["control_exact"] and c["effect_vs_random"] > 2
+    # it hurts more than every other set of its layer: p = 1/495, its exact rank...
+    assert c["p_value"] == pytest.approx(1 / 495) and c["control_exact"] and c["n_matched_sets"] == 495
+    assert c["min_p"] == pytest.approx(1 / 495) and c["excess_effect"] > 0
     # ...and its interval of ablated / baseline, [0.457, 0.719], straddles half: necessary in part, not "not causal"
     assert c["verdict"] == "partial" and not c["causal"] and c["not_causal_reason"] is None
     assert c["half_baseline"] == "straddles_half"
     assert c["ablated_fraction"] == pytest.approx(0.59375)
     assert (c["ablated_fraction_lo"], c["ablated_fraction_hi"]) == (0.457, 0.719)
-    assert c["partial_reason"] == ("it beats its matched controls, but top-1 after ablation is 59% of its baseline "
-                                   "(interval 46% to 72%), which reaches above 50%: these heads are not shown to "
-                                   "bring top-1 to 50% of its baseline or less")
+    assert c["partial_reason"] == ("it beats its reference set, but top-1 after ablation is 59% of its baseline "
+                                   "(interval 45% to 72%), which reaches above 50%: these heads are not shown to "
+                                   "halve the behaviour in top-1")
     # the same circuit without an interval (n_bootstrap 0): the point 0.59 > 0.5 decides, and says so
     c = circuit_row(neox_step1000(fraction=(None, None)))
     assert c["verdict"] == "partial" and c["half_baseline"] == "above_half"
@@ -97,11 +109,12 @@ def test_toy_neox_step1000_beats_every_control_and_is_necessary_in_part():
 
 
 def test_above_half_straddling_and_clear_causal():
-    c = circuit_row(neox_step1000(circuit_top1=0.35, fraction=(0.55, 0.80), control_top1=[0.48] * 70))
-    assert c["p_value"] == pytest.approx(1 / 71) and c["effect_vs_random"] == pytest.approx(7.5)
+    c = circuit_row(neox_step1000(circuit_top1=0.35, fraction=(0.55, 0.80), set_top1=lambda s, i: 0.48))
+    assert c["p_value"] == pytest.approx(1 / 495)
+    assert c["excess_effect"] == pytest.approx(0.15 - (494 * 0.02 + 0.15) / 495)
     assert c["verdict"] == "partial" and c["half_baseline"] == "above_half"
     assert c["partial_reason"].endswith("above 50%: without these heads the model keeps more than 50% of its "
-                                        "baseline top-1")
+                                        "behaviour in top-1")
     # a point below half with an interval across it: beats its controls, not shown to halve top-1
     c = circuit_row(neox_step1000(circuit_top1=0.225, fraction=(0.30, 0.60)))
     assert c["verdict"] == "partial" and c["half_baseline"] == "straddles_half"
@@ -112,22 +125,23 @@ def test_above_half_straddling_and_clear_causal():
 
 
 def test_a_circuit_that_does_not_beat_its_controls_is_not_causal_whatever_its_interval():
-    # half the matched sets hurt more than the circuit (p > alpha, and less than twice their mean effect); its
-    # interval is at or below half
-    ctl = [0.05] * 35 + [0.45] * 35
-    c = circuit_row(neox_step1000(circuit_top1=0.1, fraction=(0.1, 0.3), control_top1=ctl))
+    # half the sets of its layer hurt more than the circuit (p > alpha); its interval is at or below half
+    half_worse = lambda s, i: 0.05 if i % 2 else 0.45  # noqa: E731
+    c = circuit_row(neox_step1000(circuit_top1=0.1, fraction=(0.1, 0.3), set_top1=half_worse))
+    assert c["p_value"] == pytest.approx(rank_p(0.1, half_worse)) and c["p_value"] > 0.05
     assert c["verdict"] == "not_causal" and c["partial_reason"] is None and c["half_baseline"] == "at_most_half"
-    assert c["not_causal_reason"] == "p = 0.508 > alpha = 0.05 and effect 0.400 is less than 2 times the matched sets' mean effect 0.250"
-    # missing both: the controls decide the verdict, the reason names the half-baseline criterion too
-    c = circuit_row(neox_step1000(circuit_top1=0.3, fraction=(0.45, 0.75), control_top1=[0.2] * 70))
+    assert c["not_causal_reason"] == f"p = {V.fmt_p(c['p_value'])} > alpha = 0.05"
+    # missing both: the reference set decides the verdict, the reason names the halving rule too
+    c = circuit_row(neox_step1000(circuit_top1=0.3, fraction=(0.45, 0.75), set_top1=lambda s, i: 0.2))
     assert c["verdict"] == "not_causal"
     assert c["not_causal_reason"] == ("top-1 after ablation is 60% of its baseline (interval 45% to 75%), not at "
-                                      "most 50% and p = 1.000 > alpha = 0.05 and effect 0.200 is less than 2 times "
-                                      "the matched sets' mean effect 0.300")
-    assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=1 / 71, n_sets=70,
-                    random_effect_mean=0.09, fraction_lo=0.45, fraction_hi=0.75) == "partial"
-    assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=0.2, n_sets=70,
-                    random_effect_mean=0.09, fraction_lo=0.45, fraction_hi=0.75) == "not_causal"
+                                      "most 50% and p = 1.000 > alpha = 0.05")
+    assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=1 / 495, min_p_value=1 / 495,
+                    fraction_lo=0.45, fraction_hi=0.75) == "partial"
+    assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=0.2, min_p_value=1 / 495,
+                    fraction_lo=0.45, fraction_hi=0.75) == "not_causal"
+    assert V.decide(n_heads=11, effect=0.4, baseline=0.5, ablated=0.1, p_value=1 / 12, min_p_value=1 / 12,
+                    fraction_lo=0.1, fraction_hi=0.3) == "underpowered"
 
 
 def test_a_published_row_without_a_matched_control_is_untested():
@@ -138,14 +152,14 @@ def test_a_published_row_without_a_matched_control_is_untested():
     v = {r["circuit"]: r for r in V.verdict(table_of(rows, n_sequences=2000)).iter_rows(named=True)}
     c = v["circuit"]
     assert c["verdict"] == "untested" and c["underpowered_reason"] is None and c["effect"] == pytest.approx(0.038)
-    assert c["untested_reason"].startswith("no matched control was ablated")
+    assert c["untested_reason"].startswith("no reference set was ablated")
     # one matched draw: a control that cannot reach alpha is underpowered, not untested
     p = v["previous_token_circuit"]
     assert p["verdict"] == "underpowered" and p["untested_reason"] is None and p["min_p"] == 0.5
     # in words: the reason, never "underpowered"
     line = console.verdict_line(c)
-    assert line.endswith("verdict: untested (no matched control was ablated, so nothing says whether as many "
-                         "other heads of its layers would do as much)")
+    assert line.endswith("verdict: untested (no reference set was ablated, so nothing says whether other heads of "
+                         "its layers would do as much)")
     assert A.verdict_of(c).why == c["untested_reason"] and not A.verdict_of(c).decided
 
 
@@ -154,19 +168,23 @@ def test_a_published_row_without_a_matched_control_is_untested():
 
 def test_cross_entropy_cell_shows_its_upper_bound_in_nats():
     # top-1 at its floor (3 of 128): cross-entropy decides; the upper bound is shown on it, never as top-1
-    sets = list(itertools.combinations([f"L2H{h}" for h in range(4, 12)], 4))
     rows = [{"condition": "baseline", "top1": 3 / 128, "ce": 5.0},
             {"condition": "circuit", "top1": 0.0, "ce": 7.0, "heads": CIRCUIT, "fraction": (0.0, 0.5)},
-            *({"condition": "matched_random", "draw": i + 1, "top1": 3 / 128, "ce": 5.1, "heads": list(s),
-               "n_matched_sets": 70} for i, s in enumerate(sets)),
-            {"condition": "upper_bound", "top1": 0.0, "ce": 11.0, "heads": LAYER}]
+            *({"condition": "matched_random", "draw": i + 1, "top1": 3 / 128, "ce": 7.0 if s == CIRCUIT else 5.1,
+               "heads": s, "n_matched_sets": 495, "reference_exact": True} for i, s in enumerate(SETS)),
+            {"condition": "upper_bound", "top1": 0.0, "ce": 11.0, "heads": LAYER},
+            {"condition": "copy_null", "top1": 0.0, "ce": 6.0}]  # the earlier B takes 1 nat off
     c = circuit_row(table_of(rows))
-    assert c["metric"] == "ce" and c["verdict"] == "causal"  # ce has no half-baseline criterion
-    assert c["half_baseline"] is None and c["ablated_fraction"] is None and c["ablated_fraction_lo"] is None
+    # ablating it raises the cross-entropy by 2 nats, twice what the earlier B gives: none of the boost is left
+    assert c["metric"] == "ce" and c["verdict"] == "causal" and c["p_value"] == pytest.approx(1 / 495)
+    assert c["half_baseline"] == "at_most_half" and c["ablated_fraction"] == pytest.approx(-1.0)
+    assert c["boost"] == pytest.approx(1.0) and c["shows_behaviour"]
     assert c["upper_bound_value"] == 11.0 and c["upper_bound_saturates"] is None
     assert c["upper_bound_share"] == pytest.approx(2 / 6) and c["upper_bound_share_note"] is None
     line = console.verdict_line(c)
-    assert "upper bound 11.00 nats (the circuit: 33% of the upper bound's cross-entropy effect)" in line
+    assert "upper bound 11.00 nats (the circuit: 33% of the upper bound's cross-entropy of B effect)" in line
+    assert "in-context boost: the earlier B lowers the cross-entropy of B by 1.00 nats" in line
+    assert "p = 1/495 ≤ 0.003 (alpha = 0.05)" in line
     assert "upper bound 0.00%" not in line and line.count("upper bound ") == 1
 
 
@@ -208,18 +226,18 @@ def test_partial_and_untested_in_the_run_statements():
     partial = circuit_row(neox_step1000())
     a = _answer_of(partial)
     assert a.verdict == "partial" and a.verdict_decided and VS.say("partial") == "necessary in part"
-    assert a.decided_words().startswith("necessary in part at step1000, as it beats its matched controls, but top-1")
+    assert a.decided_words().startswith("necessary in part at step1000, as it beats its reference set, but top-1")
     assert a.reason().endswith("; necessary in part: " + partial["partial_reason"])
     assert S.final([a]).text == ("Ablating the final circuit at the last revision: necessary in part (it beats its "
-                                 "matched controls but is not shown to halve its metric) in toy-neox.")
+                                 "reference set but is not shown to halve the behaviour) in toy-neox.")
     rows = [{"condition": "baseline", "top1": 0.0405},
             {"condition": "circuit", "top1": 0.0025, "heads": ["L4H4", "L7H0", "L7H1"]}]
     u = _answer_of(V.verdict(table_of(rows, n_sequences=2000)).row(0, named=True))
     assert u.verdict == "untested" and not u.verdict_decided and u.undecided
     text, all_decided = S.undecided([u])
     assert not all_decided and "untested" not in text.text  # the final sentence says it, with its reason
-    assert "untested, in 1 model (toy-neox: no matched control was ablated" in S.final([u]).text
-    assert u.reason().startswith("no matched control was ablated")
+    assert "untested, in 1 model (toy-neox: no reference set was ablated" in S.final([u]).text
+    assert u.reason().startswith("no reference set was ablated")
 
 
 # ---------------------------------------------------------------------------- the interval itself
@@ -236,7 +254,8 @@ def test_fraction_interval_known_answers():
     assert ci[1]["top1_fraction_lo"] < 0.5 < ci[1]["top1_fraction_hi"]
     # a condition identical to the baseline keeps exactly all of it on every resample
     assert (ci[2]["top1_fraction_lo"], ci[2]["top1_fraction_hi"]) == (1.0, 1.0)
-    assert "logit_b_fraction_lo" not in ci[1]  # top-1's criterion only
+    # the continuous metrics' share is of the in-context boost: none without a copy-null condition
+    assert math.isnan(ci[1]["logit_b_fraction_lo"]) and math.isnan(ci[1]["ce_fraction_hi"])
     # paired: an ablation that removes B from a fixed 3 in 4 of the hit sequences keeps 1/4 of them on
     # every resample where the baseline is not 0, however the baseline itself varies
     b = (np.arange(n) % 2 == 0).astype(float)
@@ -272,15 +291,15 @@ def test_the_ablation_table_carries_the_fraction_interval_into_the_verdict():
 def test_an_effect_whose_interval_reaches_zero_does_not_beat_the_controls():
     """toy-neox step700's previous-token circuit: cross-entropy effect 0.0034 [-0.0072, 0.0141], p small:
     the interval says the effect may be nothing, so the circuit does not beat its controls."""
-    crit = dict(n_heads=4, effect=0.0034, baseline=2.0, ablated=2.0034, p_value=0.01, n_sets=99,
-                random_effect_mean=0.0001, metric="ce")
+    crit = dict(n_heads=4, effect=0.0034, baseline=2.0, ablated=2.0034, p_value=0.01, min_p_value=0.01,
+                metric="ce", fraction=0.2)
     assert V.decide(**crit) == "causal"  # no interval recorded: the point decides
     assert V.decide(**crit, effect_lo=-0.0072) == "not_causal"
     assert V.decide(**crit, effect_lo=0.001) == "causal"
-    missed = V.missed_criteria(**{k: v for k, v in crit.items() if k not in ("n_heads", "n_sets")}, effect_lo=-0.0072)
+    plain = {k: v for k, v in crit.items() if k not in ("n_heads", "min_p_value")}
+    missed = V.missed_criteria(**plain, effect_lo=-0.0072)
     assert missed == ("effect",)
-    assert V.not_causal_reason(missed, **{k: v for k, v in crit.items() if k not in ("n_heads", "n_sets")},
-                               effect_lo=-0.0072) == ("no effect shown (the cross-entropy of B effect 0.003, its "
+    assert V.not_causal_reason(missed, **plain, effect_lo=-0.0072) == ("no effect shown (the cross-entropy of B effect 0.003, its "
                                                       "interval's lower end -0.007)")
 
 

@@ -28,6 +28,7 @@ import polars as pl
 import torch
 
 from headtrace.causal import ablation as engine
+from headtrace.causal import verdict as verdict_rules
 from headtrace.cell import capture, patterns, positional, screen, spectral
 from headtrace.core import probe, schema, tables
 from headtrace.core import probe as probe_module  # analyze's ``probe`` argument shadows the module
@@ -244,11 +245,12 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
     if vocab is not None and int(ablated.tokens.max()) >= int(vocab):  # a held-out token the screen's never reached
         raise ValueError(f"the ablation's probe tokens reach {int(ablated.tokens.max())} but the model's vocabulary "
                          f"has {vocab} tokens: probe.token_range must end at most at {vocab}")
-    results = engine.run(model, family, ablated, conditions, batch_size=batch_size, device=device, progress=progress)
+    methods = [a["method"]] + [m for m in [a["second_method"]] if m and m != a["method"]]
+    results = engine.run(model, family, ablated, conditions, batch_size=batch_size, device=device, progress=progress,
+                         methods=methods)
     table = engine.ablation_table(results, name, revision, tokens, n_boot=a["n_bootstrap"], seed=a["seed"],
                                   level=a["ci_level"], probe_record=record)
-    verdict = engine.verdict(table, metric=a["metric"], alpha=a["alpha"], min_baseline_hits=a["min_baseline_hits"],
-                             fallback_metric=a["fallback_metric"])
+    verdict = engine.verdict(table, **verdict_rules.settings(a))
     return table, tables.conform(verdict.with_columns(_record_columns(record, verdict.height)), "verdict")
 
 

@@ -8,9 +8,10 @@ localrules:
 
 rule ablate:
     """Ablate the circuit, the final revision's circuit and the previous-token circuit, each against
-    its matched controls (exact when the matched space is small) and upper bound, on a held-out draw
-    of the probe (ablation.probe) or the screen's batch; one model load, all conditions batched;
-    bootstrap intervals and the three-way verdict."""
+    its reference set (every set of its shape in its layers, or uniform draws from it) and upper bound,
+    and the copy-null (the behaviour's boost), on a held-out draw of the probe (ablation.probe) or the
+    screen's batch; one model load, all conditions batched, zero and/or mean ablation; bootstrap
+    intervals and the verdict."""
     conda:
         CONDA_ENV
     input:
@@ -26,7 +27,7 @@ rule ablate:
     params:
         load=load_params,
         tokens=tokens_param,
-        n_random=config["ablation"]["n_random"],
+        n_random=lambda wc: ablation_params(wc)["n_random"],
         ablation=ablation_params,
         screen=config["screen"],
         # ablation.probe: held_out redraws from the model's probe settings (per model: a new revision reruns nothing)
@@ -59,8 +60,7 @@ rule import_reference_ablation:
         published=lambda wc: panel.model_spec(config, wc.model)["published"],
         final=lambda wc: panel.final_revision(config, wc.model),
         tokens=tokens_param,
-        metric=config["ablation"]["metric"],
-        alpha=config["ablation"]["alpha"],
+        ablation=ablation_params,
     resources:
         mem_mb=1000,
         runtime=10,

@@ -3,7 +3,7 @@ from headtrace.runtime import warm
 
 warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork with its imports done
 
-from headtrace.causal import ablation
+from headtrace.causal import ablation, verdict
 from headtrace.core import tables
 from headtrace.panel import reference
 from headtrace.runtime import logs
@@ -15,4 +15,5 @@ with logs.to_file(snakemake.log[0]):
                          f"not of {wc.revision}")
     table = reference.ablation_cell(snakemake.input.reference, p.published, wc.revision, wc.model, p.tokens)
     tables.write(table, snakemake.output.ablation, schema="ablation")
-    tables.write(ablation.verdict(table, metric=p.metric, alpha=p.alpha), snakemake.output.verdict, schema="verdict")
+    tables.write(ablation.verdict(table, **verdict.settings(p.ablation)), snakemake.output.verdict,
+                 schema="verdict")

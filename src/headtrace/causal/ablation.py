@@ -52,13 +52,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from headtrace.causal.conditions import Condition, build_conditions  # noqa: F401 (re-exported: ablation.build_conditions)
-from headtrace.causal.verdict import CI_METRICS, FRACTION_METRICS, bootstrap_intervals, verdict  # noqa: F401
+from headtrace.causal.verdict import (CI_METRICS, COPY_NULL, FRACTION_METRICS, METHODS,  # noqa: F401 (verdict re-exported)
+                                     bootstrap_intervals, verdict)
 from headtrace.core import probe, tables
 from headtrace.core.heads import Head
 from headtrace.models import families as _families
 from headtrace.models.families import Family
 
 METRICS = ("top1", "top5", "ce", "logit_b", "top1_control", "top1_context")
+
 # which probe sequences ran (headtrace.api.ablation_probe): the last columns of the ablation and verdict tables
 PROBE_RECORD = ("ablation_probe", "ablation_probe_seed", "ablation_probe_sha256", "ablation_probe_redrawn")
 
@@ -301,9 +303,20 @@ def _kw_identity(kw: dict) -> tuple:
     return tuple((k, tuple(map(id, v)) if isinstance(v, (tuple, list)) else id(v)) for k, v in sorted(kw.items()))
 
 
-def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...]], s: int) -> torch.Tensor:
+def _cut(z: torch.Tensor, keep: torch.Tensor | None, fill: torch.Tensor | None) -> torch.Tensor:
+    """Per-head outputs ``z`` with the cut heads (``keep`` 0) zeroed, or set to ``fill`` (the
+    layer's mean per-head output, ``method="mean"``)."""
+    if keep is None:
+        return z
+    return z * keep if fill is None else z * keep + (1 - keep) * fill.to(z.dtype)
+
+
+def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...]], s: int,
+            fill: Mapping[int, torch.Tensor] | None = None) -> torch.Tensor:
     """Query logits (len(sets) * s rows, set-major) of ``sets`` branching at layer ``l0`` from the
-    captured layer input / out_proj input ``c0`` of an ``s``-sequence chunk."""
+    captured layer input / out_proj input ``c0`` of an ``s``-sequence chunk. ``fill``: per layer
+    the value a cut head takes (mean ablation); None: zero."""
+    fill = fill or {}
     layers, attns, out_projs = (model_parts[k] for k in ("layers", "attns", "out_projs"))
     n_layers, n_heads, d_head = dims
     nc = len(sets)
@@ -322,7 +335,7 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
         if key not in tiled:
             tiled[key] = _repeat_kwargs(own, s, nc)
         return tiled[key]
-    z = reps(z0) * _head_mask(sets, l0, n_heads, d_head, s, z0.dtype, z0.device)  # every set cuts l0
+    z = _cut(reps(z0), _head_mask(sets, l0, n_heads, d_head, s, z0.dtype, z0.device), fill.get(l0))  # every set cuts l0
     res = model_parts["attention_residual"]
     h = _finish_layer(layers[l0], attns[l0], out_projs[l0], reps(h0), z, kw, res)
     for l in range(l0 + 1, n_layers):
@@ -331,12 +344,13 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
             # Only the query matters after the last attention: its per-head outputs need every
             # position (keys/values), the rest runs on the query alone.
             z = _out_proj_input(layers[l], out_projs[l], h, kw_of(l))[:, -1:]
-            z = z if m is None else z * m
+            z = _cut(z, m, fill.get(l))
             h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw_of(l), res)
             continue
         hd = None
         if m is not None:
-            hd = out_projs[l].register_forward_pre_hook(lambda mod, args, _m=m: (args[0] * _m,) + args[1:])
+            hd = out_projs[l].register_forward_pre_hook(
+                lambda mod, args, _m=m, _f=fill.get(l): (_cut(args[0], _m, _f),) + args[1:])
         try:
             h = layers[l](h, **kw_of(l))
         finally:
@@ -346,15 +360,43 @@ def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...
     return model_parts["lm_head"](model_parts["final_norm"](h[:, -1]))
 
 
-def _results(conditions, set_of, per_set, base, n) -> list[dict]:
-    """One dict per condition: means and per-sequence arrays (its set's, or the baseline's)."""
+def _results(conditions, set_of, per_set, base, n, method: str, null=None) -> list[dict]:
+    """One dict per condition (then the copy-null, when run): means and per-sequence arrays (its
+    set's, or the baseline's)."""
     out = []
     for c, si in zip(conditions, set_of):
         ps = base if si is None else per_set[si]
         out.append({"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads,
                     **{m: float(ps[m].mean()) for m in METRICS}, "n_sequences": n,
-                    "n_sets": c.n_sets, "per_sequence": {m: ps[m].copy() for m in METRICS}})
+                    "n_sets": c.n_sets, "exact": c.exact, "method": method,
+                    "per_sequence": {m: ps[m].copy() for m in METRICS}})
+    if null is not None:
+        out.append({"name": COPY_NULL, "draw": 0, "heads": (), "n_heads": 0, **{m: float(null[m].mean()) for m in METRICS},
+                    "n_sequences": n, "n_sets": None, "exact": None, "method": method,
+                    "per_sequence": {m: null[m].copy() for m in METRICS}})
     return out
+
+
+def _head_means(parts, tokens: torch.Tensor, batch_size: int, device) -> dict[int, torch.Tensor]:
+    """Per layer the mean of its out_proj input (every head's output) over every position and
+    sequence of ``tokens``: what ``method="mean"`` puts in place of a cut head. One plain pass."""
+    sums: dict[int, torch.Tensor] = {}
+    count = [0]
+
+    def hook(mod, args, _l):
+        z = args[0].double()  # (batch, T, n_heads * d_head)
+        sums[_l] = sums.get(_l, 0) + z.sum(dim=(0, 1))
+        if _l == 0:
+            count[0] += z.shape[0] * z.shape[1]
+    handles = [o.register_forward_pre_hook(lambda mod, args, _l=l: hook(mod, args, _l))
+               for l, o in enumerate(parts["out_projs"])]
+    try:
+        for start in range(0, tokens.shape[0], batch_size):
+            parts["backbone"](input_ids=tokens[start:start + batch_size].to(device), use_cache=False)
+    finally:
+        for hd in handles:
+            hd.remove()
+    return {l: (v / count[0]).float() for l, v in sums.items()}
 
 
 def run(
@@ -367,10 +409,20 @@ def run(
     device="cpu",
     progress: bool = True,
     max_rows: int | None = None,
+    methods: Sequence[str] = ("zero",),
+    copy_null: bool = True,
 ) -> list[dict]:
     """Evaluate every condition on the whole batch; one dict per condition, in order, with
-    ``name, draw, heads, n_heads``, the ``METRICS``, ``n_sequences, n_sets, per_sequence``
-    (``per_sequence``: metric -> float64 array over the batch's sequences).
+    ``name, draw, heads, n_heads``, the ``METRICS``, ``n_sequences, n_sets, exact, method,
+    per_sequence`` (``per_sequence``: metric -> float64 array over the batch's sequences).
+
+    ``methods``: how a head is cut, ``zero`` (its output set to 0, the paper's) and/or ``mean`` (set to
+    its mean output over every position and sequence of the batch, one extra plain pass); the
+    conditions are evaluated once per method, sharing each chunk's plain pass, and the dicts come
+    method by method. ``copy_null``: also the unablated model on the copy-null batch
+    (:func:`headtrace.core.probe.copy_null_tokens`: the earlier B replaced by another token of the
+    probe's range), one more plain pass per chunk, a ``copy_null`` dict after each method's
+    conditions: the in-context boost is the baseline's metric against it.
 
     ``batch_size`` sequences per plain pass; branch passes stack sets x sequences up to
     ``max_rows`` rows per call (default ``batch_size``, i.e. the memory of one plain pass).
@@ -378,6 +430,9 @@ def run(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    bad = [m for m in methods if m not in METHODS]
+    if bad or not methods or len(set(methods)) != len(methods):
+        raise ValueError(f"ablation methods must be distinct names of {METHODS}, got {list(methods)}")
     max_rows = max_rows or batch_size
     family.check(model)
     dims = _families.dims(model)
@@ -392,14 +447,17 @@ def run(
     tokens = torch.as_tensor(batch.tokens, dtype=torch.long)
     target_all = torch.as_tensor(batch.target, dtype=torch.long)
     control_all = torch.as_tensor(probe.control_targets(batch), dtype=torch.long)
+    null_all = torch.as_tensor(probe.copy_null_tokens(batch), dtype=torch.long) if copy_null else None
     n = tokens.shape[0]
     base = {m: np.zeros(n) for m in METRICS}
-    per_set = [{m: np.zeros(n) for m in METRICS} for _ in sets]
+    null = {m: np.zeros(n) for m in METRICS} if copy_null else None
+    per_set = {method: [{m: np.zeros(n) for m in METRICS} for _ in sets] for method in methods}
     n_chunks = math.ceil(n / batch_size)
     # progress: a bar over the chunks on stderr (a job's log under the workflow); silent without
     bar = tqdm(total=n_chunks, desc=f"ablation ({len(sets)} head sets)", unit="chunk", file=sys.stderr,
                leave=False, disable=not progress)
     with torch.inference_mode(), bar:
+        fills = {"zero": None, "mean": _head_means(parts, tokens, batch_size, device) if "mean" in methods else None}
         for start in range(0, n, batch_size):
             ids = tokens[start:start + batch_size].to(device)
             tgt = target_all[start:start + batch_size].to(device)
@@ -408,20 +466,25 @@ def run(
             logits, cap = _plain_pass(parts, groups, ids)
             for m, v in _metrics(logits, tgt, ctl, ids).items():
                 base[m][start:start + s] = v.cpu().numpy()
+            if null is not None:
+                nids = null_all[start:start + batch_size].to(device)
+                for m, v in _metrics(_plain_pass(parts, {}, nids)[0], tgt, ctl, nids).items():
+                    null[m][start:start + s] = v.cpu().numpy()
             per_call = max(1, max_rows // s)
-            for l0, idx in groups.items():
-                for g in range(0, len(idx), per_call):
-                    sub = idx[g:g + per_call]
-                    r = len(sub)
-                    met = _metrics(_branch(parts, dims, cap[l0], l0, [sets[i] for i in sub], s), tgt.repeat(r),
-                                   ctl.repeat(r), ids.repeat(r, 1))
-                    for m, v in met.items():
-                        v = v.view(len(sub), s).cpu().numpy()
-                        for j, si in enumerate(sub):
-                            per_set[si][m][start:start + s] = v[j]
+            for method in methods:
+                for l0, idx in groups.items():
+                    for g in range(0, len(idx), per_call):
+                        sub = idx[g:g + per_call]
+                        r = len(sub)
+                        met = _metrics(_branch(parts, dims, cap[l0], l0, [sets[i] for i in sub], s, fills[method]),
+                                       tgt.repeat(r), ctl.repeat(r), ids.repeat(r, 1))
+                        for m, v in met.items():
+                            v = v.view(len(sub), s).cpu().numpy()
+                            for j, si in enumerate(sub):
+                                per_set[method][si][m][start:start + s] = v[j]
             cap.clear()
             bar.update(1)
-    return _results(conditions, set_of, per_set, base, n)
+    return [r for method in methods for r in _results(conditions, set_of, per_set[method], base, n, method, null)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,15 +496,17 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
                    probe_record: Mapping | None = None) -> pl.DataFrame:
     """The ``ablation`` table (tables.SCHEMAS) of one cell. With ``per_sequence`` in the results
     (``run``), each condition gets seeded bootstrap intervals (``headtrace.causal.verdict``) of its top1 /
-    logit_b / ce and of its paired effect against the baseline, and of its top-1 over the baseline's (the
-    half-baseline criterion's); without, they are null.
+    logit_b / ce, of its paired effect against the baseline, and of the share of the behaviour it leaves
+    (the halving rule's: over the baseline for top-1, over the in-context boost against the copy-null
+    for the others); without, they are null. The copy-null row's effect interval is the boost's.
     ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.api.ablation_probe``);
     None (the published ablations) leaves them null."""
     have = all("per_sequence" in r for r in results) and results
     base_i = next((i for i, r in enumerate(results) if r["name"] == "baseline"), None)
+    null_i = next((i for i, r in enumerate(results) if r["name"] == COPY_NULL), None)
     if have and base_i is not None and n_boot > 0:
         ci = bootstrap_intervals([r["per_sequence"] for r in results], base_i, n_boot=n_boot, seed=seed,
-                                 level=level)
+                                 level=level, null_index=null_i)
     else:
         ci = [{} for _ in results]
     ci_cols = [f"{m}{suffix}" for m in CI_METRICS for suffix in ("_lo", "_hi", "_effect_lo", "_effect_hi")]
@@ -459,10 +524,13 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
             **{m: [None if r.get(m) is None else float(r[m]) for r in results] for m in METRICS},
             "n_sequences": [int(r.get("n_sequences", 0)) for r in results],
             "n_matched_sets": [r.get("n_sets") for r in results],
+            "reference_exact": [r.get("exact") for r in results],
+            "method": [r.get("method") for r in results],
             **{c: [row.get(c) for row in ci] for c in ci_cols},
             **{c: [(probe_record or {}).get(c)] * len(results) for c in PROBE_RECORD},
         },
         schema_overrides={"heads": pl.List(pl.String), "n_sequences": pl.Int32, "n_matched_sets": pl.Int64,
+                          "reference_exact": pl.Boolean, "method": pl.String,
                           "tokens": pl.Int64, **{c: pl.Float64 for c in (*ci_cols, *METRICS)},
                           **{c: tables.SCHEMAS["ablation"][c] for c in PROBE_RECORD}},
     )

@@ -1,57 +1,53 @@
-"""Ablation conditions of one cell: the circuits and their matched controls (paper A step 3).
+"""Ablation conditions of one cell: the circuits and their reference sets (paper A step 3).
 
-**Conditions** (``build_conditions``; one ``Condition`` each, controls numbered 1..N, others 0):
+**Conditions** (``build_conditions``; one ``Condition`` each, reference sets numbered 1..N, others 0):
 
 - ``baseline``: nothing ablated.
 - ``circuit``: the cell's induction circuit, heads with ``sel_induction >= induction_threshold`` (50).
-- ``matched_random`` 1..N: the matched control (below).
+- ``matched_random`` 1..N: the circuit's reference set (below).
 - ``upper_bound``: every head of the circuit's layers.
 - ``final_circuit``: the final revision's induction circuit (omitted when ``final_circuit=None``),
   with its own ``final_matched_random`` 1..N and ``final_upper_bound`` (``final_controls=True``,
-  the default). When the final circuit *is* the cell circuit (the final revision itself) its
-  controls are the cell circuit's sets, so the engine evaluates them once (it evaluates every
-  distinct head set once). ``final_controls=False`` (formerly an economy: the final circuit judged
-  against the cell circuit's controls) now shares the cell circuit's controls only where that is
-  valid, i.e. where the final circuit *is* the cell circuit: a circuit with other heads, even with
-  the same per-layer sizes, has another matched space (the cell circuit's sets may contain its
-  heads), so it gets its own controls. A circuit is never compared with control sets of other
-  per-layer sizes; the verdict checks this too (``underpowered_reason``).
+  the default). When the final circuit *is* the cell circuit its reference sets are the cell
+  circuit's, so the engine evaluates them once (it evaluates every distinct head set once).
+  ``final_controls=False`` shares the cell circuit's sets only there.
 - ``previous_token_circuit``: heads whose ``best_class`` is previous-token with
   ``best_selectivity >= previous_token_threshold`` (100), with ``previous_token_matched_random``
   1..N and ``previous_token_upper_bound``.
 - with ``class_matched=True``: ``class_matched_random`` (and ``final_class_matched_random``,
-  ``previous_token_class_matched_random``) 1..N, the same control drawn from the free heads that
-  are *not* first-token (sink) heads (``best_class == "first-token"`` at ``best_selectivity >=
-  class_threshold``): removing a sink head can raise top-1 in real models, which would inflate a
-  plain matched control.
+  ``previous_token_class_matched_random``) 1..N, the reference set without the layers' first-token
+  (sink) heads (``best_class == "first-token"`` at ``best_selectivity >= class_threshold``) other
+  than the circuit's own: removing a sink head can raise top-1 in real models.
 
-**The matched set space** of a circuit (``matched_space``): per circuit layer l with ``k_l`` circuit
-heads and a pool of ``free_l`` candidate heads (the layer's non-circuit heads; minus the sink heads
-for the class-matched control), a matched set takes ``k_l`` of them; the space is the product over
-layers of ``C(free_l, k_l)`` sets (``n_matched_sets``). A layer with fewer free heads than circuit
-heads (``free_l < k_l``) has **no** matched set: the space is empty, the control is a single
-placeholder row (no heads, ``n_sets`` 0) and the verdict is ``underpowered`` with that reason (a
-smaller set would not be a matched control). ``matched_sets`` returns N *distinct* sets of it:
-every set when the space holds at most ``max(K, exact_max)`` sets (*exact*: the control is the whole
-space, in lexicographic order), otherwise K sets drawn uniformly *without replacement* (*sampled*:
-per layer a uniform combination, a set already drawn is redrawn). The generator is
-``numpy.random.default_rng([seed, crc32(control name)])``, so a control is reproducible from
-``seed`` and independent of the other controls.
+**The reference set** of a circuit (``reference_space``): every head set of the circuit's shape in
+the circuit's layers, i.e. per circuit layer l with ``k_l`` circuit heads, ``k_l`` of the layer's
+``H`` heads, drawn from *all* of them (a set may overlap the circuit, and the circuit is one of the
+sets): ``prod_l C(H, k_l)`` sets (``n_matched_sets``; toy-neox's 4-head circuit in a 12-head layer
+is one of C(12, 4) = 495). Under the null that the layers' heads are alike (their ablation effects
+exchangeable), the circuit is a uniform member of its reference set, so its rank among the sets is a
+valid p (``headtrace.causal.verdict.reference_p``). The sets the paper draws, from the heads the
+circuit leaves free, are not: the circuit's effect is not exchangeable with theirs, and under i.i.d.
+additive head effects a circuit reaches p <= 0.05 3-9x too often (docs/statistics.md, measured by
+``tests/test_reference_size.py``).
 
-**Exact by default** (``EXACT_MAX`` = 286, the ``ablation.exact_max`` default of
-config/schema.yaml): 286 = C(13, 3), the largest single-layer space of a circuit with at most 3
-heads in a layer of 16. Exact, i.e. judged on the whole space: every circuit of at most 3 heads in
-one 8- or 16-head layer (8 heads: C(7,1) = 7, C(6,2) = 15, C(5,3) = 10; 16 heads: C(15,1) = 15,
-C(14,2) = 91, C(13,3) = 286); every circuit of at most 3 heads a layer in two 8-head layers (at
-most C(6,2)^2 = 225; Pythia-1B's 3-head circuit: C(7,1) x C(6,2) = 105); in two 16-head layers
-only one head in each (15^2 = 225). Sampled (``control_exact`` false, and said so): two 16-head
-layers with 1 + 2 heads (C(15,1) x C(14,2) = 1,365) or 2 + 2 heads (C(14,2)^2 = 8,281), and three
-or more circuit layers (three 1-head layers: 7^3 = 343 at 8 heads, 15^3 = 3,375 at 16). Cost: one
-ablation pass of the probe per set, i.e. up to 286 passes per circuit and cell instead of
-``n_random`` (20): ~14x the ablation time in the worst case, ~5x for Pythia's circuit (105 sets).
+``reference_sets`` returns what to evaluate: every set when the reference set holds at most
+``max(n_draws, exact_max)`` (*exact*, lexicographic order; p is the circuit's rank over all N),
+otherwise ``n_draws`` sets drawn uniformly *with replacement* (*sampled*, per layer a uniform
+combination; a draw may repeat or be the circuit; p = (1 + b) / (M + 1), Phipson & Smyth 2010).
+The generator is ``numpy.random.default_rng([seed, crc32(control name)])``, so a reference set is
+reproducible from ``seed`` and independent of the others. A reference set too small for p <= alpha
+(N < 1/alpha sets exact, M < 1/alpha - 1 draws sampled; 11 heads of a 12-head layer: 12 sets) makes
+the verdict ``underpowered``.
+
+**Exact by default** (``EXACT_MAX`` = 560 = C(16, 3), the ``ablation.exact_max`` default of
+config/schema.yaml): every circuit of at most 3 heads in one layer of up to 16 heads, toy-neox's 4
+of 12 (495), Pythia-1B's L4H4, L7H0, L7H1 (C(8,1) x C(8,2) = 224) and one head in each of two
+16-head layers (256) are judged on every set. Larger ones are sampled and say so (SmolLM2's 3 + 2
+of 9 + 9: C(9,3) x C(9,2) = 3,024; OLMo-1B's three 16-head layers, 16^3 = 4,096). Cost: one
+ablation pass of the probe per distinct set.
 
 **Empty circuits** (early revisions) never crash and never disappear: the circuit, its upper bound
-and a single control row (``draw`` 0, no heads) are still emitted and evaluated; ablating nothing
+and a single reference row (``draw`` 0, no heads) are still emitted and evaluated; ablating nothing
 is the baseline.
 """
 from __future__ import annotations
@@ -73,7 +69,8 @@ class Condition:
     name: str
     draw: int = 0  # 1..N for control sets, 0 otherwise (and for an empty circuit's placeholder)
     heads: tuple[Head, ...] = field(default_factory=tuple)
-    n_sets: int | None = None  # control rows: size of the matched set space they come from
+    n_sets: int | None = None  # reference rows: how many sets the reference set holds
+    exact: bool | None = None  # reference rows: every set evaluated (True) or uniform draws (False)
 
     @property
     def n_heads(self) -> int:
@@ -104,69 +101,61 @@ CIRCUITS: dict[str, CircuitSpec] = {
 
 
 # --------------------------------------------------------------------------------------------
-# The matched set space
+# The reference set
 
 
-EXACT_MAX = 286  # C(13, 3): see the module docstring ("Exact by default")
+EXACT_MAX = 560  # C(16, 3): every set when the reference set holds at most this many (module docstring)
 
 
-def matched_space(circuit: Sequence, n_heads_per_layer: int, exclude: Iterable = ()) -> tuple[list, int]:
-    """``([(layer, pool, take), ...], n_sets)`` of a circuit's matched control: per circuit layer its
-    candidate heads (non-circuit, not in ``exclude``), how many a set takes (the circuit's own count
-    in that layer), and the space size (0 when some layer has fewer free heads than circuit heads)."""
+def reference_space(circuit: Sequence, n_heads_per_layer: int, exclude: Iterable = ()) -> tuple[list, int]:
+    """``([(layer, pool, take), ...], n_sets)``: the reference set of ``circuit`` (module docstring).
+    Per circuit layer the heads a set may take (every head of the layer; with ``exclude``, less the
+    excluded heads that are not circuit heads), how many it takes (the circuit's own count there),
+    and the number of sets, the product of ``C(pool, take)``. The circuit is always one of them."""
     circuit = as_heads(circuit)
-    banned = set(circuit) | set(as_heads(exclude))
+    own = set(circuit)
+    banned = set(as_heads(exclude)) - own
     layers, n_sets = [], 1
     for l in layers_of(circuit):
         k = sum(1 for cl, _ in circuit if cl == l)
         pool = [h for h in range(n_heads_per_layer) if (l, h) not in banned]
         layers.append((l, pool, k))
-        n_sets *= math.comb(len(pool), k)  # 0 when len(pool) < k
+        n_sets *= math.comb(len(pool), k)
     return layers, n_sets
 
 
-def short_layers(circuit: Sequence, n_heads_per_layer: int, exclude: Iterable = ()) -> list[tuple[int, int, int]]:
-    """``[(layer, circuit heads, free heads), ...]`` for every layer with too few free heads to
-    match the circuit (empty: the matched space exists)."""
-    layers, _ = matched_space(circuit, n_heads_per_layer, exclude)
-    return [(l, take, len(pool)) for l, pool, take in layers if len(pool) < take]
-
-
 def size_profile(heads: Iterable) -> dict[int, int]:
-    """``{layer: number of heads}`` of a head set (what a matched control must reproduce)."""
+    """``{layer: number of heads}`` of a head set (what a reference set must reproduce)."""
     out: dict[int, int] = {}
     for l, _ in as_heads(heads):
         out[l] = out.get(l, 0) + 1
     return out
 
 
-def matched_sets(circuit: Sequence, n_heads_per_layer: int, n_random: int, seed: int, name: str, *,
-                 exact_max: int | None = None, exclude: Iterable = ()) -> tuple[list[tuple[Head, ...]], int, bool]:
-    """``(sets, n_matched_sets, exact)``: distinct matched sets of ``circuit`` (module docstring).
+def reference_sets(circuit: Sequence, n_heads_per_layer: int, n_draws: int, seed: int, name: str, *,
+                   exact_max: int | None = None, exclude: Iterable = ()) -> tuple[list[tuple[Head, ...]], int, bool]:
+    """``(sets, n_sets, exact)``: the reference sets of ``circuit`` to evaluate (module docstring).
 
-    Exact (every set, lexicographic) when the space holds ``<= max(n_random, exact_max)`` sets;
-    otherwise ``n_random`` distinct sets drawn without replacement, seeded by ``(seed, crc32(name))``.
+    Exact (every set of :func:`reference_space`, the circuit among them, lexicographic) when the set
+    holds ``<= max(n_draws, exact_max)``; otherwise ``n_draws`` sets drawn uniformly *with
+    replacement* (per layer a uniform combination; a draw may repeat, or be the circuit), the draws
+    Phipson & Smyth's ``(1 + b) / (M + 1)`` counts. Seeded by ``(seed, crc32(name))``.
     """
-    if n_random < 0:
-        raise ValueError(f"n_random must be >= 0, got {n_random}")
-    layers, n_sets = matched_space(circuit, n_heads_per_layer, exclude)
-    if not layers or n_sets == 0:  # nothing to match, or a layer too small to match: no set
+    if n_draws < 0:
+        raise ValueError(f"n_draws must be >= 0, got {n_draws}")
+    layers, n_sets = reference_space(circuit, n_heads_per_layer, exclude)
+    if not layers:
         return [], 0, True
-    if n_sets <= max(n_random, exact_max or 0):
+    if n_sets <= max(n_draws, exact_max or 0):
         combos = [[tuple((l, h) for h in c) for c in itertools.combinations(pool, take)] for l, pool, take in layers]
         return [tuple(sorted(itertools.chain.from_iterable(p))) for p in itertools.product(*combos)], n_sets, True
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode())])
-    seen: set[tuple[Head, ...]] = set()
     out: list[tuple[Head, ...]] = []
-    while len(out) < n_random:  # n_sets > n_random: terminates; expected tries < 2 n_random here
+    for _ in range(n_draws):
         heads: list[Head] = []
         for l, pool, take in layers:
-            if take:
-                heads.extend((l, int(h)) for h in rng.choice(pool, size=take, replace=False))
-        s = tuple(sorted(heads))
-        if s not in seen:
-            seen.add(s)
-            out.append(s)
+            heads.extend((l, int(h)) for h in rng.choice(pool, size=take, replace=False))
+        out.append(tuple(sorted(heads)))
     return out, n_sets, False
 
 
@@ -210,11 +199,9 @@ class ControlSettings:
 def _control(name: str, heads, s: ControlSettings, exclude=()) -> list[Condition]:
     if not heads:
         return [Condition(name, 0, (), 0)] if s.n_random > 0 else []  # placeholder: nothing to match
-    sets, n_sets, _ = matched_sets(heads, s.n_heads_per_layer, s.n_random, s.seed, name, exact_max=s.exact_max,
-                                   exclude=exclude)
-    if not sets:  # a layer has fewer free heads than circuit heads: no matched set exists
-        return [Condition(name, 0, (), 0)] if s.n_random > 0 else []
-    return [Condition(name, i + 1, d, n_sets) for i, d in enumerate(sets)]
+    sets, n_sets, exact = reference_sets(heads, s.n_heads_per_layer, s.n_random, s.seed, name,
+                                         exact_max=s.exact_max, exclude=exclude)
+    return [Condition(name, i + 1, d, n_sets, exact) for i, d in enumerate(sets)]
 
 
 def _with_controls(spec: CircuitSpec, heads, s: ControlSettings, like: tuple[CircuitSpec, tuple] | None = None
@@ -223,9 +210,9 @@ def _with_controls(spec: CircuitSpec, heads, s: ControlSettings, like: tuple[Cir
     that circuit's, reuse its control sets (same sets, so the engine shares the passes)."""
     src = like[0] if like is not None and tuple(like[1]) == tuple(heads) and heads else spec
     out = [Condition(spec.condition, 0, heads)]
-    out += [Condition(spec.random, c.draw, c.heads, c.n_sets) for c in _control(src.random, heads, s)]
+    out += [Condition(spec.random, c.draw, c.heads, c.n_sets, c.exact) for c in _control(src.random, heads, s)]
     if s.sinks is not None:
-        out += [Condition(spec.class_random, c.draw, c.heads, c.n_sets)
+        out += [Condition(spec.class_random, c.draw, c.heads, c.n_sets, c.exact)
                 for c in _control(src.class_random, heads, s, exclude=s.sinks)]
     out.append(Condition(spec.upper, 0, upper_bound(heads, s.n_heads_per_layer)))
     return out

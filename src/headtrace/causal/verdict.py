@@ -1,98 +1,83 @@
-"""Verdict statistics: is a circuit's ablation effect causal, and how sure are we (paper A step 3)?
+"""Verdict statistics: does ablating a circuit remove the behaviour, more than sets of its layers do?
+(paper A step 3).
 
 Pure functions over the ``ablation`` table (one row per condition, ``headtrace.causal.conditions``) and
-over per-sequence metric arrays.
+over per-sequence metric arrays. docs/statistics.md#the-causal-verdict says what each part can claim.
 
 **Effect** on a metric (``damage``): how much an ablation hurts, positive = hurts:
 ``baseline - ablated`` for ``top1``, ``top5`` and ``logit_b``; ``ablated - baseline`` for ``ce``
-(ablation raises the cross-entropy). The decision metric is ``metric`` (``top1`` by default;
-``logit_b`` is often the sensitive one on real models, whose top-1 is 1-5 %).
+(the cross-entropy of B, i.e. minus its log-probability). The decision metric is ``metric``
+(``top1`` by default), or the ``fallback_metric`` where top-1 is at its floor (below).
 
-**Permutation p-value** (``permutation_p``): over the N *distinct* matched sets evaluated,
-``p = (1 + #{sets with effect >= circuit effect}) / (1 + N)``, counting the circuit itself; its
-smallest possible value is ``min_p = 1 / (1 + N)``. N is the whole matched space when it is small
-(exact test) or K sets drawn without replacement (sampled); ``n_matched_sets`` is the space size.
+**The behaviour first** (``boost``): the unablated model on the probe against the same sequences with
+the earlier B replaced by another token of the probe's range (the ``copy_null`` condition,
+``headtrace.core.probe.copy_null_tokens``). ``boost = damage(metric, baseline, copy_null)`` is what the
+earlier A -> B adds, with its paired bootstrap interval (``boost_lo``/``boost_hi``). A boost whose
+interval does not lie above 0 makes every circuit of the cell ``untested``: the model shows no
+induction on this probe, so an ablation could not tell removing it from any other damage.
 
-**The verdict** (``verdict`` column; the boolean ``causal`` is ``verdict == "causal"``). A circuit
-*beats its controls* when the effect is positive (``effect > 0`` and, where the ablation table gives
-its bootstrap interval, ``effect_lo > 0``: an effect whose interval reaches 0 is not shown to exist)
-AND ``p_value <= alpha`` (0.05) AND ``effect >= min_effect_ratio x max(random_effect_mean, 0)`` (2). The *half-baseline criterion* (top-1/top-5
-only; ``half_baseline``) asks whether the ablation leaves at most ``max_ablated_fraction`` (0.5) of the
-baseline, read from the paired bootstrap interval of ``ablated / baseline`` (``ablated_fraction_lo``,
-``ablated_fraction_hi``; the ablation table's ``top1_fraction_lo/hi``, top-1 only: on top-5 the point
-estimate decides): ``at_most_half`` when the
-interval's upper end is at most 0.5, ``above_half`` when its lower end is above 0.5, ``straddles_half``
-otherwise. Without an interval (the published ablations, ``n_bootstrap: 0``) the point estimate
-decides, ``at_most_half`` or ``above_half``.
+**The reference set and p** (``reference_p``): the circuit's effect is ranked among the effects of
+every head set of its shape in its layers (``headtrace.causal.conditions``: the same number of heads in
+each of its layers, from all heads there, the circuit one of them). Exact (every set evaluated):
+``p = #{sets with effect >= the circuit's} / N``, the circuit counted; sampled (M uniform draws with
+replacement): ``p = (1 + #{draws with effect >= the circuit's}) / (M + 1)`` (Phipson & Smyth 2010). The
+smallest p possible is ``1/N`` or ``1/(M+1)`` (``min_p``); where it exceeds ``alpha`` the test cannot
+decide: ``underpowered``.
 
-- ``causal``: a non-empty circuit that beats its controls and (top-1/top-5) is ``at_most_half``.
-- ``partial`` (said "necessary in part"): beats its controls, but the interval does not put the
-  ablated metric at or below half its baseline (``above_half`` or ``straddles_half``):
-  these heads matter more than as many other heads of their layers, yet the model keeps (or may
-  keep) more than half of the behaviour without them. ``partial_reason`` says which, with the interval.
-- ``not_causal``: a circuit that does not beat its controls (and an empty circuit: nothing was
-  ablated). For a non-empty circuit ``not_causal_reason`` names the criteria it missed, with its
-  numbers (``missed_criteria``), the half-baseline one included where it is missed too.
-- ``underpowered``: a non-empty circuit whose control cannot reach ``p <= alpha`` whatever the
-  effect (``min_p > alpha``: fewer than ``1/alpha - 1`` distinct matched sets, e.g. a 2-head circuit
-  in a 4-head layer has C(2, 2) = 1), whose layers have fewer free heads than circuit heads (no
-  matched set exists: ``headtrace.causal.conditions``), or whose control sets do not have the
-  circuit's per-layer sizes (a control of another circuit). The effect and its interval are still
-  reported; the test cannot decide; ``underpowered_reason`` says why.
-- ``untested``: no test was run, ``untested_reason`` says which of two cases: the ablation table
-  holds no matched control for the circuit at all (the published induction circuits: their files
-  give no random draw), or the decision metric is top-1 (or top-5) and the unablated model shows no
-  behaviour for it to remove: fewer than ``min_baseline_hits`` (10) of the ablated sequences have B
-  as their top-1 (``at_floor``), and no ``fallback_metric`` is set. An ablation cannot lower a count
-  that is already at its floor, so "not causal" would be a statement about the probe, not the circuit.
+**The verdict** (``verdict`` column; ``causal`` is ``verdict == "causal"``). A circuit *beats its
+reference set* when its effect is shown (``effect > 0`` and the lower end of its bootstrap interval
+above 0, where the table has one) and ``p <= alpha``. The *halving rule*, stated before any model was
+ablated under it, asks whether the behaviour is at least halved, on the interval (``half_baseline``):
+for top-1/top-5 (a floor at 0) the share left is ``ablated / baseline``; for ``ce`` and ``logit_b`` it is
+the share of the in-context boost left, ``1 - effect / boost`` (needs the copy-null). ``at_most_half``
+when the paired interval of that share ends at or below ``max_ablated_fraction`` (0.5), ``above_half``
+when it starts above, ``straddles_half`` otherwise; without an interval the point decides.
 
-**The floor rule** (fixed before any model was ablated under it, the same for every model): when the
-decision metric is at its floor and ``fallback_metric`` is set (``ce`` by default), that metric
-decides the cell's verdicts instead, by the same criteria (``ce`` has no half-baseline criterion),
-and ``floor_reason`` says so with the count; ``metric`` names the metric that decided, and the
-top-1 figures stay in their own columns. ``ce`` (the cross-entropy of B) rather than ``logit_b``:
-it is the log-probability of the target, which a shift of every logit leaves unchanged, and the
-field's usual in-context measure (Olsson et al. 2022 score induction by the loss on repeated tokens).
-A cell whose ablated sequences are not counted (the published ablations) is never at its floor.
+- ``causal``: a non-empty circuit that beats its reference set and is ``at_most_half``.
+- ``partial`` (said "necessary in part"): beats its reference set, the halving rule not met or
+  not applicable (no copy-null for a continuous metric); ``partial_reason`` says which.
+- ``not_causal``: a circuit that does not beat its reference set (and an empty circuit: nothing was
+  ablated); ``not_causal_reason`` names the criteria missed, with numbers.
+- ``underpowered``: the reference set cannot reach ``p <= alpha`` whatever the effect, or its sets do
+  not have the circuit's per-layer sizes (another circuit's); ``underpowered_reason`` says which.
+- ``untested``: no test ran (``untested_reason``): no reference set was ablated (the published
+  induction circuits), the model shows no behaviour on the probe (the boost), or top-1 is at its floor
+  and no fallback metric is set.
 
-**Exact or sampled**: ``control_exact`` is true only when every set of the matched space was
-evaluated (``n_distinct_draws == n_matched_sets``); only then may a report say "all N sets". When
-the ablation table does not record the space's size (the published ablations), ``n_matched_sets``
-and ``control_exact`` are null: the sets evaluated are known, whether they were all is not.
+**The floor rule** (fixed before any model was ablated under it): when the decision metric is top-1
+(or top-5) and fewer than ``min_baseline_hits`` (10) of the ablated sequences have B first, the cell is
+decided on ``fallback_metric`` (``ce`` by default; null: ``untested``): with so few hits, half the
+baseline is under 5 sequences and one or two sequences would decide the halving rule. ``floor_reason``
+says so with the count.
 
-``random_effect_mean`` = mean effect over the control's sets; ``effect_vs_random = effect /
-random_effect_mean`` (IEEE: ``inf`` when the mean is 0 and the effect positive, ``NaN`` when both
-are 0).
+**Two ablation methods** (``method``): ``zero`` (the paper's: a head's output set to 0) and ``mean``
+(set to its mean over the probe's positions and sequences). The table may hold both (``ablation.
+second_method``); the verdict is the primary method's, and ``second_*`` / ``methods_agree`` report the
+other's verdict beside it.
 
-**Upper bound** (the circuit's whole layers ablated), on the decision metric: ``upper_bound_value``
-(the metric after it), ``upper_bound_effect`` (its damage) and ``upper_bound_share = effect /
-upper_bound_effect`` (the circuit's share of what its layers do; null without an upper-bound
-condition or when the upper bound does no damage). ``upper_bound_saturates``: the upper bound
-drives the decision metric to at most ``saturation_fraction`` (0.1) of its baseline, for the
-metrics with a floor at 0 (``top1``, ``top5``; false at a zero baseline); null for ``logit_b`` and
-``ce``, which have no floor the table records. Both are reported, **not required**: the verdict
-never reads them (they describe the layers, not the circuit). ``upper_bound_top1`` stays top-1.
-The share informs only where the layers can do more than the circuit and are not simply the
-circuit: ``upper_bound_share_note`` (null where the share is worth showing) says why it is not, when
-the upper bound saturates (its effect is then the whole baseline, so the share only repeats the
-circuit's relative drop, ``effect / baseline``) or when the circuit's layers hold fewer other heads
-than circuit heads (the upper bound is nearly the circuit itself: ``share_note``).
-The class-matched control (sink heads excluded), when present, gets its own ``class_p_value``,
-``class_random_effect_mean`` and ``n_class_matched_sets`` next to the plain control's.
+**Exact or sampled**: ``control_exact`` is true when every set of the reference set was evaluated;
+only then may a report say "all N sets". The published ablations record neither the space nor how
+its sets were drawn: their sets count as draws (``n_matched_sets`` and ``control_exact`` null).
+
+``random_effect_mean`` = the mean effect over the reference draws, ``excess_effect = effect -
+random_effect_mean`` (the metric's units), ``effect_vs_random = effect / random_effect_mean`` where that
+mean is positive (null elsewhere: a ratio to a non-positive mean says nothing).
+
+**Upper bound** (the circuit's whole layers ablated), on the decision metric: ``upper_bound_value``,
+``upper_bound_effect``, ``upper_bound_share = effect / upper_bound_effect`` and, for top-1/top-5,
+``upper_bound_saturates`` (at most ``saturation_fraction`` (0.1) of the baseline). Reported, never
+required; ``upper_bound_share_note`` says where the share informs nothing.
 
 **Intervals** (``bootstrap_counts`` / ``bootstrap_intervals``): the probe sequences are resampled
 with replacement ``n_boot`` times (1000) from ``numpy.random.default_rng([seed, crc32("bootstrap")])``;
-every condition of a cell uses the *same* resamples, so an effect's interval is paired (baseline
-and ablated mean on the same resample). Percentile interval at ``level`` (0.95), widened to
-contain the point estimate in the rare case it does not. Deterministic by seed. For top-1 also the
-interval of ``condition / baseline`` (``top1_fraction_lo/hi``), paired the same way, over the
-resamples whose baseline is not 0 (the ratio is undefined there): the half-baseline criterion's.
+every condition of a cell uses the *same* resamples, so effects, the boost and the shares left are
+paired. Percentile intervals at ``level`` (0.95), widened to contain the point estimate.
 
 **Composition** (``induction_present`` / ``destroys_induction``): induction is present when the
 baseline top-1 is at least ``min_baseline_ratio x chance``, chance = 1 / (number of distinct probe
-tokens), i.e. the model predicts B far above guessing; the previous-token circuit destroys it when
-induction is present and that circuit's verdict is ``causal``. The composition experiment
-(``headtrace.experiments.composition``) adds a measured copying null on top of this rule.
+tokens); the previous-token circuit destroys it when induction is present and that circuit's verdict
+is ``causal``. The composition experiment (``headtrace.experiments.composition``) adds a measured
+copying null on top of this rule.
 """
 from __future__ import annotations
 
@@ -105,17 +90,157 @@ import polars as pl
 
 from headtrace.causal.conditions import CIRCUITS, size_profile
 from headtrace.cell.bootstrap import resample_counts
-from headtrace.core import tables
+from headtrace.core import schema, tables
 
 VERDICTS = ("causal", "partial", "not_causal", "underpowered", "untested")
+ALPHA = 0.05
+MAX_ABLATED_FRACTION = 0.5
+SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
 MIN_BASELINE_HITS = 10
 FALLBACK_METRIC = "ce"
+METHODS = ("zero", "mean")
+COPY_NULL = "copy_null"  # the ablation table's condition of the unablated model on the copy-null batch
 DECISION_METRICS = ("top1", "logit_b", "ce")
 CI_METRICS = ("top1", "logit_b", "ce")
-FRACTION_METRICS = ("top1",)  # interval of condition / baseline: the half-baseline criterion's
-HALF_METRICS = ("top1", "top5")  # the metrics with a floor at 0, which the half-baseline criterion reads
-CONTROL_CRITERIA = ("effect", "p", "ratio")  # what beating the matched controls takes
+FRACTION_METRICS = ("top1", "logit_b", "ce")  # the halving rule's share left, with its paired interval
+HALF_METRICS = ("top1", "top5")  # a floor at 0: the share left is ablated / baseline
+CONTROL_CRITERIA = ("effect", "p")  # what beating the reference set takes
 DIRECTION = {"top1": 1.0, "top5": 1.0, "logit_b": 1.0, "ce": -1.0}  # effect = DIRECTION x (baseline - ablated)
+METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
+
+
+def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", method: str = "zero", alpha: float = ALPHA,
+            max_ablated_fraction: float = MAX_ABLATED_FRACTION, saturation_fraction: float = SATURATION_FRACTION,
+            min_baseline_hits: int = MIN_BASELINE_HITS, fallback_metric: str | None = FALLBACK_METRIC) -> pl.DataFrame:
+    """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell, decided on the
+    rows of ablation ``method`` (rows without a method count as it); where the table holds a second
+    method, its verdict is reported beside (``second_*``, ``methods_agree``)."""
+    if metric not in DECISION_METRICS:
+        raise ValueError(f"ablation.metric must be one of {DECISION_METRICS}, got {metric!r}")
+    if fallback_metric is not None and fallback_metric not in ("ce", "logit_b"):
+        raise ValueError(f"ablation.fallback_metric must be ce, logit_b or null, got {fallback_metric!r}")
+    if method not in METHODS:
+        raise ValueError(f"ablation.method must be one of {METHODS}, got {method!r}")
+    opts = dict(metric=metric, alpha=alpha, max_ablated_fraction=max_ablated_fraction,
+                saturation_fraction=saturation_fraction, min_baseline_hits=min_baseline_hits,
+                fallback_metric=fallback_metric)
+    df = ablation_df
+    if "method" not in df.columns:
+        df = df.with_columns(pl.lit(None, pl.String).alias("method"))
+    df = df.with_columns(pl.col("method").fill_null(method))
+    rows = []
+    for key, cell in df.group_by(["model", "revision", "tokens"], maintain_order=True):
+        present = list(dict.fromkeys(cell["method"].to_list()))
+        if method not in present:
+            raise ValueError(f"cell {key}: the ablation table holds method(s) {present}, not ablation.method {method!r}")
+        own = _cell_rows(key, cell.filter(pl.col("method") == method), method=method, **opts)
+        other = next((m for m in present if m != method), None)
+        second = ({r["circuit"]: r for r in _cell_rows(key, cell.filter(pl.col("method") == other), method=other,
+                                                       **opts)} if other else {})
+        for r in own:
+            s = second.get(r["circuit"])
+            r.update(second_method=other if s else None, second_verdict=s["verdict"] if s else None,
+                     second_p_value=s["p_value"] if s else None, second_effect=s["effect"] if s else None,
+                     second_effect_lo=s["effect_lo"] if s else None, second_effect_hi=s["effect_hi"] if s else None,
+                     methods_agree=(s["verdict"] == r["verdict"]) if s else None)
+        rows += own
+    schema = tables.SCHEMAS["verdict"]
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    return tables.conform(pl.DataFrame(rows, schema=schema), "verdict")
+
+
+def settings(ablation: Mapping | None) -> dict:
+    """The keyword arguments of :func:`verdict` from an ablation config block (the schema's defaults for
+    the keys it omits): one place for the ablate job, the notebook API and the published importer."""
+    a = {**schema.defaults("ablation"), **dict(ablation or {})}
+    return {k: a[k] for k in ("metric", "method", "alpha", "min_baseline_hits", "fallback_metric")}
+
+
+def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, min_p_value: float,
+           metric: str = "top1", alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
+           fraction: float = math.nan, fraction_lo: float = math.nan, fraction_hi: float = math.nan,
+           effect_lo: float = math.nan) -> str:
+    """The verdict (module docstring) of a circuit with a reference set and a shown behaviour:
+    ``not_causal`` for an empty circuit, ``underpowered`` when ``min_p_value > alpha``, else
+    ``not_causal`` (does not beat its reference set), ``partial`` or ``causal`` (the halving rule)."""
+    if n_heads == 0:
+        return "not_causal"
+    if math.isnan(_num(min_p_value)) or min_p_value > alpha:
+        return "underpowered"
+    missed = missed_criteria(effect=effect, baseline=baseline, ablated=ablated, p_value=p_value, metric=metric,
+                             alpha=alpha, max_ablated_fraction=max_ablated_fraction, fraction=fraction,
+                             fraction_lo=fraction_lo, fraction_hi=fraction_hi, effect_lo=effect_lo)
+    if any(m in CONTROL_CRITERIA for m in missed):
+        return "not_causal"
+    return "partial" if missed else "causal"
+
+
+def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: float, metric: str = "top1",
+                    alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
+                    fraction: float = math.nan, fraction_lo: float = math.nan, fraction_hi: float = math.nan,
+                    effect_lo: float = math.nan) -> tuple[str, ...]:
+    """The criteria of ``causal`` a circuit with a usable reference set misses (empty: causal), in order:
+    ``"effect"`` (no positive effect, or its interval reaches 0), ``"ablated"`` (the halving rule,
+    :func:`half_baseline`, not ``at_most_half``, or not applicable), ``"p"`` (``p_value > alpha`` or
+    undefined). A NaN fails the criterion it enters. A circuit that misses only ``"ablated"`` is ``partial``."""
+    out = []
+    if not effect > 0 or not (math.isnan(_num(effect_lo)) or effect_lo > 0):
+        out.append("effect")
+    if half_baseline(metric, baseline, ablated, fraction_lo, fraction_hi, max_ablated_fraction,
+                     fraction=fraction) != "at_most_half":
+        out.append("ablated")
+    if math.isnan(_num(p_value)) or not p_value <= alpha:
+        out.append("p")
+    return tuple(out)
+
+
+def half_baseline(metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
+                  fraction_hi: float = math.nan, max_ablated_fraction: float = MAX_ABLATED_FRACTION, *,
+                  fraction: float = math.nan) -> str | None:
+    """The halving rule: ``at_most_half`` (the interval of the share left ends at or below
+    ``max_ablated_fraction``), ``above_half`` (it starts above), ``straddles_half``; without an interval
+    the point share decides. The share left is ``ablated / baseline`` for top-1/top-5 (``fraction`` NaN:
+    computed here) and the share of the in-context boost left for ``ce``/``logit_b`` (``fraction``, from
+    :func:`share_left`); None where there is none (a continuous metric without a copy-null)."""
+    if metric in HALF_METRICS and math.isnan(_num(fraction)):
+        fraction = ablated / baseline if baseline > 0 else math.nan
+    if math.isnan(_num(fraction)):
+        return None
+    if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
+        return "at_most_half" if fraction <= max_ablated_fraction else "above_half"
+    if fraction_hi <= max_ablated_fraction:
+        return "at_most_half"
+    return "above_half" if fraction_lo > max_ablated_fraction else "straddles_half"
+
+
+def share_left(metric: str, baseline: float, ablated: float, null: float = math.nan) -> float:
+    """The share of the behaviour an ablation leaves: ``ablated / baseline`` for top-1/top-5 (floor 0),
+    ``1 - effect / boost`` for a continuous metric (``null``: the metric on the copy-null); NaN where
+    undefined (a zero baseline, no boost, no copy-null)."""
+    if metric in HALF_METRICS:
+        return ablated / baseline if baseline > 0 else math.nan
+    boost = float(damage(metric, baseline, null)) if not math.isnan(_num(null)) else math.nan
+    if not boost > 0:
+        return math.nan
+    return 1.0 - float(damage(metric, baseline, ablated)) / boost
+
+
+def reference_p(effect: float, set_effects: Sequence[float], exact: bool) -> float:
+    """The circuit's p among its reference set (module docstring): exact, ``#{e >= effect} / N`` over all
+    N sets (the circuit among them); sampled, ``(1 + #{e >= effect}) / (M + 1)`` over M draws."""
+    e = np.asarray(set_effects, float)
+    if not e.size:
+        return math.nan
+    b = int((e >= effect).sum())
+    return b / e.size if exact else (1 + b) / (1 + e.size)
+
+
+def min_p(n: int, exact: bool = False) -> float:
+    """Smallest p a reference set allows: ``1/N`` over all N sets (exact), ``1/(M+1)`` over M draws."""
+    if n < 1:
+        return math.nan
+    return 1.0 / n if exact else 1.0 / (1 + n)
 
 
 def damage(metric: str, baseline, ablated):
@@ -125,76 +250,225 @@ def damage(metric: str, baseline, ablated):
     return DIRECTION[metric] * (np.asarray(baseline, float) - np.asarray(ablated, float))
 
 
-def min_p(n_sets: int) -> float:
-    """Smallest permutation p-value over ``n_sets`` matched sets: ``1 / (1 + n_sets)``."""
-    return 1.0 / (1 + n_sets)
-
-
-def permutation_p(effect: float, set_effects: Sequence[float]) -> float:
-    """``(1 + #{e >= effect}) / (1 + N)`` over the N distinct sets' effects."""
-    e = np.asarray(set_effects, float)
-    return (1 + int((e >= effect).sum())) / (1 + e.size)
-
-
-ALPHA = 0.05
-MAX_ABLATED_FRACTION = 0.5
-MIN_EFFECT_RATIO = 2.0
-SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
-
-
-def decide(*, n_heads: int, effect: float, baseline: float, ablated: float, p_value: float, n_sets: int,
-           random_effect_mean: float, metric: str = "top1", alpha: float = ALPHA,
-           max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
-           fraction_lo: float = math.nan, fraction_hi: float = math.nan, effect_lo: float = math.nan) -> str:
-    """The verdict (module docstring) from one circuit's numbers: ``not_causal`` for an empty circuit,
-    ``underpowered`` for a control that cannot reach ``alpha``, else ``not_causal`` (does not beat its
-    controls), ``partial`` (beats them, not shown at or below half its baseline) or ``causal``."""
-    if n_heads == 0:
-        return "not_causal"
-    if n_sets == 0 or min_p(n_sets) > alpha:
-        return "underpowered"
-    missed = missed_criteria(effect=effect, baseline=baseline, ablated=ablated, p_value=p_value,
-                             random_effect_mean=random_effect_mean, metric=metric, alpha=alpha,
-                             max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio,
-                             fraction_lo=fraction_lo, fraction_hi=fraction_hi, effect_lo=effect_lo)
-    if any(m in CONTROL_CRITERIA for m in missed):
-        return "not_causal"
-    return "partial" if missed else "causal"
-
-
-def half_baseline(metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
-                  fraction_hi: float = math.nan, max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str | None:
-    """The half-baseline criterion: ``at_most_half`` (the interval of ``ablated / baseline`` ends at
-    or below ``max_ablated_fraction``), ``above_half`` (it starts above), ``straddles_half``; without an
-    interval (NaN ends) the point ``ablated <= max_ablated_fraction x baseline`` decides. None for
-    the metrics without the criterion (``ce``, ``logit_b``)."""
-    if metric not in HALF_METRICS:
-        return None
-    if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
-        return "at_most_half" if ablated <= max_ablated_fraction * baseline else "above_half"
-    if fraction_hi <= max_ablated_fraction:
-        return "at_most_half"
-    return "above_half" if fraction_lo > max_ablated_fraction else "straddles_half"
-
-
 def at_floor(metric: str, baseline: float, n_sequences: int | None,
              min_baseline_hits: int = MIN_BASELINE_HITS) -> bool:
     """A top-1/top-5 baseline hit by fewer than ``min_baseline_hits`` of ``n_sequences`` sequences
-    (the module docstring's floor rule); never for ``ce``/``logit_b`` or an unknown count."""
-    if metric not in ("top1", "top5") or not n_sequences:
+    (the floor rule); never for ``ce``/``logit_b`` or an unknown count."""
+    if metric not in HALF_METRICS or not n_sequences:
         return False
     return round(baseline * n_sequences) < min_baseline_hits
 
 
-def floor_reason(metric: str, baseline: float, n_sequences: int, min_baseline_hits: int,
-                 fallback: str | None) -> str:
-    """Why ``metric`` could not decide, and what did: the words of the ``floor_reason`` column."""
-    hits = round(baseline * n_sequences)
-    said = {"top1": "top-1", "top5": "top-5"}[metric]
-    head = (f"{said} is at its floor: the unablated model predicts B {'first' if metric == 'top1' else 'in its top 5'} "
-            f"in {hits} of {n_sequences} sequences, fewer than {min_baseline_hits}, so no ablation can show a loss "
-            f"on it")
-    return head + (f"; decided on {METRIC_WORDS[fallback]} instead" if fallback else "")
+# --------------------------------------------------------------------------------------------
+# One cell's rows
+
+
+def _cell_rows(key, cell: pl.DataFrame, *, method: str, metric: str, alpha: float, max_ablated_fraction: float,
+               saturation_fraction: float, min_baseline_hits: int, fallback_metric: str | None) -> list[dict]:
+    """The verdict rows of one cell's conditions of one ablation method."""
+    conds = set(cell["condition"].to_list())
+    base = cell.filter(pl.col("condition") == "baseline")
+    if base.height != 1:
+        raise ValueError(f"cell {key}: expected one baseline row, found {base.height}")
+    n_seq = int(base["n_sequences"][0]) if "n_sequences" in base.columns and base["n_sequences"][0] else None
+    requested = metric
+    floor = (floor_reason(requested, float(base[requested][0]), n_seq, min_baseline_hits, fallback_metric)
+             if at_floor(requested, float(base[requested][0]), n_seq, min_baseline_hits) else None)
+    metric = fallback_metric if floor and fallback_metric else requested
+    b_top1, b = float(base["top1"][0]), float(base[metric][0])
+    b_copy = {c: None if c not in base.columns or base[c][0] is None else float(base[c][0])
+              for c in ("top1_control", "top1_context")}
+    null = cell.filter(pl.col("condition") == COPY_NULL)
+    nrow = null.row(0, named=True) if null.height else None
+    boost = Boost.of(metric, b, nrow)
+    rows = []
+    for circuit_name, spec in CIRCUITS.items():
+        if spec.condition not in conds:
+            continue
+        crow = cell.filter(pl.col("condition") == spec.condition).row(0, named=True)
+        rname = next((r for r in (spec.random, spec.fallback_random) if r and r in conds), None)
+        uname = next((u for u in (spec.upper, spec.fallback_upper) if u and u in conds), None)
+        cname = spec.class_random if spec.class_random in conds else None
+        urow = cell.filter(pl.col("condition") == uname).row(0, named=True) if uname else None
+        a, n_heads = float(crow[metric]), int(crow["n_heads"])
+        effect = float(damage(metric, b, a))
+        ref = _reference(cell, rname, metric, b, effect, n_heads)
+        cls = _reference(cell, cname, metric, b, effect, n_heads)
+        heads = list(crow["heads"] or [])
+        fraction = share_left(metric, b, a, boost.null)
+        f_lo, f_hi = _num(crow.get(f"{metric}_fraction_lo")), _num(crow.get(f"{metric}_fraction_hi"))
+        if math.isnan(fraction):
+            f_lo = f_hi = math.nan
+        half = half_baseline(metric, b, a, f_lo, f_hi, max_ablated_fraction, fraction=fraction) if n_heads else None
+        effect_lo = _num(crow.get(f"{metric}_effect_lo"))
+        crit = dict(effect=effect, baseline=b, ablated=a, p_value=ref.p, metric=metric, alpha=alpha,
+                    max_ablated_fraction=max_ablated_fraction, fraction=fraction, fraction_lo=f_lo,
+                    fraction_hi=f_hi, effect_lo=effect_lo)
+        mismatch = reference_mismatch(cell, rname, heads) if n_heads else None
+        v = decide(n_heads=n_heads, min_p_value=ref.min_p, **crit)
+        untested = None
+        if n_heads:
+            if rname is None:
+                untested = ("no reference set was ablated, so nothing says whether other heads of its layers "
+                            "would do as much")
+            elif floor and not fallback_metric:
+                untested = floor
+            elif boost.shown is False:
+                untested = boost.reason()
+        if untested:
+            v = "untested"
+        elif mismatch:
+            v = "underpowered"
+        reason = not_reason = part = None
+        if v == "underpowered":
+            reason = mismatch or (f"its reference set allows p >= {ref.min_p_text()} > alpha = {alpha:g} "
+                                  f"({ref.over()})")
+        elif v == "not_causal" and n_heads:
+            not_reason = not_causal_reason(missed_criteria(**crit), **crit)
+        elif v == "partial":
+            part = partial_reason(half, metric=metric, baseline=b, ablated=a, fraction=fraction, fraction_lo=f_lo,
+                                  fraction_hi=f_hi, max_ablated_fraction=max_ablated_fraction)
+        ub_value = float(urow[metric]) if urow else math.nan
+        ub_effect = float(damage(metric, b, ub_value)) if urow else math.nan
+        saturates = _saturates(metric, b, ub_value if urow else b, saturation_fraction)
+        share = effect / ub_effect if urow and n_heads and ub_effect > 0 else None
+        note = (share_note(n_heads=n_heads, n_upper_heads=int(urow["n_heads"]), saturates=saturates,
+                           metric=metric, saturation_fraction=saturation_fraction)
+                if share is not None else None)
+        rows.append({
+            "model": key[0], "revision": key[1], "tokens": key[2], "circuit": circuit_name,
+            "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
+            "ablated_top1": float(crow["top1"]), "effect": effect, "random_effect_mean": ref.mean,
+            "effect_vs_random": effect / ref.mean if ref.mean > 0 else None,
+            "excess_effect": effect - ref.mean if not math.isnan(ref.mean) else None,
+            "p_value": ref.p if n_heads else math.nan, "upper_bound_top1": float(urow["top1"]) if urow else b_top1,
+            "upper_bound_saturates": saturates, "causal": v == "causal", "verdict": v, "metric": metric,
+            "method": method, "alpha": alpha, "baseline_value": b, "ablated_value": a,
+            "effect_lo": effect_lo, "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
+            "min_p": ref.min_p, "n_matched_sets": ref.space,
+            "control_exact": ref.exact if ref.n else None,
+            "control": rname, "upper_bound": uname, "n_random": ref.n, "n_distinct_draws": ref.n_distinct,
+            "random_top1_mean": ref.top1_mean,
+            "class_control": cname, "class_p_value": cls.p if n_heads else math.nan,
+            "class_random_effect_mean": cls.mean, "n_class_matched_sets": cls.space,
+            "underpowered_reason": reason, "not_causal_reason": not_reason,
+            "control_sizes_match": None if not n_heads or not ref.n else not mismatch,
+            "n_sequences": n_seq, "baseline_top1_control": b_copy["top1_control"],
+            "baseline_top1_context": b_copy["top1_context"],
+            "upper_bound_value": ub_value, "upper_bound_effect": ub_effect, "upper_bound_share": share,
+            "floor_reason": floor,
+            "null_value": boost.null, "boost": boost.value, "boost_lo": boost.lo, "boost_hi": boost.hi,
+            "shows_behaviour": boost.shown,
+            "ablated_fraction": None if math.isnan(fraction) else fraction,
+            "ablated_fraction_lo": None if math.isnan(f_lo) else f_lo,
+            "ablated_fraction_hi": None if math.isnan(f_hi) else f_hi,
+            "half_baseline": half, "partial_reason": part, "untested_reason": untested if v == "untested" else None,
+            "upper_bound_share_note": note,
+        })
+    return rows
+
+
+class Boost:
+    """The in-context boost of one cell on the decision metric: what the earlier A -> B adds, the
+    unablated model on the probe against the copy-null (module docstring)."""
+
+    def __init__(self, metric: str, null: float, value: float, lo: float, hi: float):
+        self.metric, self.null, self.value, self.lo, self.hi = metric, null, value, lo, hi
+
+    @classmethod
+    def of(cls, metric: str, baseline: float, null_row: Mapping | None) -> "Boost":
+        if null_row is None or null_row.get(metric) is None:
+            return cls(metric, math.nan, math.nan, math.nan, math.nan)
+        null = float(null_row[metric])
+        return cls(metric, null, float(damage(metric, baseline, null)), _num(null_row.get(f"{metric}_effect_lo")),
+                   _num(null_row.get(f"{metric}_effect_hi")))
+
+    @property
+    def shown(self) -> bool | None:
+        """The boost lies above 0 (its interval's lower end, or the point without one); None: no copy-null."""
+        if math.isnan(self.value):
+            return None
+        return bool(self.lo > 0) if not math.isnan(self.lo) else bool(self.value > 0)
+
+    def reason(self) -> str:
+        said = METRIC_WORDS.get(self.metric, self.metric)
+        ci = "" if math.isnan(self.lo) else f" [{self.lo:.3g}, {self.hi:.3g}]"
+        return (f"the model shows no induction on this probe: the earlier B adds {self.value:.3g}{ci} to {said} "
+                f"(the probe against the same sequences with B replaced), an interval that does not lie above 0, so "
+                f"an ablation could not tell removing induction from other damage")
+
+
+class _Reference:
+    """One reference set's numbers in a cell: mean effect, p, its size and how it was evaluated."""
+
+    def __init__(self, mean=math.nan, p=math.nan, n=0, n_distinct=0, space=None, exact=False, top1_mean=math.nan):
+        self.mean, self.p, self.n, self.n_distinct = mean, p, n, n_distinct
+        self.space, self.exact, self.top1_mean = space, exact, top1_mean
+
+    @property
+    def min_p(self) -> float:
+        return min_p(self.n, self.exact)
+
+    def min_p_text(self) -> str:
+        return f"1/{self.n}" if self.exact else f"1/{self.n + 1}"
+
+    def over(self) -> str:
+        """'all 12 sets of its layers (exact)' / '20 draws from 3,024 sets of its layers (sampled)'."""
+        if self.exact:
+            return f"all {self.n:,} sets of its layers (exact)"
+        space = f"{self.space:,} sets of its layers" if self.space else "a reference set whose size is not recorded"
+        return f"{_plural(self.n, 'draw')} from {space} (sampled)"
+
+
+def _reference(cell: pl.DataFrame, name: str | None, metric: str, b: float, effect: float, n_heads: int) -> _Reference:
+    if name is None:
+        return _Reference()
+    draws = cell.filter((pl.col("condition") == name) & (pl.col("draw") >= 1))
+    space = None
+    if "n_matched_sets" in cell.columns:
+        s = cell.filter(pl.col("condition") == name)["n_matched_sets"].drop_nulls()
+        space = int(s[0]) if s.len() else None
+    if not draws.height:
+        return _Reference(space=space)
+    exact = bool("reference_exact" in draws.columns and draws["reference_exact"].fill_null(False).all()
+                 and space is not None and draws.height == space)
+    eff = damage(metric, b, draws[metric].to_numpy().astype(float))
+    p = reference_p(effect, eff, exact) if n_heads else math.nan
+    return _Reference(float(np.mean(eff)), p, draws.height, draws.unique(subset=["heads"]).height, space, exact,
+                      float(draws["top1"].mean()))
+
+
+def reference_mismatch(cell: pl.DataFrame, name: str | None, heads: list[str]) -> str | None:
+    """Why a circuit's reference rows cannot judge it, or None: they do not have its per-layer sizes."""
+    if not heads or name is None:
+        return None
+    want = size_profile(heads)
+    draws = cell.filter((pl.col("condition") == name) & (pl.col("draw") >= 1))
+    bad = [list(h) for h in draws["heads"].to_list() if size_profile(list(h)) != want]
+    if bad:
+        return (f"reference {name} has sets of other per-layer sizes ({_layers(size_profile(bad[0]))}) "
+                f"than the circuit ({_layers(want)})")
+    return None
+
+
+def _layers(profile: dict[int, int]) -> str:
+    return ", ".join(f"L{l}: {n}" for l, n in sorted(profile.items()))
+
+
+def _saturates(metric: str, baseline: float, upper: float, fraction: float) -> bool | None:
+    """The upper bound drives the decision metric to at most ``fraction`` of its baseline (metrics
+    with a floor at 0); None for metrics without one (``logit_b``, ``ce``)."""
+    if metric not in HALF_METRICS:
+        return None
+    return bool(baseline > 0 and upper <= fraction * baseline)
+
+
+def _num(v) -> float:
+    return math.nan if v is None else float(v)
+
+
+# --------------------------------------------------------------------------------------------
+# Reasons in words
 
 
 def fmt_p(p: float, decimals: int = 3) -> str:
@@ -203,75 +477,63 @@ def fmt_p(p: float, decimals: int = 3) -> str:
     return f"{math.ceil(p * s - 1e-9) / s:.{decimals}f}"
 
 
-METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
+def floor_reason(metric: str, baseline: float, n_sequences: int, min_baseline_hits: int,
+                 fallback: str | None) -> str:
+    """Why ``metric`` could not decide, and what did: the words of the ``floor_reason`` column."""
+    hits = round(baseline * n_sequences)
+    said = {"top1": "top-1", "top5": "top-5"}[metric]
+    head = (f"{said} is near its floor: the unablated model predicts B {'first' if metric == 'top1' else 'in its top 5'} "
+            f"in {hits} of {n_sequences} sequences ({hits / n_sequences:.1%}), fewer than {min_baseline_hits}, so one or "
+            f"two sequences would decide the halving rule on {said}")
+    return head + (f"; decided on {METRIC_WORDS[fallback]} instead" if fallback else "")
 
 
-def missed_criteria(*, effect: float, baseline: float, ablated: float, p_value: float, random_effect_mean: float,
-                    metric: str = "top1", alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
-                    min_effect_ratio: float = MIN_EFFECT_RATIO, fraction_lo: float = math.nan,
-                    fraction_hi: float = math.nan, effect_lo: float = math.nan) -> tuple[str, ...]:
-    """The criteria of ``causal`` a circuit with a usable control misses (empty: causal), in the
-    module docstring's order: ``"effect"`` (no positive effect, or its interval ``effect_lo`` reaches 0),
-    ``"ablated"`` (top-1/top-5 only: the
-    half-baseline criterion, :func:`half_baseline`, not ``at_most_half``), ``"p"`` (``p_value >
-    alpha`` or undefined), ``"ratio"`` (the effect below ``min_effect_ratio`` times the matched-random
-    mean). A NaN fails the criterion it enters. The ``CONTROL_CRITERIA`` are what beating the
-    controls takes; a circuit that misses only ``"ablated"`` is ``partial``."""
-    out = []
-    if not effect > 0 or not (math.isnan(_num(effect_lo)) or effect_lo > 0):
-        out.append("effect")
-    half = half_baseline(metric, baseline, ablated, fraction_lo, fraction_hi, max_ablated_fraction)
-    if half not in (None, "at_most_half"):
-        out.append("ablated")
-    if math.isnan(p_value) or not p_value <= alpha:
-        out.append("p")
-    if not effect >= min_effect_ratio * max(random_effect_mean, 0.0):
-        out.append("ratio")
-    return tuple(out)
-
-
-def fraction_text(metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
-                  fraction_hi: float = math.nan) -> str:
-    """'top-1 after ablation is 59% of its baseline (interval 45% to 75%)'; without an interval
-    '... (29.7% of 50.0%; no interval: the point decides)'."""
+def fraction_text(metric: str, baseline: float, ablated: float, fraction: float = math.nan,
+                  fraction_lo: float = math.nan, fraction_hi: float = math.nan) -> str:
+    """'top-1 after ablation is 59% of its baseline (interval 45% to 75%)' / 'ablation leaves 12% of the in-context
+    boost in the cross-entropy of B (interval ...)'; without an interval the point, said so."""
     said = METRIC_WORDS.get(metric, metric)
-    frac = ablated / baseline if baseline > 0 else math.nan
-    head = f"{said} after ablation is " + (f"{frac:.0%} of its baseline" if frac == frac else
-                                            f"{ablated:.1%} against a baseline of {baseline:.1%}")
+    if metric in HALF_METRICS:
+        frac = ablated / baseline if baseline > 0 else math.nan
+        head = f"{said} after ablation is " + (f"{frac:.0%} of its baseline" if frac == frac else
+                                                f"{ablated:.1%} against a baseline of {baseline:.1%}")
+        point = f"{ablated:.1%} of {baseline:.1%}"
+    else:
+        if math.isnan(_num(fraction)):
+            return f"{said} has no in-context boost to halve (no copy-null was run)"
+        head = f"ablation leaves {fraction:.0%} of the in-context boost in {said}"
+        point = f"{fraction:.0%}"
     if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
-        return head + f" ({ablated:.1%} of {baseline:.1%}; no interval: the point estimate decides)"
-    return head + f" (interval {fraction_lo:.0%} to {fraction_hi:.0%})"
+        return head + f" ({point}; no interval: the point estimate decides)"
+    return head + f" (interval {math.floor(100 * fraction_lo + 1e-9):.0f}% to {math.ceil(100 * fraction_hi - 1e-9):.0f}%)"
 
 
-def partial_reason(half: str, *, metric: str, baseline: float, ablated: float, fraction_lo: float = math.nan,
-                   fraction_hi: float = math.nan, max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str:
-    """Why a circuit that beats its controls is ``partial``, in words: where the interval of the ablated
-    metric over its baseline lies against ``max_ablated_fraction`` (above it, or across it)."""
+def partial_reason(half: str | None, *, metric: str, baseline: float, ablated: float, fraction: float = math.nan,
+                   fraction_lo: float = math.nan, fraction_hi: float = math.nan,
+                   max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str:
+    """Why a circuit that beats its reference set is ``partial``, in words."""
     line, said = f"{max_ablated_fraction:.0%}", METRIC_WORDS.get(metric, metric)
-    where = (f"above {line}: without these heads the model keeps more than {line} of its baseline {said}"
+    text = fraction_text(metric, baseline, ablated, fraction, fraction_lo, fraction_hi)
+    if half is None:
+        return f"it beats its reference set, but the halving rule cannot apply: {text}"
+    where = (f"above {line}: without these heads the model keeps more than {line} of its behaviour in {said}"
              if half == "above_half" else
-             f"which reaches above {line}: these heads are not shown to bring {said} to {line} of its baseline or less")
-    return (f"it beats its matched controls, but {fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, "
-            + where)
+             f"which reaches above {line}: these heads are not shown to halve the behaviour in {said}")
+    return f"it beats its reference set, but {text}, " + where
 
 
 def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, ablated: float, p_value: float,
-                      random_effect_mean: float, metric: str, alpha: float = ALPHA,
-                      max_ablated_fraction: float = MAX_ABLATED_FRACTION,
-                      min_effect_ratio: float = MIN_EFFECT_RATIO, fraction_lo: float = math.nan,
-                      fraction_hi: float = math.nan, effect_lo: float = math.nan) -> str:
-    """The ``missed_criteria`` in words, with the circuit's numbers in the metric's units (top-1 /
-    top-5 as fractions), joined by 'and': 'p = 0.400 > alpha = 0.05 and top-1 after ablation is 59%
-    of its baseline (interval 45% to 75%), not at most 50%'."""
+                      metric: str, alpha: float = ALPHA, max_ablated_fraction: float = MAX_ABLATED_FRACTION,
+                      fraction: float = math.nan, fraction_lo: float = math.nan, fraction_hi: float = math.nan,
+                      effect_lo: float = math.nan) -> str:
+    """The ``missed_criteria`` in words, with the circuit's numbers, joined by 'and'."""
+    said = METRIC_WORDS.get(metric, metric)
     words = {
-        "effect": (f"no positive effect ({METRIC_WORDS.get(metric, metric)} effect {effect:.3f})" if not effect > 0
-                   else f"no effect shown ({METRIC_WORDS.get(metric, metric)} effect {effect:.3f}, its interval's "
-                        f"lower end {effect_lo:.3f})"),
-        "ablated": (f"{fraction_text(metric, baseline, ablated, fraction_lo, fraction_hi)}, not at most "
+        "effect": (f"no positive effect ({said} effect {effect:.3f})" if not effect > 0
+                   else f"no effect shown ({said} effect {effect:.3f}, its interval's lower end {effect_lo:.3f})"),
+        "ablated": (f"{fraction_text(metric, baseline, ablated, fraction, fraction_lo, fraction_hi)}, not at most "
                     f"{max_ablated_fraction:.0%}"),
-        "p": f"p = {fmt_p(p_value)} > alpha = {alpha:g}" if not math.isnan(p_value) else "p undefined",
-        "ratio": (f"effect {effect:.3f} is less than {min_effect_ratio:g} times the matched sets' mean effect "
-                  f"{random_effect_mean:.3f}"),
+        "p": f"p = {fmt_p(p_value)} > alpha = {alpha:g}" if not math.isnan(_num(p_value)) else "p undefined",
     }
     return " and ".join(words[m] for m in missed)
 
@@ -327,16 +589,20 @@ def fraction_interval(boot: np.ndarray, base_boot: np.ndarray, values: np.ndarra
 
 def bootstrap_intervals(per_sequence: Sequence[Mapping[str, np.ndarray]], baseline_index: int = 0, *,
                         n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-                        metrics: Sequence[str] = CI_METRICS) -> list[dict[str, float]]:
+                        metrics: Sequence[str] = CI_METRICS, null_index: int | None = None) -> list[dict[str, float]]:
     """Per condition: ``{m}_lo``/``{m}_hi`` (its mean) and ``{m}_effect_lo``/``{m}_effect_hi``
     (its paired effect against the baseline condition ``baseline_index``) for every metric, and for
-    the ``FRACTION_METRICS`` ``{m}_fraction_lo``/``{m}_fraction_hi`` (its mean over the baseline's,
-    paired; NaN when the baseline is 0 on every resample)."""
+    the ``FRACTION_METRICS`` ``{m}_fraction_lo``/``{m}_fraction_hi``, the share of the behaviour left
+    (:func:`share_left`, paired): over the baseline for top-1, over the in-context boost against the
+    copy-null condition ``null_index`` for the continuous metrics (NaN without it, or where no resample
+    has a baseline / a boost)."""
     n = len(per_sequence[baseline_index][metrics[0]])
     w = bootstrap_counts(n, n_boot, seed)
     out = []
     base = {m: np.asarray(per_sequence[baseline_index][m], float) for m in metrics}
     base_boot = {m: (w @ base[m]) / n for m in metrics}
+    null = ({m: np.asarray(per_sequence[null_index][m], float) for m in metrics} if null_index is not None else None)
+    null_boot = {m: (w @ null[m]) / n for m in metrics} if null is not None else None
     for ps in per_sequence:
         row = {}
         for m in metrics:
@@ -348,189 +614,31 @@ def bootstrap_intervals(per_sequence: Sequence[Mapping[str, np.ndarray]], baseli
             eff = damage(m, base_boot[m], boot)
             row[f"{m}_effect_lo"], row[f"{m}_effect_hi"] = percentile_interval(
                 eff, float(damage(m, base[m].mean(), v.mean())), level)
-            if m in FRACTION_METRICS:
+            if m in HALF_METRICS:
                 row[f"{m}_fraction_lo"], row[f"{m}_fraction_hi"] = fraction_interval(boot, base_boot[m], v, base[m],
                                                                                      level)
+            elif m in FRACTION_METRICS:
+                row[f"{m}_fraction_lo"], row[f"{m}_fraction_hi"] = (
+                    boost_share_interval(m, boot, base_boot[m], null_boot[m], v, base[m], null[m], level)
+                    if null is not None else (math.nan, math.nan))
         out.append(row)
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# The verdict table
-
-
-def _num(v) -> float:
-    return math.nan if v is None else float(v)
-
-
-def _control_stats(cell: pl.DataFrame, name: str | None, metric: str, b: float, effect: float, n_heads: int):
-    """(mean effect, p, N distinct sets, space size, mean top-1) of one control in a cell."""
-    if name is None:
-        return math.nan, math.nan, 0, 0, math.nan, 0
-    draws = cell.filter((pl.col("condition") == name) & (pl.col("draw") >= 1))
-    k = draws.height
-    space = 0
-    if "n_matched_sets" in cell.columns:
-        s = cell.filter(pl.col("condition") == name)["n_matched_sets"].drop_nulls()
-        space = int(s[0]) if s.len() else 0
-    if not k:
-        return math.nan, math.nan, 0, space, math.nan, 0
-    eff = damage(metric, b, draws[metric].to_numpy().astype(float))
-    r_mean = float(np.mean(eff))
-    # The p-value counts *distinct* head sets: K copies of one comparison are not K comparisons.
-    distinct = draws.unique(subset=["heads"], keep="first", maintain_order=True)
-    dmetric = distinct[metric].to_numpy().astype(float)
-    p = permutation_p(effect, damage(metric, b, dmetric))  # a set tied with the circuit: b - d == b - a exactly
-    if not n_heads:
-        p = math.nan
-    # the space's size when the table records it; None when it does not (exactness unknown)
-    return r_mean, p, distinct.height, space or None, float(draws["top1"].mean()), k
-
-
-def _layers(profile: dict[int, int]) -> str:
-    return ", ".join(f"L{l}: {n}" for l, n in sorted(profile.items()))
-
-
-def _saturates(metric: str, baseline: float, upper: float, fraction: float) -> bool | None:
-    """The upper bound drives the decision metric to at most ``fraction`` of its baseline (metrics
-    with a floor at 0); None for metrics without one (``logit_b``, ``ce``)."""
-    if metric not in ("top1", "top5"):
-        return None
-    return bool(baseline > 0 and upper <= fraction * baseline)
-
-
-def control_problem(cell: pl.DataFrame, name: str | None, heads: list[str], upper: str | None) -> str | None:
-    """Why a circuit's matched control cannot judge it, or None: its draws do not have the circuit's
-    per-layer sizes, or there are none because a layer has fewer free heads than circuit heads."""
-    if not heads:
-        return None
-    want = size_profile(heads)
-    draws = cell.filter((pl.col("condition") == name) & (pl.col("draw") >= 1)) if name else cell.clear()
-    if draws.height:
-        bad = [list(h) for h in draws["heads"].to_list() if size_profile(list(h)) != want]
-        if bad:
-            return (f"control {name} has sets of other per-layer sizes ({_layers(size_profile(bad[0]))}) "
-                    f"than the circuit ({_layers(want)})")
-        return None
-    if upper is not None and "heads" in cell.columns:
-        up = cell.filter(pl.col("condition") == upper)["heads"]
-        if up.len():
-            have = size_profile(list(up[0]))
-            short = [f"L{l}: {k} circuit heads, {have.get(l, 0) - k} free" for l, k in sorted(want.items())
-                     if have.get(l, 0) - k < k]
-            if short:
-                return "no matched set: too few free heads (" + "; ".join(short) + ")"
-    return "no matched control"
-
-
-def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", alpha: float = ALPHA,
-            max_ablated_fraction: float = MAX_ABLATED_FRACTION, min_effect_ratio: float = MIN_EFFECT_RATIO,
-            saturation_fraction: float = SATURATION_FRACTION, min_baseline_hits: int = MIN_BASELINE_HITS,
-            fallback_metric: str | None = FALLBACK_METRIC) -> pl.DataFrame:
-    """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell. A cell whose
-    top-1 baseline is at its floor (:func:`at_floor`) is decided on ``fallback_metric``, or is
-    ``untested`` without one (module docstring, the floor rule)."""
-    if metric not in DECISION_METRICS:
-        raise ValueError(f"ablation.metric must be one of {DECISION_METRICS}, got {metric!r}")
-    if fallback_metric is not None and fallback_metric not in ("ce", "logit_b"):
-        raise ValueError(f"ablation.fallback_metric must be ce, logit_b or null, got {fallback_metric!r}")
-    requested = metric
-    rows = []
-    for key, cell in ablation_df.group_by(["model", "revision", "tokens"], maintain_order=True):
-        conds = set(cell["condition"].to_list())
-        base = cell.filter(pl.col("condition") == "baseline")
-        if base.height != 1:
-            raise ValueError(f"cell {key}: expected one baseline row, found {base.height}")
-        n_seq = int(base["n_sequences"][0]) if "n_sequences" in base.columns and base["n_sequences"][0] else None
-        floor = (floor_reason(requested, float(base[requested][0]), n_seq, min_baseline_hits, fallback_metric)
-                 if at_floor(requested, float(base[requested][0]), n_seq, min_baseline_hits) else None)
-        metric = fallback_metric if floor and fallback_metric else requested
-        b_top1, b = float(base["top1"][0]), float(base[metric][0])
-        b_copy = {c: None if c not in base.columns or base[c][0] is None else float(base[c][0])
-                  for c in ("top1_control", "top1_context")}
-        for circuit_name, spec in CIRCUITS.items():
-            if spec.condition not in conds:
-                continue
-            crow = cell.filter(pl.col("condition") == spec.condition).row(0, named=True)
-            rname = next((r for r in (spec.random, spec.fallback_random) if r and r in conds), None)
-            uname = next((u for u in (spec.upper, spec.fallback_upper) if u and u in conds), None)
-            cname = spec.class_random if spec.class_random in conds else None
-            urow = cell.filter(pl.col("condition") == uname).row(0, named=True) if uname else None
-            ub = float(urow["top1"]) if urow else b_top1
-            ub_value = float(urow[metric]) if urow else math.nan
-            ub_effect = float(damage(metric, b, ub_value)) if urow else math.nan
-            a, n_heads = float(crow[metric]), int(crow["n_heads"])
-            effect = float(damage(metric, b, a))
-            r_mean, p, n_distinct, space, r_top1, k = _control_stats(cell, rname, metric, b, effect, n_heads)
-            c_mean, c_p, c_distinct, c_space, _, _ = _control_stats(cell, cname, metric, b, effect, n_heads)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = float(np.float64(effect) / np.float64(r_mean))
-            # the half-baseline criterion's interval: the ablation table's, on the decision metric
-            f_lo, f_hi = (_num(crow.get(f"{metric}_fraction_lo")), _num(crow.get(f"{metric}_fraction_hi")))
-            half = half_baseline(metric, b, a, f_lo, f_hi, max_ablated_fraction)
-            crit = dict(effect=effect, baseline=b, ablated=a, p_value=p, random_effect_mean=r_mean, metric=metric,
-                        alpha=alpha, max_ablated_fraction=max_ablated_fraction, min_effect_ratio=min_effect_ratio,
-                        fraction_lo=f_lo, fraction_hi=f_hi, effect_lo=_num(crow.get(f"{metric}_effect_lo")))
-            v = decide(n_heads=n_heads, n_sets=n_distinct, **crit)
-            heads = list(crow["heads"] or [])
-            problem = control_problem(cell, rname, heads, uname) if n_heads else None
-            if problem and "per-layer sizes" in problem:
-                v = "underpowered"  # never judged against another circuit's control
-            untested = None
-            if n_heads and rname is None:  # no matched control in the table: no test was run
-                v, untested = "untested", ("no matched control was ablated, so nothing says whether as many "
-                                           "other heads of its layers would do as much")
-            if floor and not fallback_metric and n_heads:
-                v, untested = "untested", floor  # no behaviour for the requested metric to lose, nothing else decides
-            reason = not_reason = part = None
-            if v == "underpowered":
-                reason = problem or (f"{n_distinct} distinct matched set(s): min p = 1/{n_distinct + 1} = "
-                                     f"{min_p(n_distinct):.3f} > alpha = {alpha:g}")
-            elif v == "not_causal" and n_heads:
-                not_reason = not_causal_reason(missed_criteria(**crit), **crit)
-            elif v == "partial":
-                part = partial_reason(half, metric=metric, baseline=b, ablated=a, fraction_lo=f_lo, fraction_hi=f_hi,
-                                      max_ablated_fraction=max_ablated_fraction)
-            saturates = _saturates(metric, b, ub_value if urow else b, saturation_fraction)
-            share = effect / ub_effect if urow and n_heads and ub_effect > 0 else None
-            note = (share_note(n_heads=n_heads, n_upper_heads=int(urow["n_heads"]), saturates=saturates,
-                               metric=metric, saturation_fraction=saturation_fraction)
-                    if share is not None else None)
-            rows.append({
-                "model": key[0], "revision": key[1], "tokens": key[2], "circuit": circuit_name,
-                "n_heads": n_heads, "heads": list(crow["heads"]), "baseline_top1": b_top1,
-                "ablated_top1": float(crow["top1"]), "effect": effect, "random_effect_mean": r_mean,
-                "effect_vs_random": ratio, "p_value": p, "upper_bound_top1": ub,
-                "upper_bound_saturates": saturates,
-                "causal": v == "causal", "verdict": v, "metric": metric,
-                "baseline_value": b, "ablated_value": a,
-                "effect_lo": _num(crow.get(f"{metric}_effect_lo")), "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
-                "min_p": min_p(n_distinct) if n_distinct else math.nan, "n_matched_sets": space,
-                "control_exact": (None if space is None and n_distinct else
-                                  bool(n_distinct and n_distinct == space)),
-                "control": rname, "upper_bound": uname, "n_random": k, "n_distinct_draws": n_distinct, "random_top1_mean": r_top1,
-                "class_control": cname, "class_p_value": c_p, "class_random_effect_mean": c_mean,
-                "n_class_matched_sets": c_space,
-                "underpowered_reason": reason,
-                "not_causal_reason": not_reason,
-                "control_sizes_match": None if not n_heads or not n_distinct else not bool(problem),
-                "n_sequences": n_seq, "baseline_top1_control": b_copy["top1_control"],
-                "baseline_top1_context": b_copy["top1_context"],
-                "upper_bound_value": ub_value, "upper_bound_effect": ub_effect,
-                "upper_bound_share": share,
-                "floor_reason": floor,
-                "ablated_fraction": a / b if metric in HALF_METRICS and b > 0 else None,
-                "ablated_fraction_lo": None if math.isnan(f_lo) else f_lo,
-                "ablated_fraction_hi": None if math.isnan(f_hi) else f_hi,
-                "half_baseline": half if n_heads else None,
-                "partial_reason": part,
-                "untested_reason": untested,
-                "upper_bound_share_note": note,
-            })
-    schema = tables.SCHEMAS["verdict"]
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    return tables.conform(pl.DataFrame(rows, schema=schema), "verdict")
+def boost_share_interval(metric: str, boot: np.ndarray, base_boot: np.ndarray, null_boot: np.ndarray,
+                         values: np.ndarray, base_values: np.ndarray, null_values: np.ndarray,
+                         level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of the share of the in-context boost an ablation leaves, ``1 - effect / boost``
+    on each resample (the same resamples for the condition, the baseline and the copy-null), over the
+    resamples with a positive boost, widened to contain the point estimate; (NaN, NaN) with none or
+    without a point estimate (no boost on the whole batch)."""
+    boost = damage(metric, base_boot, null_boot)
+    ok = boost > 0
+    estimate = share_left(metric, float(base_values.mean()), float(values.mean()), float(null_values.mean()))
+    if not ok.any() or math.isnan(estimate):
+        return math.nan, math.nan
+    share = 1.0 - damage(metric, base_boot[ok], boot[ok]) / boost[ok]
+    return percentile_interval(share, estimate, level)
 
 
 # --------------------------------------------------------------------------------------------

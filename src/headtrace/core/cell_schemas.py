@@ -207,9 +207,14 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # seeded bootstrap over probe sequences (headtrace.causal.verdict): the condition's mean and its
         # paired effect against the baseline (positive = hurts), null where not computed
         **{f"{m}{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
-        # top-1 over the baseline's, paired bootstrap interval (the verdict's half-baseline criterion)
-        "top1_fraction_lo": pl.Float64,
-        "top1_fraction_hi": pl.Float64,
+        # the share of the behaviour the condition leaves, paired bootstrap interval (the verdict's halving rule):
+        # top-1 over the baseline's; the cross-entropy and logit of B as the share of the in-context boost left
+        # (against the copy_null condition); null where not computed
+        **{f"{m}_fraction{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi")},
+        # reference rows: every set of the reference set evaluated (true) or uniform draws (false); null elsewhere
+        "reference_exact": pl.Boolean,
+        # how a head is cut: zero | mean (ablation.method / ablation.second_method); null in the published ablations
+        "method": pl.String,
         # which probe sequences the ablation ran on (config ablation.probe; headtrace.api.ablation_probe):
         # held_out | same, the seed of that draw, SHA-256 of its token ids (probe.tokens_sha256) and the
         # draws skipped as duplicates of a screen sequence (held_out); null in the published ablations
@@ -239,9 +244,9 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "ablated_value": pl.Float64,
         "effect_lo": pl.Float64,  # bootstrap interval of effect (paired over probe sequences)
         "effect_hi": pl.Float64,
-        "min_p": pl.Float64,  # smallest p the control allows: 1 / (1 + n_distinct_draws)
-        "n_matched_sets": pl.Int64,  # size of the matched set space (null: not recorded)
-        "control_exact": pl.Boolean,  # every set of the space evaluated (null: space size not recorded)
+        "min_p": pl.Float64,  # smallest p the reference set allows: 1/N exact, 1/(M + 1) over M draws
+        "n_matched_sets": pl.Int64,  # sets in the reference set (null: not recorded)
+        "control_exact": pl.Boolean,  # every set of the reference set evaluated (null: not recorded)
         "control": pl.String,  # the matched control used (null: none)
         "upper_bound": pl.String,  # the upper-bound condition used (null: none; upper_bound_top1 = baseline)
         "n_random": pl.Int32,
@@ -281,6 +286,26 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "partial_reason": pl.String,  # why a circuit that beats its controls is only partial (null otherwise)
         "untested_reason": pl.String,  # no matched control, or top-1 at its floor with no fallback (untested only)
         "upper_bound_share_note": pl.String,  # why upper_bound_share informs nothing here (null: it informs)
+        # the test's level and how heads were cut (ablation.alpha, ablation.method)
+        "alpha": pl.Float64,
+        "method": pl.String,
+        "excess_effect": pl.Float64,  # effect - random_effect_mean, in the decision metric's units
+        # the behaviour before any verdict: the decision metric on the copy-null (B replaced in the context),
+        # the in-context boost (baseline against it, positive = the earlier B helps) with its paired interval,
+        # and whether that interval lies above 0 (false: the cell's circuits are untested; null: no copy-null)
+        "null_value": pl.Float64,
+        "boost": pl.Float64,
+        "boost_lo": pl.Float64,
+        "boost_hi": pl.Float64,
+        "shows_behaviour": pl.Boolean,
+        # the other ablation method's verdict of the same circuit (ablation.second_method; null without one)
+        "second_method": pl.String,
+        "second_verdict": pl.String,
+        "second_p_value": pl.Float64,
+        "second_effect": pl.Float64,
+        "second_effect_lo": pl.Float64,
+        "second_effect_hi": pl.Float64,
+        "methods_agree": pl.Boolean,
     },
     # results/cells/{model}/{revision}/provenance.parquet: the weights the cell ran (headtrace.models.provenance).
     "provenance": {

@@ -182,6 +182,33 @@ def key_positions(batch: ProbeBatch) -> dict[str, np.ndarray]:
     return {name: out[name] for name in CLASSES}
 
 
+def copy_null_tokens(batch: ProbeBatch, seed: int = CONTROL_SEED) -> np.ndarray:
+    """The *copy-null* batch: every sequence with B (at ``ab + 1``) replaced by another token of the
+    probe's range, so that nothing in the context points to B. Per sequence the token is drawn
+    uniformly (``default_rng([seed, i])``: a sequence keeps its token whatever batch it is in) from the
+    range of the batch's tokens after position 0 (position 0 may be a BOS), less the tokens the
+    sequence holds (A, B and every other), so the replacement occurs once, as B did. The unablated
+    model's metric on B here against the probe itself is the *in-context boost*: what the earlier
+    A -> B adds (``headtrace.causal.verdict``)."""
+    tokens = np.array(batch.tokens, dtype=np.int64, copy=True)
+    low, high = int(tokens[:, 1:].min()), int(tokens[:, 1:].max()) + 1
+    for i in range(tokens.shape[0]):
+        rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, i])
+        held = set(tokens[i].tolist())
+        if high - low <= len(held):  # a small range: draw among the tokens the sequence lacks
+            free = np.setdiff1d(np.arange(low, high), tokens[i])
+            if not free.size:
+                raise ValueError(f"copy-null: sequence {i} holds every token of [{low}, {high}); no token can replace B")
+            tokens[i, int(batch.ab[i]) + 1] = int(rng.choice(free))
+            continue
+        while True:
+            t = int(rng.integers(low, high))
+            if t not in held:
+                tokens[i, int(batch.ab[i]) + 1] = t
+                break
+    return tokens
+
+
 def control_targets(batch: ProbeBatch, seed: int = CONTROL_SEED, window: int = CONTROL_WINDOW) -> np.ndarray:
     """Per sequence a *shuffled-B* control token: a token of the context that the sequence treats
     like B but that no A -> B rule points to, or -1 where there is none.

@@ -2,16 +2,16 @@
 
 **Cross-seed ablation** (``cross_seed_conditions`` / ``cross_seed_table``): in the final model of
 seed j, ablate the final induction circuit of every seed i (heads named ``LxHy``), each with K
-matched-random draws drawn *in model j* (same heads per layer among the heads not in circuit i).
-``top1_drop = baseline_top1 - ablated_top1``; ``random_drop_mean`` = mean over the draws of
+draws of its reference set in model j (``conditions.reference_sets``: the same number of heads per layer,
+from every head of those layers, circuit i one of them).
+``top1_drop = baseline_top1 - ablated_top1``; ``random_drop_mean`` = mean over the reference draws of
 ``baseline_top1 - draw_top1``; ``top1_drop_vs_random = top1_drop - random_drop_mean`` (the excess
-drop over the matched-random control, in top-1 units); ``effect_vs_random`` is the ratio, and
-``p_value`` the permutation p-value over the matched sets (``verdict.permutation_p``). The control
-follows the cell verdict's rule (``conditions.matched_sets`` with the same ``exact_max``,
-``ablation.exact_max``): the whole matched space when it holds at most ``max(n_random,
-exact_max)`` sets (``control_exact``), else ``n_random`` distinct sets drawn without replacement;
-``n_matched_sets`` is the space's size. A circuit with no matched draws has NaN excess, ratio and p:
-undecidable, not a negative. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
+drop over the reference set, in top-1 units); ``effect_vs_random`` is the ratio, and ``p_value`` the
+circuit's p among its reference set (``verdict.reference_p``). The reference set follows the cell
+verdict's rule (the same ``exact_max``, ``ablation.exact_max``): every set when it holds at most
+``max(n_random, exact_max)`` (``control_exact``), else ``n_random`` uniform draws with replacement;
+``n_matched_sets`` is its size. A circuit with no draws has NaN excess, ratio and p: undecidable, not
+a negative. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
 ``n_candidates`` is the number of heads in the circuit's layers (how much room two seeds had to
 land on different heads).
 """
@@ -23,8 +23,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from headtrace.causal.conditions import Condition, matched_sets
-from headtrace.causal.verdict import permutation_p
+from headtrace.causal.conditions import Condition, reference_sets
+from headtrace.causal.verdict import reference_p
 from headtrace.core.heads import Head, as_heads, head_name, jaccard, layers_of
 
 
@@ -37,9 +37,9 @@ def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tup
 
 def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: int, n_random: int, seed: int,
                           exact_max: int | None = None):
-    """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x its matched sets (the
-    verdict's control: the whole matched space when it holds at most ``max(n_random, exact_max)``
-    sets, else ``n_random`` distinct sets)."""
+    """Baseline, then per circuit model i: ``circuit:i`` and ``random:i`` x its reference sets (the
+    verdict's: every set when the reference set holds at most ``max(n_random, exact_max)``, else
+    ``n_random`` uniform draws)."""
 
     conds = [Condition("baseline", 0, ())]
     for name, heads in circuits.items():
@@ -49,9 +49,9 @@ def cross_seed_conditions(circuits: Mapping[str, Sequence], n_heads_per_layer: i
             raise ValueError(f"circuit of {name} has heads {bad} beyond {n_heads_per_layer} heads per layer")
         conds.append(Condition(f"circuit:{name}", 0, heads))
         if heads:
-            sets, n_sets, _ = matched_sets(heads, n_heads_per_layer, n_random, seed, f"random:{name}",
-                                           exact_max=exact_max)
-            conds += [Condition(f"random:{name}", i + 1, d, n_sets=n_sets) for i, d in enumerate(sets)]
+            sets, n_sets, exact = reference_sets(heads, n_heads_per_layer, n_random, seed, f"random:{name}",
+                                                 exact_max=exact_max)
+            conds += [Condition(f"random:{name}", i + 1, d, n_sets=n_sets, exact=exact) for i, d in enumerate(sets)]
     return conds
 
 
@@ -72,12 +72,13 @@ def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], 
         rand = by.get(f"random:{name}", [])
         draws = np.array([d["top1"] for d in rand], float)
         space = next((int(d["n_sets"]) for d in rand if d.get("n_sets") is not None), None)
+        exact = bool(rand) and all(d.get("exact") for d in rand)
         drop = b - a
         if draws.size:
             rmean = float(np.mean(b - draws))
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = float(np.float64(drop) / np.float64(rmean))
-            p = permutation_p(drop, b - draws) if heads else math.nan
+            p = reference_p(drop, b - draws, exact) if heads else math.nan
         else:
             rmean, ratio, p = (0.0 if not heads else math.nan), math.nan, math.nan
         rows.append({
@@ -91,7 +92,7 @@ def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], 
             "baseline_top1": b, "ablated_top1": a, "random_drop_mean": rmean,
             "effect_vs_random": ratio, "p_value": p, "n_random": int(draws.size),
             "n_matched_sets": space,
-            "control_exact": None if space is None or not draws.size else bool(draws.size == space),
+            "control_exact": None if space is None or not draws.size else exact,
         })
     return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "n_candidates": pl.Int64,
                                                 "n_matched_sets": pl.Int64, "control_exact": pl.Boolean})

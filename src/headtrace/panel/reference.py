@@ -38,7 +38,6 @@ from pathlib import Path
 
 import polars as pl
 
-from headtrace.causal.conditions import matched_space
 from headtrace.cell.screen import classify_table
 from headtrace.core.heads import parse_head
 from headtrace.core.probe import CLASSES
@@ -226,7 +225,6 @@ def ablation_cell(reference_dir, published_model: str, revision: str, model_name
     rnd = _spec_heads(by_label["ablate_matched_random_same_layers"]["spec"])
     if _layer_counts(rnd) != _layer_counts(prev) or set(rnd) & set(prev):
         raise ValueError(f"{path}: the matched-random heads {rnd} are not matched to the previous-token circuit {prev}")
-    n_heads = int(data["n_head"])
     results = []
     for label, name, draw in (("baseline", "baseline", 0), ("ablate_induction_circuit", "circuit", 0),
                               ("ablate_prev_token_circuit", "previous_token_circuit", 0),
@@ -236,7 +234,9 @@ def ablation_cell(reference_dir, published_model: str, revision: str, model_name
         results.append({"name": name, "draw": draw, "heads": heads, "n_heads": len(heads),
                         **{ours: float(c[key]) for key, ours in _ABLATION_METRICS.items()},
                         "n_sequences": PUBLISHED_ABLATION_SEQUENCES,
-                        "n_sets": matched_space(prev, n_heads)[1] if draw else None})
+                        # the author's draw comes from the heads the circuit leaves free, not from the
+                        # circuit's reference set (headtrace.causal.conditions): its set count is not ours
+                        "n_sets": None})
     return ablation.ablation_table(results, model_name or published_model, revision, tokens, n_boot=0)
 
 

@@ -270,13 +270,19 @@ class ModelAnswer:
         if v.n_sets:
             stats += f", {v.p_text()} over {v.control_text()}"
         elif v.word not in ("underpowered", "untested"):  # their reasons already say so
-            stats += ", no matched control"
+            stats += ", no reference set"
+        boost = v.boost_text()
+        if boost and not (v.word == "untested" and v.row.get("shows_behaviour") is False):  # said in its reason
+            stats = f"{boost}; {stats}"
         if v.upper_share_text():
             stats += f"; {v.upper_share_text()}"
         if v.floor and v.word != "untested":  # the decision metric is not the one asked for: say why first
             stats = f"{v.floor}: {stats}"
         if v.word in ("underpowered", "untested"):
             return f"{v.why}; {stats}"
+        methods = v.methods_text()
+        if methods:
+            stats += f"; {methods}"
         if v.why_not:
             return f"{stats}; {say(v.word)}: {v.why_not}"
         return stats

@@ -181,27 +181,30 @@ def verdict_line(v: dict) -> str:
     effect with its interval, and the verdict with its reason (why the test could not decide, did not
     run, or why the circuit is not, or only in part, causal)."""
     metric = v.get("metric") or "top1"
-    n_sets = v.get("n_distinct_draws") or 0
+    n_sets = v.get("n_random") or v.get("n_distinct_draws") or 0
     out = f"top-1 {v['baseline_top1']:.2%} -> circuit {v['ablated_top1']:.2%}, "
     if metric != "top1":  # the metric that decided, in its own units, then top-1 beside it
         random_value = v["baseline_value"] - V.DIRECTION[metric] * v["random_effect_mean"]
         out = (f"{V.METRIC_WORDS[metric].removeprefix('the ')} {fmt_metric(metric, v['baseline_value'])} -> circuit "
                f"{fmt_metric(metric, v['ablated_value'])}"
-               + (f", matched-random mean {fmt_metric(metric, random_value)}" if n_sets else "") + f"; {out}")
+               + (f", reference-set mean {fmt_metric(metric, random_value)}" if n_sets else "") + f"; {out}")
     if n_sets:
         random_top1 = v.get("random_top1_mean")
         if random_top1 is None or random_top1 != random_top1:
             random_top1 = v["baseline_top1"] - v["random_effect_mean"]
         control = A.verdict_of(v).control_text()
-        out += f"matched-random mean {random_top1:.2%} over {control}"
+        out += f"reference-set mean {random_top1:.2%} over {control}"
     else:
-        out += "no matched control"
+        out += "no reference set"
     upper = upper_bound_text(v)
     if upper:
         out += f", {upper}"
     out += f"; {METRIC_SAY.get(metric, metric)} effect {effect_text(v)}"
     if n_sets:
-        out += f", p={A.fmt_p(v['p_value'])}"
+        out += f", {A.verdict_of(v).p_text()} (alpha = {v.get('alpha') or 0.05:g})"
+    boost = A.verdict_of(v).boost_text()
+    if boost:
+        out += f"; {boost}"
     if v.get("class_control") and v.get("n_class_matched_sets"):
         out += (f" (class-matched, sinks excluded: p={A.fmt_p(v['class_p_value'])}, mean effect "
                 f"{fmt_metric(metric, v['class_random_effect_mean'])})")
@@ -214,7 +217,8 @@ def verdict_line(v: dict) -> str:
         return out + f"; verdict: untested ({untested_why(v)})"
     out += f"; verdict: {say(verdict)}"
     why = A.verdict_of(v).why_not
-    return out + (f" ({why})" if why else "")
+    methods = A.verdict_of(v).methods_text()
+    return out + (f" ({why})" if why else "") + (f"; {methods}" if methods else "")
 
 
 def underpowered_reason(v: dict) -> str:
@@ -238,7 +242,7 @@ def baseline_line(v: dict) -> str | None:
 
 def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     """One circuit's verdict in one line, for ``headtrace cell``: its heads, the effect with its
-    interval, p over how many matched sets, and the verdict with its reason; for an induction circuit,
+    interval, p over which reference sets, and the verdict with its reason; for an induction circuit,
     given the cell's ``measures`` table, how many of its heads prefix-match and copy
     (:func:`headtrace.report.copying.circuit_text`)."""
     metric = v.get("metric") or "top1"
@@ -247,20 +251,21 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     name = str(v.get("circuit") or "circuit").replace("_", " ")
     if not heads:
         return f"{name}: no heads (nothing to ablate)"
-    n_sets = v.get("n_distinct_draws") or 0
+    n_sets = v.get("n_random") or v.get("n_distinct_draws") or 0
     out = f"{name} ({' '.join(map(str, heads))}): {METRIC_SAY.get(metric, metric)} effect {effect_text(v)}"
     if n_sets:
-        p = v.get("p_value")
-        out += f", p={A.fmt_p(p)} over {A.verdict_of(v).control_text()}"
+        out += f", {A.verdict_of(v).p_text()} over {A.verdict_of(v).control_text()}"
     else:
-        out += ", no matched control"
+        out += ", no reference set"
     verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
     olsson = copying.circuit_text(heads, measures) if v.get("circuit", "circuit") in ("circuit", "final_circuit") else ""
     olsson = f"; {olsson}" if olsson else ""
     if verdict == "underpowered":
         return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here){olsson}"
-    why = v.get("floor_reason") or v.get("untested_reason") or v.get("partial_reason")
-    return out + f" -> {A.say(verdict)}" + (f" ({why})" if why else "") + olsson
+    why = v.get("untested_reason") or v.get("floor_reason") or v.get("partial_reason")
+    extra = [t for t in (A.verdict_of(v).boost_text(), A.verdict_of(v).methods_text()) if t]
+    return (out + f" -> {A.say(verdict)}" + (f" ({why})" if why else "") + "".join(f"; {t}" for t in extra)
+            + olsson)
 
 
 def _verdict_table(results: Path) -> pl.DataFrame | None:

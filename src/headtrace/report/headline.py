@@ -191,13 +191,16 @@ def headline_table(rows: list[dict]) -> pl.DataFrame:
 NOTE = ("Brackets (a–b]: first seen at the revision named (b tokens), not at the screened revision before it "
         "(a tokens); bracket ends and gap bounds are rounded outward (a lower end down, an upper end up). Gap: "
         "tokens at the first-token 50% milestone / tokens at the induction milestone, with the interval the "
-        "brackets allow. Verdict: causal needs an effect on the decision metric whose interval lies above 0, "
-        "p ≤ alpha over the matched-random sets and an effect at least twice their mean (it beats its controls), "
-        "and (top-1) the interval of ablated / baseline at or below 50%; necessary in part: it beats its controls, "
-        "but that interval reaches above 50%; not causal: it does not beat its controls; underpowered: the "
-        "matched sets cannot reach p ≤ alpha, or none exists; untested: no matched control, or top-1 at its floor "
-        "with no other metric to decide (docs/statistics.md). The upper bound (the circuit's layers whole) is "
-        "reported, not required.")
+        "brackets allow. Verdict: first the model must show the behaviour (its in-context boost, the probe against "
+        "the same sequences with the earlier B replaced, with an interval above 0); then the circuit's effect is "
+        "ranked among every head set of its shape in its layers (the circuit one of them; all of them, or uniform "
+        "draws), and causal needs an effect whose interval lies above 0, p ≤ alpha over that reference set (it "
+        "beats its reference set) and the halving rule on its interval (top-1: ablated / baseline at or below 50%; "
+        "cross-entropy or logit of B: at most half of the in-context boost left); necessary in part: it beats its "
+        "reference set, not shown to halve the behaviour; not causal: it does not beat its reference set; "
+        "underpowered: the reference set is too small to reach p ≤ alpha; untested: no reference set, no "
+        "behaviour on the probe, or top-1 at its floor with no other metric to decide (docs/statistics.md). The "
+        "upper bound (the circuit's layers whole) is reported, not required.")
 
 
 GROUP_NOTE = ("A seed group's row (before its members'): each milestone's median onset over the seeds as the range of "
@@ -247,7 +250,7 @@ def _milestone_cell(text: str, m: A.Milestone) -> tuple[Part, ...]:
 
 def table_row(r: dict) -> Row:
     """A row of :func:`headline_rows` as displayed: every cell's text, the verdict's reason (its
-    effect with the interval, p over how many matched sets) written out beside the verdict word."""
+    effect with the interval, p over which reference sets) written out beside the verdict word."""
     if r.get("group"):
         return Row(r["model"], tuple(((str(r[k]), "strong" if k == "model" else ""),) for k, _ in COLUMNS),
                    group=r["group_name"])

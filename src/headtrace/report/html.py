@@ -170,13 +170,13 @@ def _verdict_table(v: pl.DataFrame) -> str:
         return '<p class="note">no ablation ran for this model.</p>'
     v = v.sort("tokens", nulls_last=True)
     hdr = ["revision", "tokens", "circuit", "heads", "baseline top-1", "ablated top-1", "effect [interval]",
-           "matched-random mean", "p (matched sets)", "upper bound", "verdict"]
+           "reference-set mean", "p (over)", "in-context boost", "upper bound", "verdict"]
     body = []
     for r in v.iter_rows(named=True):
         heads = r.get("heads")
         heads = list(heads.to_list() if hasattr(heads, "to_list") else heads or [])
         rnd = r.get("random_top1_mean")
-        n_sets = r.get("n_distinct_draws") or 0
+        n_sets = r.get("n_random") or r.get("n_distinct_draws") or 0
         p = r.get("p_value")
         word = HL.verdict_word(r)
         cls = f"v-{word}" if word in A.DECIDED + ("underpowered",) else "v-none"
@@ -186,8 +186,12 @@ def _verdict_table(v: pl.DataFrame) -> str:
                  " ".join(map(str, heads)) or "—", A.fmt_metric("top1", r.get("baseline_top1")),
                  A.fmt_metric("top1", r.get("ablated_top1")), A.effect_text(r),
                  A.fmt_metric("top1", rnd) if n_sets else "—",
-                 (f"{A.fmt_p(p)} ({cv.control_text()})" if n_sets and p is not None and p == p else "—"),
+                 (f"{cv.p_text().removeprefix('p = ')} ({cv.control_text()})" if n_sets and p is not None and p == p
+                  else "—"),
+                 (cv.boost_text() or "—").removeprefix("in-context boost: "),
                  (VS.upper_bound_text(r) or "—").removeprefix("upper bound ")]
+        methods = cv.methods_text()
+        why = "; ".join(w for w in (why, methods) if w)
         body.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells)
                     + f'<td class="{cls}">{_e(A.say(word))}' + (f'<span class="why">{_e(why)}</span>' if why else "")
                     + "</td></tr>")

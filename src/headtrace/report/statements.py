@@ -195,11 +195,15 @@ def text_sinks(answers: list[ModelAnswer]) -> Statement | None:
 
 def where_decided(answers: list[ModelAnswer]) -> Statement:
     """Where the causal test (the recipe's third step) decided, per model: the revisions, the
-    smallest p, over how many sets; then where it could not."""
+    smallest p, over which reference sets; then where it could not. The test's level (the verdicts'
+    ``alpha``) is said once."""
     ablated = [a for a in answers if a.final is not None]
+    test = "The causal test (ablating the induction circuit against every head set of its shape in its layers"
     if not ablated:
-        return statement("The causal test (ablating the induction circuit against matched-random head sets) "
-                          "ran on no revision of this run.", [])
+        return statement(test + ") ran on no revision of this run.", [])
+    alphas = sorted({float(a.final.row["alpha"]) for a in ablated if a.final.row.get("alpha") is not None})
+    test += (f", at alpha = {alphas[0]:g})" if len(alphas) == 1 else
+             f", at alpha = {', '.join(f'{x:g}' for x in alphas)} by model)" if alphas else ")")
     said, parts = [], []
     for a in ablated:
         if not a.decided:
@@ -214,18 +218,16 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
         parts.append((a, [v.revision for v in a.decided]))
     none = [a.model for a in ablated if not a.decided]
     if said:
-        s = "The causal test (ablating the induction circuit against matched-random head sets) decided in " \
-            + "; ".join(said)
+        s = test + " decided in " + "; ".join(said)
         if none:
             s += f"; it decided at no revision of {_names(none)}"
     else:
-        s = ("The causal test (ablating the induction circuit against matched-random head sets) decided at no "
-             f"revision of {_names(none)}")
+        s = test + f" decided at no revision of {_names(none)}"
     return statement(s + ".", parts)
 
 
-FINAL_SAY = (("causal", "causal"), ("partial", "necessary in part (it beats its matched controls but is not shown "
-             "to halve its metric)"), ("not_causal", "not causal"),
+FINAL_SAY = (("causal", "causal"), ("partial", "necessary in part (it beats its reference set but is not shown "
+             "to halve the behaviour)"), ("not_causal", "not causal"),
              ("no circuit", "no circuit to ablate"), ("not ablated", "not ablated"))
 OPEN_SAY = (("underpowered", "underpowered, so the test cannot decide"), ("untested", "untested"))
 

@@ -37,9 +37,9 @@ class Verdict:
     effect_lo: float | None
     effect_hi: float | None
     p: float | None
-    n_sets: int  # distinct matched sets evaluated
-    n_space: int | None  # the matched space's size (None: not recorded)
-    exact: bool | None  # every set of the space evaluated (None: unknown)
+    n_sets: int  # reference sets evaluated: every set (exact) or the M draws (sampled)
+    n_space: int | None  # the reference set's size (None: not recorded)
+    exact: bool | None  # every set of the reference set evaluated (None: unknown)
     min_p: float | None
     why: str | None  # why the test cannot decide (underpowered) or did not run (untested)
     # why a decided circuit is not causal: the criteria a not_causal one missed, or why a partial one
@@ -56,25 +56,56 @@ class Verdict:
         return self.word in DECIDED and bool(self.heads)
 
     def control_text(self) -> str:
-        """'all 70 matched sets (exact)' / '20 of 1820 matched sets (sampled)' / '20 matched sets
-        (space size not recorded)' / 'no matched control'."""
+        """What p is over: 'all 495 sets of its layers (exact)' / '39 draws of the 3,024 sets of its layers
+        (sampled)' / '1 draw (the reference set's size not recorded)' / 'no reference set'."""
         n = self.n_sets
         if not n:
-            return "no matched control"
+            return "no reference set"
         if self.exact:
-            return f"all {_plural(n, 'matched set')} (exact)"
-        if self.exact is None or self.n_space is None:
-            return f"{_plural(n, 'matched set')} (whether all: not recorded)"
-        return f"{n} of {self.n_space} matched sets (sampled)"
+            return f"all {n:,} sets of its layers (exact)"
+        if self.n_space is None:
+            return f"{_plural(n, 'draw')} (the reference set's size not recorded)"
+        return f"{_plural(n, 'draw')} of the {self.n_space:,} sets of its layers (sampled)"
 
     def p_text(self) -> str:
-        """'p = 1/71 ≤ 0.015' (the smallest p its sets allow: exact, and its decimal rounded up) / 'p = 0.400'
-        (rounded up: a printed p is never below the p computed)."""
+        """'p = 1/495 ≤ 0.003' (the smallest p its reference set allows, and its decimal rounded up) /
+        'p = 0.400' (rounded up: a printed p is never below the p computed)."""
         if _nan(self.p):
             return "p undefined"
         if self.n_sets and self.min_p is not None and abs(self.p - self.min_p) < 1e-12:
-            return f"p = 1/{self.n_sets + 1} ≤ {fmt_p(self.p)}"
+            return f"p = 1/{self.n_sets if self.exact else self.n_sets + 1} ≤ {fmt_p(self.p)}"
         return f"p = {fmt_p(self.p)}"
+
+    def boost_text(self) -> str | None:
+        """The behaviour the test removes: 'the earlier B adds 1.20 nats [0.90, 1.50] to the cross-entropy of
+        B'; None without a copy-null."""
+        row = self.row
+        boost = _get(row, "boost")
+        if _nan(boost):
+            return None
+        lo, hi = _get(row, "boost_lo"), _get(row, "boost_hi")
+        if self.metric in ("top1", "top5"):
+            ci = "" if _nan(lo) or _nan(hi) else " [{}, {}]".format(*_outward(lo, hi, 100))
+            value = f"{100 * boost:.2f} pp{ci}"
+        else:
+            ci = "" if _nan(lo) or _nan(hi) else " [{}, {}]".format(*_outward(lo, hi))
+            value = f"{abs(boost):.2f}{UNITS.get(self.metric, '')}{ci}"
+            if self.metric == "ce":
+                return (f"in-context boost: the earlier B lowers the cross-entropy of B by {value}"
+                        if boost >= 0 else f"in-context boost: the earlier B raises the cross-entropy of B by {value}")
+        return f"in-context boost: the earlier B adds {value} to {V.METRIC_WORDS.get(self.metric, self.metric)}"
+
+    def methods_text(self) -> str | None:
+        """Whether zero and mean ablation agree: 'mean ablation: causal too (p = 0.025)'; None without a second method."""
+        row = self.row
+        other = row.get("second_method")
+        if not other:
+            return None
+        word = say(str(row.get("second_verdict")))
+        p = _get(row, "second_p_value")
+        ptext = "" if _nan(p) else f", p = {fmt_p(p)}"
+        agree = "agrees" if row.get("methods_agree") else "differs"
+        return f"{other} ablation {agree}: {word}{ptext}"
 
     def upper_share_text(self) -> str | None:
         """The circuit's share of the upper bound's effect where it informs ('42% of the upper bound's
@@ -84,13 +115,12 @@ class Verdict:
         if self.share_note:  # the note says why no share is shown
             return self.share_note
         out = f"{100 * self.upper_share:.0f}% of the upper bound's {METRIC_SAY.get(self.metric, self.metric)} effect"
-        if self.upper_share > 1:  # the circuit alone hurts more than its layers whole
-            out += (": ablating the circuit alone hurts more than ablating its layers whole (ablating the other "
-                    "heads as well offsets part of it)")
+        if self.upper_share > 1:  # a point estimate: whether the circuit alone hurts more is not tested
+            out += " (the circuit alone against its layers whole: the difference is not tested)"
         return out
 
 
-METRIC_SAY = {"top1": "top-1", "top5": "top-5", "ce": "cross-entropy", "logit_b": "logit of B"}
+METRIC_SAY = {"top1": "top-1", "top5": "top-5", "ce": "cross-entropy of B", "logit_b": "logit of B"}
 
 
 def upper_bound_text(v: Mapping) -> str | None:
@@ -167,11 +197,11 @@ def underpowered_why(v: Mapping) -> str:
     own = v.get("underpowered_reason")
     if own:
         return str(own)
-    n_sets = v.get("n_distinct_draws") or 0
+    n_sets = v.get("n_random") or v.get("n_distinct_draws") or 0
     min_p = v.get("min_p")
     if n_sets and not _nan(min_p):
-        return f"the smallest p {_plural(n_sets, 'matched set')} allow is {fmt_p(min_p)} > alpha"
-    return "no matched-random sets, nothing to compare with"
+        return f"the smallest p its reference set allows is {fmt_p(min_p)} > alpha"
+    return "no reference set, nothing to compare with"
 
 
 def _heads(v: Mapping | None) -> tuple[str, ...]:
@@ -191,7 +221,7 @@ def verdict_of(v: Mapping) -> Verdict:
         revision=v["revision"], tokens=_get(v, "tokens"), circuit=str(v.get("circuit") or "circuit"),
         heads=_heads(v), word=word, metric=v.get("metric") or "top1", effect=_get(v, "effect"),
         effect_lo=_get(v, "effect_lo"), effect_hi=_get(v, "effect_hi"), p=_get(v, "p_value"),
-        n_sets=int(v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
+        n_sets=int(v.get("n_random") or v.get("n_distinct_draws") or 0), n_space=None if n_space is None else int(n_space),
         exact=None if exact is None else bool(exact), min_p=_get(v, "min_p"),
         why=(underpowered_why(v) if word == "underpowered" else untested_why(v) if word == "untested" else None),
         why_not=(v.get({"not_causal": "not_causal_reason", "partial": "partial_reason"}.get(word, "")) or None),
@@ -200,7 +230,7 @@ def verdict_of(v: Mapping) -> Verdict:
 
 
 def untested_why(v: Mapping) -> str:
-    """Why no test ran: the verdict's ``untested_reason`` (no matched control, or top-1 at its floor),
+    """Why no test ran: the verdict's ``untested_reason`` (no reference set, no behaviour, or top-1 at its floor),
     else, for older tables, its ``floor_reason``."""
     return str(v.get("untested_reason") or v.get("floor_reason") or "no test was run")
 

@@ -155,7 +155,7 @@ def analyze(
     *,
     probe: probe.ProbeBatch | Mapping | None = None,
     ablate: bool = True,
-    n_random: int = 20,
+    n_random: int | None = None,
     batch_size: int | str = "auto",
     device: str | torch.device | None = None,
     name: str = "model",
@@ -212,7 +212,8 @@ def analyze(
             name=name, revision=revision, tokens=tokens)
     if ablate:
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
-        cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final, n_random=n_random,
+        cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final,
+                                                  n_random=n_random or opts["ablation"]["n_random"],
                                                   batch_size=bs, device=dev, name=name, revision=revision,
                                                   tokens=tokens, ablation=opts["ablation"], screen_opts=sc,
                                                   progress=progress, probe_settings=settings_of_probe)

@@ -323,7 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default="auto")
     c.add_argument("--batch-size", default="auto", type=lambda v: v if v == "auto" else int(v))
     c.add_argument("--no-ablate", action="store_true", help="skip the causal ablation")
-    c.add_argument("--n-random", type=int, default=20, help="matched-random control sets")
+    c.add_argument("--n-random", type=int, default=None,
+                   help="draws of a circuit's reference set when it is too large to evaluate whole (default: "
+                        "ablation.n_random of the config schema, 99)")
     c.add_argument("--n-sequences", type=int, help="probe sequences (default 2000)")
     c.add_argument("--seq-len", type=int, help="probe length (default 256)")
     c.add_argument("--token-range", type=int, nargs=2, metavar=("LOW", "HIGH"),

@@ -77,8 +77,8 @@ def vrow(model, rev, tokens, *, circuit="final_circuit", heads=("L1H0",), verdic
     return {"model": model, "revision": rev, "tokens": tokens, "circuit": circuit, "n_heads": len(heads),
             "heads": list(heads), "metric": "top1", "baseline_top1": 0.6, "ablated_top1": 0.2, "effect": effect,
             "effect_lo": effect - 0.1, "effect_hi": effect + 0.1, "p_value": p if n_sets else math.nan,
-            "n_distinct_draws": n_sets, "n_matched_sets": space, "control_exact": exact,
-            "min_p": 1 / (n_sets + 1) if n_sets else math.nan, "random_top1_mean": 0.55, "random_effect_mean": 0.05,
+            "n_distinct_draws": n_sets, "n_random": n_sets, "n_matched_sets": space, "control_exact": exact,
+            "min_p": (1 / n_sets if exact else 1 / (n_sets + 1)) if n_sets else math.nan, "random_top1_mean": 0.55, "random_effect_mean": 0.05,
             "upper_bound": "upper_bound", "upper_bound_top1": 0.0, "upper_bound_share": 0.5,
             "verdict": verdict, "causal": verdict == "causal", "underpowered_reason": reason,
             "not_causal_reason": why_not}
@@ -93,7 +93,7 @@ def vtable(rows):
 
 def toy_run():
     """toy: circuit at s2 (after s1), sink 50% at s3; its 4-head circuit causal at s2 over all 70 sets
-    (p = 1/71), the final one underpowered (it fills its layer); full: a circuit already at the first
+    (p = 1/70), the final one underpowered (it fills its layer); full: a circuit already at the first
     revision; never: nothing formed, nothing ablated."""
     F = {"circuit_size": sizes({"toy": [("s1", 1000), ("s2", 2000), ("s3", 26400)],
                                 "full": [("f1", 100), ("f2", 200)], "never": [("n1", 10), ("n2", 20)]}),
@@ -106,10 +106,10 @@ def toy_run():
                           ("full", F50, I3, 2.0, 1.0, None, False, True, False),
                           ("never", F50, I3, None, None, None, None, False, False)])}
     V = vtable([
-        vrow("toy", "s2", 2000, circuit="circuit", heads=("L1H0", "L1H1", "L1H2", "L1H3"), p=1 / 71),
+        vrow("toy", "s2", 2000, circuit="circuit", heads=("L1H0", "L1H1", "L1H2", "L1H3"), p=1 / 70),
         vrow("toy", "s3", 26400, heads=("L1H0", "L1H1", "L1H2", "L1H3", "L1H4", "L1H5", "L1H6", "L1H7"),
-             verdict="underpowered", p=math.nan, n_sets=0, space=0, exact=False,
-             reason="no matched set: too few free heads (L1: 8 circuit heads, 0 free)"),
+             verdict="underpowered", p=1.0, n_sets=1, space=1, exact=True,
+             reason="its reference set allows p >= 1/1 > alpha = 0.05 (all 1 sets of its layers (exact))"),
         vrow("full", "f2", 200, verdict="not_causal", p=0.4, n_sets=20, space=1820, exact=False,
              why_not="p = 0.400 > alpha = 0.05"),
         vrow("never", "n2", 20, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False),
@@ -135,17 +135,18 @@ def test_every_sentence_matches_the_tables():
     assert "full had the circuit at its first revision, so the gap has no upper bound" in sink
     # where the causal test decided, before the final circuit's verdicts
     assert decided.startswith("The causal test")
-    assert ("toy: causal at s2 (smallest p = 1/71 ≤ 0.015: the 4-head circuit at s2, over all 70 matched sets "
-            "(exact))") in decided
+    assert ("toy: causal at s2 (smallest p = 1/70 ≤ 0.015: the 4-head circuit at s2, over all 70 sets of its "
+            "layers (exact))") in decided
     # a not_causal verdict carries the criteria it missed (the verdict's not_causal_reason)
-    assert "full: not causal at f2, as p = 0.400 > alpha = 0.05 (smallest p = 0.400" in decided and "20 of 1820 matched sets (sampled)" in decided
+    assert "full: not causal at f2, as p = 0.400 > alpha = 0.05 (smallest p = 0.400" in decided
+    assert "20 draws of the 1,820 sets of its layers (sampled)" in decided
     assert "it decided at no revision of never" in decided
     # every final verdict said once, the open one with its reason
     assert final == ("Ablating the final circuit at the last revision: not causal in full; no circuit to ablate in "
-                     "never; underpowered, so the test cannot decide, in 1 model (toy: no matched set: too few free "
-                     "heads (L1: 8 circuit heads, 0 free)).")
+                     "never; underpowered, so the test cannot decide, in 1 model (toy: its reference set allows p >= "
+                     "1/1 > alpha = 0.05 (all 1 sets of its layers (exact))).")
     # undecided: the empty circuit, each undecided order's reason; the open verdict is not said twice
-    assert "toy: no matched set" not in undecided
+    assert "toy: its reference set" not in undecided
     assert "never (no circuit at the final revision to ablate)" in undecided
     assert "in full" not in undecided  # its order is decided (a censored end), only the size is open
     assert "the order of sink and circuit in never (no induction circuit formed)" in undecided
@@ -161,8 +162,8 @@ def test_headline_cells_state_the_decided_revisions_and_rounded_bounds():
     rows = {r["model"]: r for r in HL.headline_rows(F, V)}
     toy = rows["toy"]
     assert toy["gap_text"] == "13×, in (1.0×, 27×]"  # 26.4 up, 1.067 down
-    assert toy["decided_text"] == "causal at s2; smallest p = 0.015 at s2 (all 70 matched sets (exact))"
-    assert toy["verdict"] == "underpowered" and toy["reason"].startswith("no matched set: too few free heads")
+    assert toy["decided_text"] == "causal at s2; smallest p = 0.015 at s2 (all 70 sets of its layers (exact))"
+    assert toy["verdict"] == "underpowered" and toy["reason"].startswith("its reference set allows p >= 1/1")
     assert "smallest p" not in toy["short_reason"]  # never the min-p sentence for a full layer
     assert rows["never"]["decided_text"] == "nowhere" and rows["never"]["verdict_text"] == "no circuit"
     assert rows["full"]["decided_text"].startswith("not causal at f2, as p = 0.400 > alpha = 0.05; smallest p = 0.400")
@@ -202,15 +203,15 @@ def test_all_decided_only_when_every_final_verdict_and_gap_is():
     # the same run without its ablation: not decided, and said so
     run = A.build(F, None)
     assert not run.all_decided and "m (not ablated)" in run.sentences[-1]
-    assert run.sentences[2] == ("The causal test (ablating the induction circuit against matched-random head "
-                                "sets) ran on no revision of this run.")
+    assert run.sentences[2] == ("The causal test (ablating the induction circuit against every head set of its "
+                                "shape in its layers) ran on no revision of this run.")
 
 
 def test_no_control_and_foreign_control_reasons():
     # no control at all (n_distinct_draws 0, no reason recorded: an older table)
     no_ctl = vrow("m", "c", 1, verdict="underpowered", n_sets=0, space=0, exact=False)
-    assert A.underpowered_why(no_ctl) == "no matched-random sets, nothing to compare with"
-    assert console.circuit_line(no_ctl).endswith("no matched control -> underpowered: no matched-random sets, "
+    assert A.underpowered_why(no_ctl) == "no reference set, nothing to compare with"
+    assert console.circuit_line(no_ctl).endswith("no reference set -> underpowered: no reference set, "
                                                  "nothing to compare with (the test cannot decide here)")
     # a control of other per-layer sizes with 20 sets: its own reason, not "the smallest p 20 sets allow"
     foreign = vrow("m", "c", 1, verdict="underpowered", n_sets=20, space=1820, exact=False, p=0.048,
@@ -219,13 +220,13 @@ def test_no_control_and_foreign_control_reasons():
                  console.circuit_line(foreign)):
         assert "other per-layer sizes" in text and "smallest p" not in text
     # too few sets, reason as the verdict job writes it
-    few = vrow("m", "c", 1, verdict="underpowered", n_sets=5, space=5, exact=True, p=1 / 6,
-               reason="5 distinct matched set(s): min p = 1/6 = 0.167 > alpha = 0.05")
-    assert "min p = 1/6" in A.underpowered_why(few)
+    few = vrow("m", "c", 1, verdict="underpowered", n_sets=5, space=5, exact=True, p=1 / 5,
+               reason="its reference set allows p >= 1/5 > alpha = 0.05 (all 5 sets of its layers (exact))")
+    assert "p >= 1/5" in A.underpowered_why(few)
     # exactness unknown (the space's size not recorded): never 'all N sets'
     unknown = vrow("m", "c", 1, n_sets=20, space=None, exact=None)
     v = A.verdict_of(unknown)
-    assert v.exact is None and v.control_text() == "20 matched sets (whether all: not recorded)"
+    assert v.exact is None and v.control_text() == "20 draws (the reference set's size not recorded)"
     assert "all 20" not in console.verdict_line(unknown)
     # a table written before null meant 'unknown': exact true without a space size is not trusted
     assert A.verdict_of({**unknown, "control_exact": True}).exact is None
@@ -273,7 +274,7 @@ def test_summary_html_first_screen_says_where_the_causal_test_decided(tmp_path):
     rows = html.write(F, V, tmp_path / "summary.html")
     page = (tmp_path / "summary.html").read_text()
     lede = page[page.index('id="sentences"'):page.index('id="headline"')]
-    assert "toy: causal at s2" in lede and "1/71" in lede and "all 70 matched sets (exact)" in lede
+    assert "toy: causal at s2" in lede and "1/70" in lede and "all 70 sets of its layers (exact)" in lede
     assert lede.index("The causal test") < lede.index("Ablating the final circuit")
     assert len(rows) == 3
 
@@ -307,17 +308,19 @@ def test_console_prints_the_headline_sentences(tmp_path):
 def _table(rows, metric_rows=True):
     ci = {c: None for c in tables.SCHEMAS["ablation"] if c.endswith(("_lo", "_hi"))}
     full = [{"model": "m", "revision": "r", "tokens": 1, "draw": 0, "top5": 0.0, "ce": 0.0, "logit_b": 0.0,
-             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 100, "n_matched_sets": None, **ci,
-             **{c: None for c in ablation.PROBE_RECORD}, **r, "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
-    return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci}
-                                       | {"n_matched_sets": pl.Int64}), "ablation")
+             "top1_control": 0.0, "top1_context": 0.0, "n_sequences": 100, "n_matched_sets": None,
+             "reference_exact": None, "method": None, **ci, **{c: None for c in ablation.PROBE_RECORD}, **r,
+             "n_heads": len(r.get("heads", [])), "heads": r.get("heads", [])} for r in rows]
+    return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci} | {
+        "n_matched_sets": pl.Int64, "reference_exact": pl.Boolean, "method": pl.String}), "ablation")
 
 
 def _rows(space):
     return [{"condition": "baseline", "top1": 0.40, "logit_b": 5.0},
             {"condition": "circuit", "top1": 0.02, "logit_b": 1.0, "heads": ["L1H0", "L1H1"]},
             *({"condition": "matched_random", "draw": i + 1, "top1": 0.39, "logit_b": 4.9, "n_matched_sets": space,
-               "heads": [f"L1H{i + 2}", f"L1H{i + 3}"]} for i in range(20)),
+               "reference_exact": space == 20 if space else None, "heads": [f"L1H{i + 2}", f"L1H{i + 3}"]}
+              for i in range(20)),
             {"condition": "upper_bound", "top1": 0.01, "logit_b": -3.0, "heads": ["L1H0", "L1H1", "L1H2", "L1H3"]}]
 
 
@@ -348,16 +351,18 @@ def test_verdict_upper_bound_on_the_decision_metric_and_exactness():
 
 def test_cross_seed_controls_follow_exact_max():
     circuits = {"a": [(1, 0), (1, 1)], "b": [(1, 2), (1, 3)]}
-    # 8 heads a layer: C(6, 2) = 15 matched sets; n_random 3 samples, exact_max 20 takes all 15
+    # 8 heads a layer: a 2-head circuit's reference set is C(8, 2) = 28 sets; n_random 3 draws, exact_max 30 takes all
     sampled = [c for c in E.cross_seed_conditions(circuits, 8, 3, 0) if c.name == "random:a"]
-    exact = [c for c in E.cross_seed_conditions(circuits, 8, 3, 0, exact_max=20) if c.name == "random:a"]
-    assert len(sampled) == 3 and len(exact) == 15 and len({c.heads for c in exact}) == 15
-    conds = E.cross_seed_conditions(circuits, 8, 3, 0, exact_max=20)
+    exact = [c for c in E.cross_seed_conditions(circuits, 8, 3, 0, exact_max=30) if c.name == "random:a"]
+    assert len(sampled) == 3 and len(exact) == 28 and len({c.heads for c in exact}) == 28
+    conds = E.cross_seed_conditions(circuits, 8, 3, 0, exact_max=30)
+    # the circuit's own set among them hurts as much as the circuit: its rank is 1 of 28
     results = [{"name": c.name, "top1": 0.5 if c.name == "baseline" else 0.2 if c.name.startswith("circuit")
-                else 0.45, "n_sets": c.n_sets} for c in conds]
+                or tuple(c.heads) == tuple(circuits[c.name.split(":")[1]]) else 0.45, "n_sets": c.n_sets,
+                "exact": c.exact} for c in conds]
     df = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1})
-    assert df["n_matched_sets"].to_list() == [15, 15] and df["control_exact"].to_list() == [True, True]
-    assert df["p_value"].to_list() == pytest.approx([1 / 16, 1 / 16])
+    assert df["n_matched_sets"].to_list() == [28, 28] and df["control_exact"].to_list() == [True, True]
+    assert df["p_value"].to_list() == pytest.approx([1 / 28, 1 / 28])
 
 
 def _cross_seed(excess_other=math.nan, excess_own=0.3):
@@ -372,13 +377,14 @@ def _cross_seed(excess_other=math.nan, excess_own=0.3):
 def test_seed_specificity_without_matched_draws_is_undecidable():
     text = ES.summary_markdown(cross_seed=_cross_seed())
     assert "nan" not in text.lower()
-    assert "beyond matched random: undecidable, no matched draws" in text
-    assert "Seed specificity is undecidable: no matched draws for the foreign circuits" in text
+    assert "beyond the reference set: undecidable, no reference draws" in text
+    assert "Seed specificity is undecidable: no reference draws for the foreign circuits" in text
     assert "not clearly seed-specific" not in text and "hurts far less" not in text
-    assert "Matched-random controls: 2 exact (every matched set), 0 sampled, 2 without matched draws." in text
+    assert ("Reference sets: 2 exact (every set of the circuit's shape in its layers), 0 sampled, 2 without "
+            "reference draws.") in text
     # with draws: decided either way, with the numbers of the table
     text = ES.summary_markdown(cross_seed=_cross_seed(excess_other=0.01))
-    assert "+30.0 pp beyond matched random" in text and "+1.0 pp beyond matched random" in text
+    assert "+30.0 pp beyond the reference set" in text and "+1.0 pp beyond the reference set" in text
     assert "hurts far less than the own one" in text
     text = ES.summary_markdown(cross_seed=_cross_seed(excess_other=0.29))
     assert "not clearly seed-specific" in text
@@ -403,7 +409,10 @@ def _check_against_tables(F, V, run):
     for (m,), g in (d.group_by("model") if d.height else []):
         best = g.sort("p_value").row(0, named=True)
         assert f"{m}: " in decided and f"{A.fmt_p(best['p_value'])}" in decided.split(f"{m}: ")[1]
-        assert re.search(rf"{best['n_distinct_draws']}( of {best['n_matched_sets']})? matched set", decided)
+        n, space = best["n_random"] or best["n_distinct_draws"], best["n_matched_sets"]
+        assert (f"all {n:,} sets of its layers (exact)" if best["control_exact"] else
+                f"{n} draw{'s' if n != 1 else ''} of the {space:,} sets of its layers (sampled)" if space else
+                f"{n} draw") in decided
     for m in cs["model"].unique().to_list():
         if d.height == 0 or m not in d["model"].to_list():
             assert m in decided.split("decided at no revision of")[-1] or "ran on no revision" in decided

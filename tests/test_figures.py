@@ -43,8 +43,11 @@ def toy_ablation(zero_tokens=True):
                                  **{f"{m}{s}": v + (-0.01 if s.endswith("lo") else 0.01)
                                     for m, v in (("top1", top1), ("logit_b", 3.0), ("ce", 8.0))
                                     for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
-                                 top1_fraction_lo=f or 1.0, top1_fraction_hi=f or 1.0))
-    return conform(pl.DataFrame(rows, schema_overrides={"n_matched_sets": pl.Int64}), "ablation")
+                                 top1_fraction_lo=f or 1.0, top1_fraction_hi=f or 1.0,
+                                 **{f"{m}_fraction_{s}": None for m in ("logit_b", "ce") for s in ("lo", "hi")},
+                                 reference_exact=(cond == "matched_random") or None, method="zero"))
+    return conform(pl.DataFrame(rows, schema_overrides={"n_matched_sets": pl.Int64, "reference_exact": pl.Boolean,
+                                                        "method": pl.String}), "ablation")
 
 
 def toy_traj():

@@ -131,7 +131,7 @@ def test_published_ablations_in_our_schema(model, final, base, circ, prev, rnd):
     # one matched draw for the previous-token circuit: the test cannot decide; none for the induction circuit:
     # no test ran (issue 41); the effect is shown either way
     assert v["previous_token_circuit"]["verdict"] == "underpowered"
-    assert v["circuit"]["verdict"] == "untested" and v["circuit"]["untested_reason"].startswith("no matched control")
+    assert v["circuit"]["verdict"] == "untested" and v["circuit"]["untested_reason"].startswith("no reference set")
     assert v["previous_token_circuit"]["n_distinct_draws"] == 1 and v["previous_token_circuit"]["min_p"] == 0.5
     assert v["circuit"]["effect"] == pytest.approx(base - circ)
 

@@ -346,7 +346,7 @@ def _cell_rows(key, cell: pl.DataFrame, *, method: str, metric: str, alpha: floa
             "method": method, "alpha": alpha, "baseline_value": b, "ablated_value": a,
             "effect_lo": effect_lo, "effect_hi": _num(crow.get(f"{metric}_effect_hi")),
             "min_p": ref.min_p, "n_matched_sets": ref.space,
-            "control_exact": ref.exact if ref.n else None,
+            "control_exact": ref.exact if ref.n and ref.space is not None else None,
             "control": rname, "upper_bound": uname, "n_random": ref.n, "n_distinct_draws": ref.n_distinct,
             "random_top1_mean": ref.top1_mean,
             "class_control": cname, "class_p_value": cls.p if n_heads else math.nan,

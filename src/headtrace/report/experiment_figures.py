@@ -16,7 +16,7 @@ from headtrace.report.plotting import empty, plt, save, token_x
 
 
 def plot_cross_seed(df: pl.DataFrame, path) -> None:
-    """Heatmaps: excess top-1 drop over matched random (circuit seed x model seed), and Jaccard."""
+    """Heatmaps: excess top-1 drop over its reference set (circuit seed x model seed), and Jaccard."""
     if df.height == 0:
         return empty(path, "no cross-seed ablation (fewer than two seeds)")
     rows, cols, m = cross_seed_matrix(df, "top1_drop_vs_random")
@@ -26,9 +26,9 @@ def plot_cross_seed(df: pl.DataFrame, path) -> None:
     lim = max(1e-3, float(np.nanmax(np.abs(m))) if np.isfinite(m).any() else 1e-3)
     im = axes[0].imshow(100 * m, cmap="RdBu_r", vmin=-100 * lim, vmax=100 * lim)
     for a, b in np.ndindex(m.shape):
-        excess = "undecidable:\nno matched draws" if np.isnan(m[a, b]) else f"{100 * m[a, b]:+.1f}"
+        excess = "undecidable:\nno reference draws" if np.isnan(m[a, b]) else f"{100 * m[a, b]:+.1f}"
         axes[0].text(b, a, f"{excess}\n({100 * raw[a, b]:+.1f})", ha="center", va="center", fontsize=8)
-    fig.colorbar(im, ax=axes[0], label="top-1 drop beyond matched random (pp)")
+    fig.colorbar(im, ax=axes[0], label="top-1 drop beyond the reference set (pp)")
     axes[0].set_title("seed i's circuit ablated in model j", fontsize=9)
     im2 = axes[1].imshow(jac, cmap="viridis", vmin=0, vmax=1)
     for a, b in np.ndindex(jac.shape):
@@ -84,7 +84,7 @@ def plot_data_shift(heads: pl.DataFrame, table: pl.DataFrame, path) -> None:
 
 
 def plot_composition(comp: pl.DataFrame, path) -> None:
-    """Per model: baseline top-1, previous-token-circuit ablated top-1, matched-random mean, and the
+    """Per model: baseline top-1, previous-token-circuit ablated top-1, reference-set mean, and the
     measured copying null (the baseline's top-1 on the shuffled-B control) where recorded."""
     if comp.height == 0:
         return empty(path, "no ablation tables")
@@ -96,7 +96,7 @@ def plot_composition(comp: pl.DataFrame, path) -> None:
         x, _ = token_x(g["tokens"].to_list(), f)
         ax.plot(x, g["baseline_top1"].to_numpy(), "k-o", ms=3, label="baseline")
         ax.plot(x, g["ablated_top1"].to_numpy(), "r-o", ms=3, label="prev-token circuit ablated")
-        ax.plot(x, g["random_top1_mean"].to_numpy(), "b--o", ms=3, label="matched random (mean)")
+        ax.plot(x, g["random_top1_mean"].to_numpy(), "b--o", ms=3, label="reference sets (mean)")
         if "copy_null_top1" in g.columns and g["copy_null_top1"].drop_nulls().len():
             ax.plot(x, g["copy_null_top1"].cast(pl.Float64).to_numpy(), ":", color="0.5", marker="x", ms=3,
                     label="copying null (shuffled-B control, baseline)")

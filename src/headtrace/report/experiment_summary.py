@@ -17,7 +17,7 @@ INDUCTION_THRESHOLD = 50.0  # the screen's circuit threshold (screen.induction_t
 
 
 def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
-    """Mean excess drop over matched random of the rows that had matched draws (NaN: none), and
+    """Mean excess drop over the reference set of the rows that had reference draws (NaN: none), and
     how many rows that is; (None, 0) when no row had any."""
     x = g["top1_drop_vs_random"].fill_nan(None).drop_nulls()
     return (float(x.mean()) if x.len() else None), x.len()
@@ -25,22 +25,22 @@ def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
 
 def _beyond(mean: float | None, n: int, total: int) -> str:
     if mean is None:
-        return "beyond matched random: undecidable, no matched draws"
-    return f"{100 * mean:+.1f} pp beyond matched random" + ("" if n == total else f", over the {n} of {total} "
-                                                              "pairs with matched draws")
+        return "beyond the reference set: undecidable, no reference draws"
+    return f"{100 * mean:+.1f} pp beyond the reference set" + ("" if n == total else f", over the {n} of {total} "
+                                                              "pairs with reference draws")
 
 
 def _controls(cross_seed: pl.DataFrame) -> str:
-    """How the cross-seed controls were drawn: exact (every matched set) or sampled."""
+    """How the cross-seed reference sets were evaluated: exact (every set) or sampled (draws)."""
     if "control_exact" not in cross_seed.columns:
         return ""
     ex = cross_seed["control_exact"]
     n_exact, n_sampled = int((ex == True).sum()), int((ex == False).sum())  # noqa: E712
     if not n_exact + n_sampled:
         return ""
-    return (f"Matched-random controls: {n_exact} exact (every matched set), {n_sampled} sampled"
+    return (f"Reference sets: {n_exact} exact (every set of the circuit's shape in its layers), {n_sampled} sampled"
             + ("" if n_exact + n_sampled == cross_seed.height else
-               f", {cross_seed.height - n_exact - n_sampled} without matched draws") + ". ")
+               f", {cross_seed.height - n_exact - n_sampled} without reference draws") + ". ")
 
 
 def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.DataFrame | None = None,
@@ -63,8 +63,8 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
             verdict = "No seed has an induction circuit at its final revision, so there is nothing to compare. "
         elif own_ex is None or other_ex is None:
             which = " and ".join(w for w, x in (("own", own_ex), ("foreign", other_ex)) if x is None)
-            verdict = (f"Seed specificity is undecidable: no matched draws for the {which} circuits (no matched "
-                       "set of their per-layer sizes), so there is no excess over matched random to compare. ")
+            verdict = (f"Seed specificity is undecidable: no reference draws for the {which} circuits, so there is "
+                       "no excess over the reference set to compare. ")
         else:
             specific = jac.len() > 0 and jac.mean() < 1 and other_ex < 0.5 * own_ex
             verdict = ("Circuits differ by seed and a foreign circuit hurts far less than the own one, as in the paper. "
@@ -104,7 +104,7 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
                     "sign test at the verdicts' alpha: the measured copying null" if measured else "")
         out.append(
             "**Composition.** Revisions at which ablating the previous-token circuit (best class previous-token "
-            "≥ 100×) destroys induction (causal against its matched-random control; induction present: baseline "
+            "≥ 100×) destroys induction (causal against its reference set; induction present: baseline "
             "top-1 ≥ min_baseline_ratio × chance" + null_txt + "): "
             + "; ".join(parts) + ". (`results/experiments/composition.parquet`)")
         out.append("")

@@ -213,10 +213,14 @@ VERDICT_COLORS = {"causal": "#2a7f2a", "partial": "#d2691e", "not_causal": "#b22
 
 
 def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1", verdicts: pl.DataFrame | None = None) -> None:
-    """Per revision: baseline, circuit and final-circuit ablation vs the matched-random draws
-    (box + points). One panel per model (two a row); x = revision in training order. With
-    ``verdicts`` (the cells' verdict tables) each revision is labelled with its circuit's verdict."""
+    """Per revision: baseline, circuit and final-circuit ablation vs the sets of the circuit's reference set
+    (box + points), by the cell's primary ablation method (a second method's rows are left out). One panel
+    per model (two a row); x = revision in training order. With ``verdicts`` (the cells' verdict tables)
+    each revision is labelled with its circuit's verdict."""
     df = _ordered(ablation)
+    if "method" in df.columns:  # the primary method is the cell's first
+        first = pl.col("method").drop_nulls().first().over(["model", "revision"])
+        df = df.filter(pl.col("method").is_null() | (pl.col("method") == first))
     models = df["model"].unique(maintain_order=True).to_list()
     if not models:
         empty(path, "no ablation ran")
@@ -282,10 +286,10 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1", verdicts: 
         ax.grid(alpha=0.3, axis="y")
     handles = [plt.Line2D([], [], color=c, marker=mk or None, ls="" if mk else "--", ms=8, label=lab)
                for c, mk, lab in marks.values()]
-    handles.append(plt.Line2D([], [], color="C0", marker=".", ls="", label="matched random (draws, box)"))
-    handles.append(plt.Line2D([], [], color="C4", marker="x", ls="", label="previous-token matched random"))
+    handles.append(plt.Line2D([], [], color="C0", marker=".", ls="", label="reference sets (box)"))
+    handles.append(plt.Line2D([], [], color="C4", marker="x", ls="", label="previous-token reference sets"))
     fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncols=3)
-    fig.suptitle("Induction-task accuracy under ablation vs matched-random heads "
+    fig.suptitle("Induction-task accuracy under ablation vs the head sets of the circuit's layers "
                  "(bars/band: 95% bootstrap interval over probe sequences; label: the circuit's verdict)", fontsize=10)
     save(fig, path)
 

@@ -144,7 +144,7 @@ class GroupAnswer:
         other = [r["top1_drop_vs_random"] for r in rows if not r.get("same_seed")]
         bits = []
         if own:
-            bits.append(f"its own circuit {100 * statistics.median(own):+.0f} pp beyond matched-random "
+            bits.append(f"its own circuit {100 * statistics.median(own):+.0f} pp beyond its reference set "
                         f"(median of {_plural(len(own), 'seed')})")
         if other:
             bits.append(f"another seed's {100 * statistics.median(other):+.0f} pp (median of "

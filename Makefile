@@ -9,7 +9,7 @@ CONFIG ?= config/config.yaml
 # KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
 KEEP_GOING ?=
 
-.PHONY: demo unlock test test-slurm pages lint dag report install-profile clean-results venv browser report-shot
+.PHONY: demo unlock test test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot
 
 venv: $(STAMP)
 
@@ -59,6 +59,10 @@ test-slurm: $(STAMP)
 # After a demo: the figures the pages quote, from the run's tables (docs/demo_facts.py, CONTRIBUTING.md)
 pages: $(STAMP)
 	$(BIN)/python docs/demo_facts.py write results
+
+# After a demo: fail when a figure the pages quote differs from this run's (.ci/run runs it after its demo)
+verify-pages: $(STAMP)
+	$(BIN)/python docs/demo_facts.py verify results
 
 # Remove a stale lock left by a killed run; refuses while a Snakemake run works in this folder.
 unlock: $(STAMP)

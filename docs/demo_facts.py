@@ -12,6 +12,8 @@ Usage (from the repository root)::
                                                         # and every marked figure of the pages
     .venv/bin/python docs/demo_facts.py check           # exit 1 when a marked figure differs from the json
                                                         # or names no fact (tests/test_docs.py)
+    .venv/bin/python docs/demo_facts.py verify results  # exit 1 when the json differs from a fresh run's
+                                                        # facts (.ci/run, after its demo)
 
 The facts are worded by :func:`facts` from the verdict, F1, circuit-size and text-probe tables, with
 the report's own rounding (interval ends outward, p as the exact fraction it is).
@@ -46,11 +48,19 @@ def _outward(lo: float, hi: float, digits: int = 2) -> str:
 
 
 def _p(row: dict) -> str:
-    """'1/21' when p is the smallest the sets allow (it beat every one), else p rounded up to 3 decimals."""
-    p, n = row["p_value"], row["n_distinct_draws"]
-    if n and abs(p - 1 / (n + 1)) < 1e-12:
-        return f"1/{n + 1}"
-    return f"{math.ceil(p * 1000) / 1000:.3f}"
+    """'1/40' when p is the smallest its reference set allows (1/N over all N sets, 1/(M + 1) over M draws),
+    else p rounded up to 3 decimals."""
+    p, n = row["p_value"], row["n_random"] or row["n_distinct_draws"]
+    smallest = n if row.get("control_exact") else n + 1
+    if n and abs(p - 1 / smallest) < 1e-12:
+        return f"1/{smallest}"
+    return f"{math.ceil(p * 1000 - 1e-9) / 1000:.3f}"
+
+
+def _sets(row: dict) -> str:
+    """'all 495' (every set of the reference set) / '39 draws of 3,024'."""
+    n, space = row["n_random"] or row["n_distinct_draws"], row["n_matched_sets"]
+    return f"all {n:,}" if row.get("control_exact") else f"{n} draws of {space:,}" if space else f"{n} draws"
 
 
 def verdict_facts(v: pl.DataFrame) -> dict[str, str]:
@@ -81,7 +91,18 @@ def verdict_facts(v: pl.DataFrame) -> dict[str, str]:
                                  f"[{math.floor(1000 * r['effect_lo']) / 10:.1f}, {math.ceil(1000 * r['effect_hi']) / 10:.1f}]")
         if r.get("n_distinct_draws") and not math.isnan(r["p_value"]):
             out[k + "p"] = _p(r)
-            out[k + "sets"] = f"{r['n_distinct_draws']} of {r['n_matched_sets']}"
+            out[k + "sets"] = _sets(r)
+        if r.get("boost") is not None and not math.isnan(r["boost"]):
+            lo, hi = r["boost_lo"], r["boost_hi"]
+            out[k + "boost"] = (f"{r['boost']:.2f} nats {_outward(lo, hi)}" if r.get("metric") == "ce" else
+                                f"{100 * r['boost']:.1f} pp [{math.floor(1000 * lo) / 10:.1f}, {math.ceil(1000 * hi) / 10:.1f}]")
+        if r.get("ablated_fraction") is not None and r.get("metric") == "ce":
+            out[k + "share_left"] = (f"{100 * r['ablated_fraction']:.0f}% [{math.floor(100 * r['ablated_fraction_lo']):.0f}%, "
+                                     f"{math.ceil(100 * r['ablated_fraction_hi']):.0f}%]")
+        if r.get("second_method"):
+            out[k + "second_verdict"] = f"{r['second_method']}: {r['second_verdict']}"
+            if r.get("second_p_value") is not None:
+                out[k + "second_p"] = f"{math.ceil(r['second_p_value'] * 1000 - 1e-9) / 1000:.3f}"
     return out
 
 
@@ -160,7 +181,21 @@ def main(argv: list[str] | None = None) -> int:
     w = sub.add_parser("write", help="the facts of a run into docs/demo-facts.json and the pages")
     w.add_argument("results", nargs="?", default="results")
     sub.add_parser("check", help="exit 1 when a page quotes a figure the json does not hold")
+    v = sub.add_parser("verify", help="exit 1 when a fresh run's facts differ from the json the pages quote")
+    v.add_argument("results", nargs="?", default="results")
     args = ap.parse_args(argv)
+    if args.cmd == "verify":
+        fresh, quoted = facts(Path(args.results)), json.loads(FACTS.read_text())["facts"]
+        diff = [f"{k}: the pages quote '{quoted.get(k, '(no fact)')}', the fresh run gave '{fresh.get(k, '(no fact)')}'"
+                for k in sorted(set(fresh) | set(quoted)) if fresh.get(k) != quoted.get(k)]
+        for line in diff:
+            print(line, file=sys.stderr)
+        if diff:
+            print(f"{len(diff)} quoted figure(s) differ from the fresh run: run `make pages` after `make demo` "
+                  "and commit", file=sys.stderr)
+        else:
+            print(f"{len(fresh)} facts of the fresh run match {FACTS.relative_to(ROOT)}")
+        return 1 if diff else 0
     if args.cmd == "write":
         known = facts(Path(args.results))
         FACTS.write_text(json.dumps({"run": {"commit": _commit(), "date": date.today().isoformat()},

@@ -51,6 +51,25 @@ def test_family_detection_and_bad_input():
                                                           "token_range": [2, 128]}, ablate=False)
 
 
+def test_misspelt_settings_are_refused_with_the_closest_key():
+    """Issue 51: a misspelt settings key used to run with the default, silently."""
+    from headtrace.core.errors import ConfigError
+
+    model = tiny.tiny_model("gpt_neox")
+    cases = {"unknown key `induction_treshold` in `screen`: did you mean `induction_threshold`?":
+             {"screen": {"induction_treshold": 40}},
+             "unknown block `screne` in analyze(settings=...): did you mean `screen`?": {"screne": {"baseline": "clean"}},
+             "`ablation.method`: 'meen' is not one of ['zero', 'mean']": {"ablation": {"method": "meen"}},
+             "`screen.induction_threshold`: -1 is less than or equal to the minimum of 0":
+             {"screen": {"induction_threshold": -1}}}
+    for said, settings in cases.items():
+        with pytest.raises(ConfigError) as err:
+            headtrace.analyze(model, settings=settings, ablate=False)
+        assert said in str(err.value), str(err.value)
+    with pytest.raises(ConfigError, match="must be a mapping of config blocks"):
+        headtrace.analyze(model, settings=[("screen", {})], ablate=False)
+
+
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory):
     work = tmp_path_factory.mktemp("api")

@@ -36,6 +36,7 @@ from headtrace.core.heads import as_heads
 from headtrace.core.probe import ProbeBatch
 from headtrace.models import context, families, hub, tokenize
 from headtrace.panel import config as panel_config
+from headtrace.panel import keys
 
 # The workflow's defaults, read from config/schema.yaml (one source for the workflow and the API).
 DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ablation", "measures", "repeated_probe")}
@@ -184,6 +185,7 @@ def analyze(
     ``text_probe`` (the config's ``text_probe`` keys: ``{"file": "notes/*.txt"}``; ``tokenizer`` None:
     the model's own, from its ``name_or_path`` folder), on natural text; ``cell.measures`` holds them.
     """
+    keys.check_blocks(settings, tuple(DEFAULTS), "analyze(settings=...)")  # a misspelt key is refused, not ignored
     opts = {k: {**v, **dict((settings or {}).get(k) or {})} for k, v in DEFAULTS.items()}
     family = family_of(model) if family is None else families.get(family)
     batch, settings_of_probe = _probe_batch(probe, model)  # settings: None for a ProbeBatch

@@ -88,3 +88,33 @@ def check(config: dict, shown: int = 8) -> None:
     more = f"\n  … and {len(lines) - shown} more" if len(lines) > shown else ""
     raise ConfigError("the config does not fit config/schema.yaml (every key: config/README.md):\n  "
                       + "\n  ".join(lines[:shown]) + more)
+
+
+def check_blocks(settings, blocks, where: str = "settings") -> None:
+    """Raise one ``ConfigError`` naming every problem of ``settings``, a mapping of config blocks (the
+    notebook API's ``settings={"screen": {...}}``): a block not among ``blocks`` and a key a block does
+    not know, each with the closest valid name, then any value the schema refuses."""
+    if settings is None:
+        return
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{where} must be a mapping of config blocks ({', '.join(blocks)}), got {type(settings).__name__}")
+    root = schema_core.schema()
+    lines = []
+    for block, value in settings.items():
+        if block not in blocks:
+            close = difflib.get_close_matches(str(block), list(blocks), n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`?" if close else f"the blocks are {', '.join(blocks)}"
+            lines.append(f"unknown block `{block}` in {where}: {hint}")
+            continue
+        lines += [_unknown_line(*u) for u in unknown_keys(value, root["properties"][block], (block,))]
+    if not lines:
+        sub = {"$defs": root.get("$defs", {}), "type": "object",
+               "properties": {b: root["properties"][b] for b in settings}}
+        validator = jsonschema.Draft202012Validator(sub)
+        for err in sorted(validator.iter_errors(dict(settings)), key=jsonschema.exceptions.relevance):
+            line = _schema_line(jsonschema.exceptions.best_match([err]))
+            if line not in lines:
+                lines.append(line)
+    if lines:
+        raise ConfigError(f"{where} does not fit config/schema.yaml (every key: config/README.md):\n  "
+                          + "\n  ".join(lines))

@@ -160,6 +160,8 @@ def test_circuit_identity_jaccard_and_recurrence(G):
     assert (s["jaccard_n_pairs"], s["jaccard_median"], s["jaccard_min"], s["jaccard_max"]) == (3, 0.2, 0.2, 0.5)
     # distinct heads: L1H0 L1H1 L2H0 L2H1 L2H2 L2H3; recurring: L1H0 (3 seeds), L1H1 (2)
     assert (s["n_distinct_heads"], s["n_recurring_heads"], s["recurring_share"]) == (6, 2, pytest.approx(1 / 3))
+    # 2 + 1 + 2 heads of a 4-head L1 must share at least ceil((5 - 4) / 2) = 1; 1 + 2 + 1 of L2 need not
+    assert s["n_recurring_forced"] == 1
     # the within-layer null, by hand (4 heads a layer). A-B: 2 and 1 heads in L1, 1 and 2 in L2; each layer's
     # overlap is 1 with probability 1/2, so K = 0, 1, 2 with 1/4, 1/2, 1/4 and J = K / (6 - K):
     # chance 1/2 * 1/5 + 1/4 * 1/2 = 0.225, P(K >= 1) = 3/4 (B-C alike). A-C: 2 and 2 in L1 (K1 = 0, 1, 2
@@ -200,7 +202,8 @@ def test_headline_puts_the_group_row_before_its_members_and_words_it_once(G):
     assert g.gap_text() == ("range of possible median gaps > 4.0× over 3 seeds; smallest [2.0×, 8.0×], "
                             "largest > 4.0×")
     assert g.circuit_text() == ("Jaccard median 0.20 over 3 pairs; no more than chance (0.23 by placement within "
-                                "the layers alone); 2 of 6 circuit heads recur in more than one seed")
+                                "the layers alone); 2 of 6 circuit heads recur in more than one seed (the circuits' sizes in "
+                                "their layers force at least 1)")
     assert g.onset_text("induction_3_heads") == ("range of possible medians [100, 200] (3 of 4 seeds; 1 already at "
                                                  "the first revision)")
     rows = HL.headline_rows(f, None, groups=[g])

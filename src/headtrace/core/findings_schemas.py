@@ -344,6 +344,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "jaccard_n_beyond_chance": pl.Int32,  # pairs whose overlap is beyond chance (P <= 0.05)
         "n_distinct_heads": pl.Int32,  # distinct (layer, head) in any member's final circuit
         "n_recurring_heads": pl.Int32,  # of those, in more than one member's
+        "n_recurring_forced": pl.Int32,  # the fewest the circuits' sizes force to recur (null: layer sizes unknown)
         "recurring_share": pl.Float64,
     },
     "group_members": {

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import polars as pl
 
-from headtrace.core.heads import head_name, jaccard
+from headtrace.core.heads import as_heads, head_name, jaccard
 from headtrace.findings import agreement
 from headtrace.findings import order as milestone_order
 from headtrace.core.tables import SCHEMAS as SCHEMAS_GROUP
@@ -264,12 +264,27 @@ def jaccard_table(group: str, circuits: Mapping, n_heads: Mapping[int, int] | No
     return conform(pl.DataFrame(rows, schema=SCHEMAS_GROUP["group_jaccard"]), "group_jaccard")
 
 
+def forced_recurrence(circuits: Sequence[Sequence[str]], n_heads: Mapping[int, int] | None) -> int | None:
+    """The fewest heads that must recur in more than one of ``circuits`` (``LxHy`` names) by their sizes
+    alone: per layer with H heads and circuit sizes s_1..s_n (n >= 2), ``ceil((sum s - H) / (n - 1))`` when
+    positive (10 and 11 heads of a 12-head layer share at least 9). None without the layer sizes."""
+    if n_heads is None:
+        return None
+    sized = [c for c in circuits if c]
+    if len(sized) < 2:
+        return 0
+    per_layer: Counter = Counter()
+    for c in sized:
+        per_layer.update(l for l, _ in as_heads(c))
+    return sum(max(0, math.ceil((total - n_heads.get(l, 0)) / (len(sized) - 1))) for l, total in per_layer.items())
+
+
 def summary_row(group: str, members: Mapping[str, int], mem: pl.DataFrame, jac: pl.DataFrame,
-                circuits: Mapping) -> pl.DataFrame:
+                circuits: Mapping, n_heads: Mapping[int, int] | None = None) -> pl.DataFrame:
     """``group_summary``: F1 floor held in k of n members; the commonest F2 shape and how many members
     share it; the circuits' median / smallest / largest pairwise Jaccard (over the pairs with one),
     and of the distinct (layer, head) positions in any member's final circuit, how many recur in
-    more than one member's."""
+    more than one member's, beside how many the circuits' sizes force to (:func:`forced_recurrence`)."""
     p = mem.filter(pl.col("present"))
     fl = p.filter(pl.col("floor_holds").is_not_null())
     shapes = Counter(s for s in p["shape"].to_list() if s is not None)
@@ -290,6 +305,7 @@ def summary_row(group: str, members: Mapping[str, int], mem: pl.DataFrame, jac: 
                jaccard_n_beyond_chance=int(jac["beyond_chance"].fill_null(False).sum()) if chance else None,
                n_distinct_heads=len(seen),
                n_recurring_heads=sum(1 for c in seen.values() if c > 1),
+               n_recurring_forced=forced_recurrence([c for _, _, c in circuits.values()], n_heads),
                recurring_share=(sum(1 for c in seen.values() if c > 1) / len(seen)) if seen else None)
     return conform(pl.DataFrame([row], schema=SCHEMAS_GROUP["group_summary"]), "group_summary")
 
@@ -311,9 +327,10 @@ def group_findings(group: str, members: Mapping[str, int], findings: Mapping[str
     circuits = final_circuits(traj, list(members), induction_threshold)
     mem = member_table(group, members, findings, circuits)
     rec, rec_levels = recall_tables(group, members, findings.get("f4_recall_milestones"))
-    jac = jaccard_table(group, circuits, agreement.heads_per_layer(traj, next(iter(circuits))) if circuits else None)
+    per_layer = agreement.heads_per_layer(traj, next(iter(circuits))) if circuits else None
+    jac = jaccard_table(group, circuits, per_layer)
     return {
-        "group_summary": summary_row(group, members, mem, jac, circuits),
+        "group_summary": summary_row(group, members, mem, jac, circuits, per_layer),
         "group_members": mem,
         "group_milestones": milestone_table(group, member_ms, len(members)),
         "group_member_milestones": member_ms,

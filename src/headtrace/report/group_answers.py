@@ -116,6 +116,11 @@ class GroupAnswer:
         if _get(s, "n_distinct_heads", 0):
             out += (f"; {s['n_recurring_heads']} of {s['n_distinct_heads']} circuit heads recur in more than one "
                     "seed")
+            forced = _get(s, "n_recurring_forced")
+            if forced:  # the layers' sizes alone make that many recur
+                out += (f" (no more than the circuits' sizes in their layers force: at least {forced} must recur)"
+                        if forced >= s["n_recurring_heads"] else
+                        f" (the circuits' sizes in their layers force at least {forced})")
         return out
 
     def agreement_text(self) -> str:

@@ -32,7 +32,9 @@ READINGS = ("Olsson et al. (2022) call a head an induction head when it does two
             "(copying above {copying:g}), and Elhage et al. (2021)'s ratio Σ λ / Σ |λ| in [−1, 1], shown "
             "beside it. A share above 0.5 implies a positive ratio, and on a real spectrum share = (1 + ratio) / 2; "
             "complex eigenvalues pull the share down, so at random init it sits near 0.3 while the ratio "
-            "sits near 0 (docs/measures.md).")
+            "sits near 0 (docs/measures.md). Copying selects little: the last column counts how many of all the "
+            "revision's heads pass each test, and prefix matching on a second synthetic probe says the screen is "
+            "consistent, not that the heads do induction on text.")
 
 
 @dataclass(frozen=True)

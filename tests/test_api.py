@@ -70,6 +70,19 @@ def test_misspelt_settings_are_refused_with_the_closest_key():
         headtrace.analyze(model, settings=[("screen", {})], ablate=False)
 
 
+def test_the_verdict_settings_travel_through_analyze():
+    """The ablation block's verdict keys reach the verdict (issue 52, mutant 4): a random model predicts B
+    first nowhere, so top-1 is at its floor and the fallback metric given decides, at the alpha given."""
+    cell = headtrace.analyze(tiny.tiny_model("gpt_neox"), probe={"n_sequences": 16, "seq_len": 64, "token_range": [2, 128],
+                                                                  "ab_range": [10, 40]},
+                             settings={"ablation": {"fallback_metric": "logit_b", "alpha": 0.01, "n_sequences": 8},
+                                       "measures": {"enabled": False}},
+                             n_random=5, final_circuit=["L1H0"], progress=False)
+    v = cell.verdict.filter(pl.col("circuit") == "final_circuit").row(0, named=True)
+    assert v["metric"] == "logit_b" and v["alpha"] == 0.01 and "decided on the logit of B" in v["floor_reason"]
+    assert v["method"] == "zero" and v["second_method"] is None
+
+
 @pytest.fixture(scope="module")
 def panel(tmp_path_factory):
     work = tmp_path_factory.mktemp("api")

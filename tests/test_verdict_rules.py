@@ -311,3 +311,53 @@ def test_p_is_rounded_up_and_intervals_outward():
     assert RV.effect_text(ce) == "2.92 nats [2.18, 3.70]"
     top1 = {"metric": "top1", "effect": 0.546875, "effect_lo": 0.453125, "effect_hi": 0.640625, "baseline_top1": 0.625}
     assert RV.effect_text(top1) == "54.69 pp [45.31, 64.07] (88% of the baseline)"
+
+
+# ---------------------------------------------------------------------------- what the verdict reads (issue 52)
+
+
+def test_the_effect_interval_is_read_from_the_ablation_table():
+    """Mutant 3 of issue 52: the verdict must read ``{metric}_effect_lo`` from the table, on the metric that decides."""
+    rows = [{"condition": "baseline", "top1": 0.5, "ce": 2.0},
+            {"condition": "circuit", "top1": 0.05, "ce": 4.0, "heads": CIRCUIT, "fraction": (0.02, 0.2),
+             "top1_effect_lo": -0.01, "top1_effect_hi": 0.6, "ce_effect_lo": 1.5, "ce_effect_hi": 2.5},
+            *({"condition": "matched_random", "draw": i + 1, "top1": 0.46, "ce": 2.1, "heads": s,
+               "n_matched_sets": 495, "reference_exact": True} for i, s in enumerate(SETS) if s != CIRCUIT),
+            {"condition": "matched_random", "draw": 495, "top1": 0.05, "ce": 4.0, "heads": CIRCUIT,
+             "n_matched_sets": 495, "reference_exact": True},
+            {"condition": "copy_null", "top1": 0.0, "ce": 3.0}]
+    c = circuit_row(table_of(rows))
+    assert c["metric"] == "top1" and c["effect_lo"] == -0.01 and c["verdict"] == "not_causal"
+    assert c["not_causal_reason"] == "no effect shown (top-1 effect 0.450, its interval's lower end -0.010)"
+    # at top-1's floor (3 of 128 hits) the cross-entropy decides, with its own interval, which lies above 0
+    floor = [{**r, "top1": 3 / 128} if r["condition"] == "baseline" else r for r in rows]
+    c = circuit_row(table_of(floor))
+    assert c["metric"] == "ce" and c["effect_lo"] == 1.5 and c["effect_hi"] == 2.5 and c["verdict"] == "causal"
+    # ... and with an interval that reaches 0 it does not beat its reference set
+    flat = [{**r, "ce_effect_lo": -0.2} if r["condition"] == "circuit" else r for r in floor]
+    c = circuit_row(table_of(flat))
+    assert c["metric"] == "ce" and c["verdict"] == "not_causal" and c["not_causal_reason"].startswith("no effect shown")
+
+
+def test_the_floor_keys_and_the_method_travel_from_the_config_to_the_verdict():
+    """Mutant 4 of issue 52: ``min_baseline_hits``, ``fallback_metric``, ``metric``, ``method`` and ``alpha`` reach
+    ``verdict()`` from a config block (the ablate job, the API and the published importer read them through
+    ``verdict.settings``), and an invalid fallback is refused."""
+    import inspect
+
+    rules = {k for k, p in inspect.signature(V.verdict).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert set(V.settings({})) == rules - {"max_ablated_fraction", "saturation_fraction"}
+    block = {"min_baseline_hits": 200, "fallback_metric": "logit_b", "alpha": 0.01, "method": "zero", "metric": "top1"}
+    assert V.settings(block) == block
+    t = neox_step1000()  # 64 of 128 sequences hit top-1
+    assert circuit_row(t, **V.settings({}))["metric"] == "top1"
+    c = circuit_row(t, **V.settings(block))  # 64 < 200: at the floor, decided on the logit of B
+    assert c["metric"] == "logit_b" and c["alpha"] == 0.01
+    assert c["floor_reason"].endswith("fewer than 200, so one or two sequences would decide the halving rule on "
+                                      "top-1; decided on the logit of B instead")
+    c = circuit_row(t, **V.settings({**block, "fallback_metric": None}))
+    assert c["verdict"] == "untested" and c["untested_reason"] == c["floor_reason"]
+    with pytest.raises(ValueError, match="fallback_metric must be ce, logit_b or null"):
+        V.verdict(t, fallback_metric="top5")
+    with pytest.raises(ValueError, match="ablation.method must be one of"):
+        V.verdict(t, method="half")

@@ -402,7 +402,8 @@ def _check_against_tables(F, V, run):
         in formation
     s50 = F["f3_milestones"].filter((pl.col("milestone") == F50) & pl.col("revision").is_not_null())
     n_models = len(cs['model'].unique())
-    assert f"came in {s50.height} of {n_models} model{'s' if n_models != 1 else ''}" in sink
+    assert (f"came in {s50.height} of {n_models} models" if n_models != 1 else
+            "came in the one model" if s50.height else "did not come in the one model") in sink
     d = (V.filter(pl.col("verdict").is_in(["causal", "not_causal"]) & (pl.col("n_heads") > 0)
                   & pl.col("circuit").is_in(["circuit", "final_circuit"]))
          if V is not None else pl.DataFrame())

@@ -133,7 +133,7 @@ def test_a_two_layer_model_has_no_sink_milestone_to_show():
          **floor_tables({"two": 2, "four": 4})}
     r_ = run(F)
     sink = r_.sentences[1]
-    assert "came in 0 of 1 model (two left out: every layer of a 2-layer model is a floor layer of Finding 1" in sink
+    assert "did not come in the one model that could form one (two left out: every layer of a 2-layer model is a floor layer of Finding 1" in sink
     assert "four had no such sink" in sink and "two had" not in sink
     rows = {r["model"]: r for r in HL.headline_rows(F, None)}
     assert rows["two"]["sink50_text"] == rows["two"]["gap_text"] == HL.FLOOR_ONLY

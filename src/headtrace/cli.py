@@ -282,7 +282,8 @@ def _cmd_lock_check(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("revisions", help="print a config block of log-spaced checkpoints of a Hub model")
+    r = sub.add_parser("revisions", help="print a config block of log-spaced checkpoints of a Hub model or of a folder "
+                                         "of your own run's checkpoints")
     r.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-160m, or a folder of "
                    "your own run's checkpoints (a source: local block)")
     r.add_argument("--log-spaced", type=int, metavar="N",

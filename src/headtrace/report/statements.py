@@ -106,7 +106,9 @@ def sink(answers: list[ModelAnswer]) -> Statement:
     able = [a for a in runs if a.sink_possible]
     floor_only = [a for a in runs if not a.sink_possible]
     sinks = [a for a in able if a.sink50.reached]
-    s = f"A first-token sink on half the heads came in {len(sinks)} of {_plural(len(able), noun)}"
+    s = (f"A first-token sink on half the heads came in {len(sinks)} of {_plural(len(able), noun)}" if len(able) != 1
+         else f"A first-token sink on half the heads {'came' if sinks else 'did not come'} in the one {noun} that could "
+              "form one")
     if floor_only:
         s += (f" ({_names([a.model for a in floor_only])} left out: every layer of "
               f"{'a 2-layer model' if len(floor_only) == 1 else '2-layer models'} is a floor layer of Finding 1, "

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import polars as pl
 
+from headtrace.core.rounding import fmt_p
+
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = ROOT / "docs" / "demo-facts.json"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -46,11 +48,12 @@ def _outward(lo: float, hi: float, digits: int = 2) -> str:
 
 
 def _p(row: dict) -> str:
-    """'1/21' when p is the smallest the sets allow (it beat every one), else p rounded up to 3 decimals."""
+    """'1/21' when p is the smallest the sets allow (it beat every one), else p rounded up
+    (:func:`headtrace.core.rounding.fmt_p`, the one rule for a printed p)."""
     p, n = row["p_value"], row["n_distinct_draws"]
     if n and abs(p - 1 / (n + 1)) < 1e-12:
         return f"1/{n + 1}"
-    return f"{math.ceil(p * 1000) / 1000:.3f}"
+    return fmt_p(p)
 
 
 def verdict_facts(v: pl.DataFrame) -> dict[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from headtrace.core import tables
+from headtrace.core.rounding import fmt_p
 from headtrace.findings import trajectory as T
 from headtrace.models import provenance
 from headtrace.report import copying
@@ -132,8 +133,8 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
         rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
                      EC.tokens_or_dash(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
                      r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
-                     "—" if r["p_value"] is None else f"{r['p_value']:.3f}",
-                     "—" if r.get("p_holm") is None else f"{r['p_holm']:.3f}",
+                     "—" if r["p_value"] is None else fmt_p(r["p_value"]),
+                     "—" if r.get("p_holm") is None else fmt_p(r["p_holm"]),
                      "—" if not r.get("best_order") else f"{r['best_order']}: {r.get('pairwise') or '—'}",
                      f"**{r['label']}**"])
         if r["onset"] == "first" and not r["leading_layers"]:
@@ -141,7 +142,7 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
         elif r["onset"] == "first":
             never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""
             p = "" if r["p_value"] is None or "p = " in r["label"] else (
-                f" (p = {r['p_value']:.3f}" + ("" if r.get("p_holm") is None else f", Holm {r['p_holm']:.3f}") + ")")
+                f" (p = {fmt_p(r['p_value'])}" + ("" if r.get("p_holm") is None else f", Holm {fmt_p(r['p_holm'])}") + ")")
             lines.append(f"- **{r['model']}**: {r['label']}{p}. First sink in {r['leading_layers'] or 'no layer'}"
                          f" at {fmt_tokens(r['lead_tokens'])}"
                          + ("" if r["lead_ratio"] is None else

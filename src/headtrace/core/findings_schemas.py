@@ -84,7 +84,9 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "runner_up": pl.String,
         "p_vs_runner_up": pl.Float64,  # largest paired-permutation p of best vs each alternative
         "pairwise": pl.String,  # "vs <order>: <score difference> (p = ...)" for each alternative
-        "p_holm": pl.Float64,  # p_value, Holm-corrected over every spread test of the run
+        "p_holm": pl.Float64,  # p_value, Holm-corrected within its family (findings.spread_families)
+        "holm_family": pl.String,  # the family stated before the run (a model no family names: its own)
+        "holm_m": pl.Int32,  # the family's stated size (its untested members count as p = 1)
     },
     # Induction circuit size and specialized-head fraction per revision.
     "circuit_size": {

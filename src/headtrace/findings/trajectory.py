@@ -29,6 +29,7 @@ from headtrace.core.tables import SCHEMAS, conform
 from headtrace.findings import order as milestone_order
 
 KEY = ["model", "revision", "tokens", "layer", "head"]
+ONE_CHECKPOINT = "one checkpoint"  # F2's shape of a model screened at one revision: no trajectory
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,6 +138,9 @@ def f2_shape(f2: pl.DataFrame, sharp_share: float = 0.5, fraction: str = "bos_fr
     labels the *resolved* shape. On the published panel the shares are far from 0.5 on both sides
     (OLMo ~0.8; Pythia and OLMoE ~0.3-0.4), so the label does not hinge on the threshold.
     ``monotone`` = no decrease between adjacent revisions (exact counts, no tolerance).
+    **"one checkpoint"** (``ONE_CHECKPOINT``) for a model screened at a single revision: it has a
+    fraction (``first_fraction`` = ``final_fraction``) but no trajectory, so no shape, rise, jump or
+    monotonicity (all null), not "no rise".
     """
     rows = []
     for model, g in _ordered(f2).sort("model", "rev_index").group_by("model", maintain_order=True):
@@ -152,12 +156,14 @@ def f2_shape(f2: pl.DataFrame, sharp_share: float = 0.5, fraction: str = "bos_fr
         share = (jump / rise) if (jump is not None and rise and rise > 0) else None
         shape = "no rise" if (rise is None or rise <= 0) else (
             "sharp transition" if share is not None and share >= sharp_share else "gradual ramp")
+        if len(fr) == 1:  # no trajectory: nothing rose or fell
+            rise, shape = None, ONE_CHECKPOINT
         rows.append(dict(model=model[0], n_revisions=len(fr), first_fraction=fr[0] if fr else None,
                          final_fraction=fr[-1] if fr else None, max_fraction=max(fr) if fr else None,
                          largest_jump_pp=None if jump is None else 100 * jump,
                          jump_from_revision=frm, jump_to_revision=to, jump_from_tokens=ft,
                          jump_to_tokens=tt, rise_pp=None if rise is None else 100 * rise,
-                         jump_share=share, monotone=all(d >= 0 for d in diffs), shape=shape))
+                         jump_share=share, monotone=all(d >= 0 for d in diffs) if diffs else None, shape=shape))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f2_shape"]), "f2_shape")
 
 

@@ -86,11 +86,18 @@ def _f2_section(F: dict, traj: pl.DataFrame, class_threshold: float, sharp_share
     sh = F["f2_shape"]
     rows = [[r["model"], _pct(r["first_fraction"]), _pct(r["final_fraction"]),
              "—" if r["largest_jump_pp"] is None else f"+{r['largest_jump_pp']:.1f} pp",
+             "—" if r["jump_from_revision"] is None else
              f"{fmt_tokens(r['jump_from_tokens'])} → {fmt_tokens(r['jump_to_tokens'])}",
              "—" if r["jump_share"] is None else f"{r['jump_share']:.2f}",
-             "yes" if r["monotone"] else "no", f"**{r['shape']}**"] for r in sh.iter_rows(named=True)]
+             "—" if r["monotone"] is None else "yes" if r["monotone"] else "no", f"**{r['shape']}**"]
+            for r in sh.iter_rows(named=True)]
     text.append(_md(["model", "first", "final", "largest adjacent jump", "between", "jump / rise",
                      "monotone", "shape"], rows) + "\n")
+    single = [r["model"] for r in sh.iter_rows(named=True) if r["shape"] == T.ONE_CHECKPOINT]
+    if single:
+        text.append(f"*{T.ONE_CHECKPOINT}*: {', '.join(single)} {'was' if len(single) == 1 else 'were'} screened at "
+                    "a single revision, so there is a fraction but no trajectory: no shape, no rise, and no sink "
+                    "onset (Finding 2b), and no test of an order.\n")
     # data-driven note on non-monotone trajectories
     notes = []
     for m in models:
@@ -117,7 +124,9 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
             "Spearman ρ of onset with distance from the network's middle layer (ρ_middle > 0: middle-out) and with "
             "depth (ρ_depth > 0: bottom-up, < 0: top-down). *p*: max-T permutation test of the best of the three "
             f"orders ({n_permutations} seeded permutations), which rejects only that onsets are exchangeable across "
-            "layers; *p (Holm)*: corrected over every spread test in this run. An order is named only when p (Holm) "
+            "layers; *p (Holm)*: corrected within its family, stated before the run (`findings.spread_families`; a "
+            "model no family names is a family of its own two tests; a member without a p counts as p = 1), so "
+            "adding a model never moves another model's p. An order is named only when p (Holm) "
             f"≤ α = {alpha:g} **and** it beats each alternative order, paired on the same permutations (*pairwise*); "
             "when only the first holds: *onsets are not exchangeable across layers*; else *no clear order*.\n"]
     for m in on["model"].unique(maintain_order=True).to_list():
@@ -130,14 +139,22 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
     rows, lines = [], []
     for r in sp.iter_rows(named=True):
         f = (lambda x: "—" if x is None else f"{x:+.2f}")
-        rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
+        rows.append([r["model"], r["onset"], "—" if r["middle_layer"] is None else f"{r['middle_layer']:g}",
+                     r["leading_layers"] or "—",
                      EC.tokens_or_dash(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
                      r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
                      "—" if r["p_value"] is None else fmt_p(r["p_value"]),
-                     "—" if r.get("p_holm") is None else fmt_p(r["p_holm"]),
+                     "—" if r.get("p_holm") is None else
+                     f"{fmt_p(r['p_holm'])} ({r.get('holm_family')}, {r.get('holm_m')} tests)",
                      "—" if not r.get("best_order") else f"{r['best_order']}: {r.get('pairwise') or '—'}",
                      f"**{r['label']}**"])
-        if r["onset"] == "first" and not r["leading_layers"]:
+        if r["onset"] == "first" and r["label"] == T.ONE_CHECKPOINT:
+            fam = r.get("holm_family")
+            lines.append(f"- **{r['model']}**: {T.ONE_CHECKPOINT}: no onset (a sink's onset needs a revision "
+                         "before it), so no order to test"
+                         + (f"; its family {fam} counts its tests as untested (p = 1)." if fam and fam != r["model"]
+                            else "; it is in no other model's Holm family."))
+        elif r["onset"] == "first" and not r["leading_layers"]:
             lines.append(EC.no_sink_line(r))
         elif r["onset"] == "first":
             never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""

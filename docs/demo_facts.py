@@ -89,12 +89,19 @@ def verdict_facts(v: pl.DataFrame) -> dict[str, str]:
 
 
 def first_token_facts(f1: pl.DataFrame) -> dict[str, str]:
-    """Per model, its first-token heads at its last revision: 'k of n (x%)'."""
+    """Per model, its first-token heads at its last revision: 'k of n (x%)'; of those, the heads with at
+    least key0_mass of their attention on key 0: 'j of k' (where recorded); the largest first-token
+    selectivity in layers 0-1 at any revision: '1.74×' (where recorded)."""
     out = {}
     for (model,), g in f1.group_by("model", maintain_order=True):
         last = g.filter(pl.col("tokens") == g["tokens"].max())
         k, n = int(last["n_first_token"].sum()), int(last["n_heads"].sum())
         out[f"{model}.first_token"] = f"{k} of {n} ({_pct(k / n)})"
+        if "n_first_token_key0" in last.columns and not last["n_first_token_key0"].null_count():
+            out[f"{model}.first_token_key0"] = f"{int(last['n_first_token_key0'].sum())} of {k}"
+        floor = g.filter(pl.col("layer").is_in([0, 1]))
+        if "max_sel_first_token" in floor.columns and floor["max_sel_first_token"].drop_nulls().len():
+            out[f"{model}.floor_max_sel"] = f"{floor['max_sel_first_token'].max():.3g}×"
     return out
 
 

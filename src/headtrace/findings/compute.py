@@ -9,6 +9,7 @@ from headtrace.findings.trajectory import (
     FIRST_TOKEN_FRACTIONS,
     GAPS,
     INDUCTION_COUNTS,
+    KEY0_MASS,
     circuit_size,
     f1_bos_floor,
     f1_floor_holds,
@@ -26,18 +27,19 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
                  pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
                  spread_permutations: int = 10000, spread_seed: int = 0, spread_families=None,
                  induction_counts=INDUCTION_COUNTS, first_token_fractions=FIRST_TOKEN_FRACTIONS,
-                 gaps=GAPS) -> dict[str, pl.DataFrame]:
+                 gaps=GAPS, key0_mass: float = KEY0_MASS) -> dict[str, pl.DataFrame]:
     """Every findings table by schema name (``found_threshold`` defaults to ``class_threshold``;
     ``induction_counts`` / ``first_token_fractions``: the F3 milestones; ``gaps``: the (later,
     earlier) milestone pairs of ``f3_gaps``;
     ``spread_*``: the F2b layer-spread test, ``layer_onset.f2_layer_spread`` (``spread_families``: its
-    Holm families, stated before the run); ``pr_rise_*``: F5, ``spectral_lead``).
+    Holm families, stated before the run); ``pr_rise_*``: F5, ``spectral_lead``; ``key0_mass``: F1's
+    second count, first-token heads with at least this share of their attention on key 0).
     A model screened at one revision gets F1's counts and a fraction, and no test of a trajectory: its F2
     shape and F2b spread read "one checkpoint" and it is in no Holm family (its F3 milestones are met,
     or not, at that revision: left-censored)."""
-    f1 = f1_bos_floor(traj, class_threshold)
+    f1 = f1_bos_floor(traj, class_threshold, key0_mass)
     onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)
-    f2 = f2_bos_fraction(traj, class_threshold)
+    f2 = f2_bos_fraction(traj, class_threshold, key0_mass)
     ms = f3_milestones(traj, class_threshold, induction_threshold, tuple(induction_counts),
                        tuple(first_token_fractions))
     rec = f4_recall(traj, induction_threshold, class_threshold if found_threshold is None else found_threshold)

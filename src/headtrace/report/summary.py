@@ -21,7 +21,7 @@ from headtrace.models import provenance
 from headtrace.report import copying
 from headtrace.report import empty_case as EC
 from headtrace.report import first_screen as FS
-from headtrace.report.format import fmt_bound, fmt_tokens
+from headtrace.report.format import fmt_bound, fmt_ratio, fmt_tokens
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -45,8 +45,11 @@ def _models(traj: pl.DataFrame) -> list[str]:
 
 def _f1_section(F: dict, traj: pl.DataFrame, class_threshold: float) -> str:
     parts = [f"## Finding 1: zero first-token (BOS) floor in layers 0–1\n\n"
-             f"First-token head = `sel_first_token ≥ {class_threshold:g}×` whatever its best class. "
-             "Per-layer counts (first-token heads / heads in the layer) at every revision:\n"]
+             f"First-token head = `sel_first_token ≥ {class_threshold:g}×` whatever its best class (the paper's "
+             "definition, a ratio to the baseline). Per-layer counts (first-token heads / heads in the layer) at "
+             "every revision; in brackets, where the screen recorded attention masses, how many of those heads also "
+             "put at least Gu et al.'s ε of their attention on key 0 at the probe's query (`n_first_token_key0`; "
+             "ε = `key0_mass`):\n"]
     f1 = F["f1_bos_floor"]
     for m in _models(traj):
         g = f1.filter(pl.col("model") == m)
@@ -55,14 +58,20 @@ def _f1_section(F: dict, traj: pl.DataFrame, class_threshold: float) -> str:
         rows = []
         for rev, tok in zip(revs["revision"], revs["tokens"]):
             r = g.filter(pl.col("revision") == rev)
-            cnt = dict(zip(r["layer"].to_list(), zip(r["n_first_token"].to_list(), r["n_heads"].to_list())))
-            rows.append([rev, fmt_tokens(tok)] + [f"{cnt[l][0]}/{cnt[l][1]}" if l in cnt else "—" for l in layers])
+            key0 = r["n_first_token_key0"].to_list() if "n_first_token_key0" in r.columns else [None] * r.height
+            cnt = dict(zip(r["layer"].to_list(), zip(r["n_first_token"].to_list(), r["n_heads"].to_list(), key0)))
+            rows.append([rev, fmt_tokens(tok)] + [
+                (f"{cnt[l][0]}/{cnt[l][1]}" + ("" if cnt[l][2] is None else f" [{cnt[l][2]}]")) if l in cnt else "—"
+                for l in layers])
         parts.append(f"**{m}:**\n\n" + _md(["revision", "tokens"] + [f"L{l}" for l in layers], rows) + "\n")
     fl = F["f1_floor"]
     rows = [[r["model"], r["floor_layers"], str(r["n_revisions"]), str(r["max_first_token"]),
-             "yes" if r["floor_holds"] else "**no**"] for r in fl.iter_rows(named=True)]
-    parts.append("Floor check:\n\n" + _md(["model", "layers", "revisions", "max first-token heads in those layers",
-                                            "zero at every revision"], rows) + "\n")
+             "—" if r.get("max_sel_first_token") is None else fmt_ratio(r["max_sel_first_token"], sig=3),
+             ("yes" if r["floor_holds"] else "**no**") + (" (one checkpoint)" if r["n_revisions"] == 1 else "")]
+            for r in fl.iter_rows(named=True)]
+    parts.append("Floor check (a model screened at one revision is checked at that checkpoint only, on one synthetic "
+                 "probe):\n\n" + _md(["model", "layers", "revisions", "max first-token heads in those layers",
+                                       "largest first-token selectivity there", "zero at every revision"], rows) + "\n")
     return "\n".join(parts)
 
 

@@ -132,7 +132,10 @@ def test_adding_a_model_never_moves_another_model_s_p():
 def test_one_checkpoint_has_no_shape_no_onset_and_no_test():
     """A model screened at one revision: F1's counts and a fraction, but F2's shape is "one checkpoint"
     (not "no rise"), it has no f2_layer_onset rows, and its spread rows carry no statistic."""
-    F = all_findings(_panel(("one", MIDDLE_OUT, 1), ("full", MIDDLE_OUT, N_REV)))
+    t = _panel(("one", MIDDLE_OUT, 1), ("full", MIDDLE_OUT, N_REV))
+    t = t.with_columns(sel_induction=pl.when((pl.col("layer") == 5) & (pl.col("head") == 0)).then(80.0)
+                       .otherwise(pl.col("sel_induction")))  # a one-head induction circuit at every revision
+    F = all_findings(t)
     shape = {r["model"]: r for r in F["f2_shape"].iter_rows(named=True)}
     one = shape["one"]
     assert one["shape"] == "one checkpoint" and one["n_revisions"] == 1
@@ -144,8 +147,13 @@ def test_one_checkpoint_has_no_shape_no_onset_and_no_test():
     assert sp.height == 2 and sp["label"].to_list() == ["one checkpoint"] * 2
     for col in ("p_value", "p_holm", "rho_middle", "rho_depth", "best_order", "middle_layer"):
         assert sp[col].is_null().all(), col
-    # F1 still counts it
+    # F1 still counts it; F4 has no convergence milestone to give (recall at its own revision is 100% by
+    # construction)
     assert F["f1_floor"].filter(pl.col("model") == "one")["n_revisions"][0] == 1
+    rm = F["f4_recall_milestones"].filter(pl.col("model") == "one")
+    assert rm.height == 3 and rm["revision"].is_null().all() and rm["token_share"].is_null().all()
+    assert F["f4_recall"].filter(pl.col("model") == "one")["recall"].to_list() == [1.0]
+    assert F["f4_recall_milestones"].filter(pl.col("model") == "full")["revision"].is_not_null().all()
 
 
 def test_onset_table_first_and_half():

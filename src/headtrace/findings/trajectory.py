@@ -402,13 +402,15 @@ def f4_recall(traj: pl.DataFrame, induction_threshold: float = 50.0,
 
 def f4_recall_milestones(recall: pl.DataFrame, levels: tuple[float, ...] = (1 / 3, 2 / 3, 1.0)) -> pl.DataFrame:
     """Per model x level: first revision whose recall >= level (1e-9 tolerance), its tokens, the
-    final revision's tokens and the share of final tokens (tokens / final tokens)."""
+    final revision's tokens and the share of final tokens (tokens / final tokens). A model screened
+    at one revision has none (revision, tokens and share null): its final circuit's recall at that
+    revision is 100% by construction, not early convergence."""
     o = _ordered(recall).sort("model", "rev_index")
     rows = []
     for (model,), g in o.group_by("model", maintain_order=True):
         final_tokens = g["tokens"][-1]
         for lv in levels:
-            hit = g.filter(pl.col("recall") >= lv - 1e-9).head(1)
+            hit = g.filter(pl.col("recall") >= lv - 1e-9).head(1 if g.height > 1 else 0)
             tok = hit["tokens"][0] if hit.height else None
             share = (tok / final_tokens) if (tok is not None and final_tokens) else None
             rows.append(dict(model=model, level=float(lv), level_label=f"{round(100 * lv)}%",

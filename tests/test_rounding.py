@@ -43,3 +43,13 @@ def test_the_agreement_p_is_rounded_up():
     """Two identical 1-head sets of a 12-head layer: P = 1/12, printed 0.084 (not 0.083, the nearest)."""
     row = {"jaccard": 1.0, "null_mean": 1 / 12, "beyond_chance": False, "p_value": 1 / 12}
     assert agreement.verdict(row).endswith("P = 0.084)")
+
+
+def test_the_group_page_s_tables_round_p_up_and_bounds_outward():
+    import polars as pl
+
+    from headtrace.report import group_html
+    html = group_html._table(pl.DataFrame({"p_value": [1 / 12], "gap_lo": [5.13456], "gap_hi": [26.4321],
+                                           "jaccard": [0.66666]}), ["p_value", "gap_lo", "gap_hi", "jaccard"])
+    assert "<td>0.084</td>" in html and "<td>5.134</td>" in html and "<td>26.44</td>" in html
+    assert "<td>0.6667</td>" in html  # a point value: the nearest

@@ -131,3 +131,17 @@ def test_the_floor_of_one_checkpoint_is_said_as_what_it_is():
     s = FT.sentence([("one", ft), ("traj", FT.of({"f1_bos_floor": f1b, "f1_floor": fb}, "traj"))])
     assert "at this one checkpoint (instruct-q4_1), on one synthetic probe" in s and "none in layers 0–1 at any revision" in s
     assert "where there are any" not in s
+
+
+def test_summary_prints_the_key0_count_beside_each_count():
+    """summary.md's F1 per-layer table and F2 fraction table carry the key-0 count in brackets."""
+    from headtrace.findings import trajectory as T
+    from headtrace.report import summary
+    screen = _screen_rows([(0, 0, 1.74, 0.02), (0, 1, 1.0, 0.5), (2, 0, 54.0, 0.0054), (2, 1, 80.0, 0.64)])
+    traj = T.assemble([screen], [])
+    f1 = T.f1_bos_floor(traj)
+    F = {"f1_bos_floor": f1, "f1_floor": T.f1_floor_holds(f1), "f2_bos_fraction": T.f2_bos_fraction(traj),
+         "f2_shape": T.f2_shape(T.f2_bos_fraction(traj))}
+    f1_text = summary._f1_section(F, traj, 30.0)
+    assert "| r | 100 | 0/2 [0] | 2/2 [1] |" in f1_text and "1.74×" in f1_text and "(one checkpoint)" in f1_text
+    assert "| 100 | 50.0% (50.0%) [25.0%] |" in summary._f2_section(F, traj, 30.0, 0.5)

@@ -84,11 +84,15 @@ def _f2_section(F: dict, traj: pl.DataFrame, class_threshold: float, sharp_share
         row = [fmt_tokens(t)]
         for m in models:
             r = f2.filter((pl.col("model") == m) & (pl.col("tokens") == t))
-            row.append(f"{_pct(r['bos_fraction'][0])} ({_pct(r['bos_fraction_best_class'][0])})" if r.height else "—")
+            key0 = r["n_first_token_key0"][0] if r.height and "n_first_token_key0" in r.columns else None
+            row.append((f"{_pct(r['bos_fraction'][0])} ({_pct(r['bos_fraction_best_class'][0])})"
+                        + ("" if key0 is None else f" [{_pct(key0 / r['n_heads'][0])}]")) if r.height else "—")
         rows.append(row)
     text = [f"## Finding 2: first-token (BOS) fraction over training\n\n"
             f"Whole-model fraction of heads with `sel_first_token ≥ {class_threshold:g}×` "
-            "(in parentheses: heads whose *best class* is first-token). One row per checkpoint token count.\n",
+            "(in parentheses: heads whose *best class* is first-token; in brackets, where attention masses were "
+            "recorded: first-token heads that also put at least `key0_mass` of their attention on key 0). One row "
+            "per checkpoint token count.\n",
             _md(["tokens"] + models, rows) + "\n",
             f"Shape (rule: *sharp transition* when one adjacent-checkpoint step carries ≥ {sharp_share:g} of "
             "the whole rise first → final, else *gradual ramp*):\n"]

@@ -35,7 +35,7 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
     Holm families, stated before the run); ``pr_rise_*``: F5, ``spectral_lead``; ``key0_mass``: F1's
     second count, first-token heads with at least this share of their attention on key 0).
     A model screened at one revision gets F1's counts and a fraction, and no test of a trajectory: its F2
-    shape and F2b spread read "one checkpoint", it is in no Holm family and it has no F4 recall
+    shape and F2b spread read "one checkpoint", it has no p in any Holm family and it has no F4 recall
     milestone (its F3 milestones are met, or not, at that revision: left-censored)."""
     f1 = f1_bos_floor(traj, class_threshold, key0_mass)
     onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)

@@ -55,7 +55,8 @@ The rule (fixed by argument before it was run on any data; it has no tuned const
 **One checkpoint** (``single_checkpoint``): a model screened at a single revision has no onset (an
 onset is the first revision *after* one without; with one revision there is none before it) and no
 order to test. It gets no ``f2_layer_onset`` rows, one ``f2_layer_spread`` row per onset kind labelled
-``"one checkpoint"`` with every statistic null, and it is in no Holm family of another model.
+``"one checkpoint"`` with every statistic null, and it takes part in no test (a family that names it
+counts its tests as untested, p = 1, as for any member without a p).
 
 What it can and cannot decide: with 10 checkpoints many layers share an onset revision (ties), so
 the test sees a coarse ranking; a named order says that order fits better than the other two by more

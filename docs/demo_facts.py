@@ -31,6 +31,8 @@ from pathlib import Path
 
 import polars as pl
 
+from headtrace.core.rounding import fmt_p
+
 ROOT = Path(__file__).resolve().parents[1]
 FACTS = ROOT / "docs" / "demo-facts.json"
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -49,12 +51,12 @@ def _outward(lo: float, hi: float, digits: int = 2) -> str:
 
 def _p(row: dict) -> str:
     """'1/40' when p is the smallest its reference set allows (1/N over all N sets, 1/(M + 1) over M draws),
-    else p rounded up to 3 decimals."""
+    else p rounded up (:func:`headtrace.core.rounding.fmt_p`, the one rule for a printed p)."""
     p, n = row["p_value"], row["n_random"] or row["n_distinct_draws"]
     smallest = n if row.get("control_exact") else n + 1
     if n and abs(p - 1 / smallest) < 1e-12:
         return f"1/{smallest}"
-    return f"{math.ceil(p * 1000 - 1e-9) / 1000:.3f}"
+    return fmt_p(p)
 
 
 def _sets(row: dict) -> str:
@@ -102,17 +104,24 @@ def verdict_facts(v: pl.DataFrame) -> dict[str, str]:
         if r.get("second_method"):
             out[k + "second_verdict"] = f"{r['second_method']}: {r['second_verdict']}"
             if r.get("second_p_value") is not None:
-                out[k + "second_p"] = f"{math.ceil(r['second_p_value'] * 1000 - 1e-9) / 1000:.3f}"
+                out[k + "second_p"] = fmt_p(r["second_p_value"])
     return out
 
 
 def first_token_facts(f1: pl.DataFrame) -> dict[str, str]:
-    """Per model, its first-token heads at its last revision: 'k of n (x%)'."""
+    """Per model, its first-token heads at its last revision: 'k of n (x%)'; of those, the heads with at
+    least key0_mass of their attention on key 0: 'j of k' (where recorded); the largest first-token
+    selectivity in layers 0-1 at any revision: '1.74×' (where recorded)."""
     out = {}
     for (model,), g in f1.group_by("model", maintain_order=True):
         last = g.filter(pl.col("tokens") == g["tokens"].max())
         k, n = int(last["n_first_token"].sum()), int(last["n_heads"].sum())
         out[f"{model}.first_token"] = f"{k} of {n} ({_pct(k / n)})"
+        if "n_first_token_key0" in last.columns and not last["n_first_token_key0"].null_count():
+            out[f"{model}.first_token_key0"] = f"{int(last['n_first_token_key0'].sum())} of {k}"
+        floor = g.filter(pl.col("layer").is_in([0, 1]))
+        if "max_sel_first_token" in floor.columns and floor["max_sel_first_token"].drop_nulls().len():
+            out[f"{model}.floor_max_sel"] = f"{floor['max_sel_first_token'].max():.3g}×"
     return out
 
 

@@ -249,7 +249,8 @@ def test_demo_facts_are_read_from_the_tables(tmp_path):
     pl.DataFrame([ce]).write_parquet(tmp_path / "cells" / "m" / "r1" / "verdict.parquet")
     (tmp_path / "findings" / "measures").mkdir(parents=True)
     pl.DataFrame(dict(model=["m"] * 4, revision=["r1", "r1", "r2", "r2"], tokens=[100, 100, 200, 200],
-                      layer=[0, 1, 0, 1], n_first_token=[0, 1, 0, 3], n_heads=[4] * 4)
+                      layer=[0, 1, 0, 1], n_first_token=[0, 1, 0, 3], n_heads=[4] * 4,
+                      n_first_token_key0=[0, 1, 0, 2], max_sel_first_token=[1.2, 31.0, 1.7437, 40.0])
                  ).write_parquet(tmp_path / "findings" / "f1_bos_floor.parquet")
     pl.DataFrame(dict(model=["m", "m"], revision=["r2", "r1"], tokens=[200, 100], n_induction_circuit=[2, 0])
                  ).write_parquet(tmp_path / "findings" / "circuit_size.parquet")
@@ -261,6 +262,7 @@ def test_demo_facts_are_read_from_the_tables(tmp_path):
     assert f["m.circuit"] == "L1H0, L1H2" and f["m.verdict"] == "causal" and f["m.top1"] == "68.8% → 18.8%"
     assert f["m.effect"] == "50.0 pp [43.1, 56.9]" and f["m.p"] == "1/71" and f["m.sets"] == "70 of 70"
     assert f["m.first_token"] == "3 of 8 (37.5%)" and f["m.circuit_sizes"] == "0, 2" and f["m.text_sink"] == "25.0%"
+    assert f["m.first_token_key0"] == "2 of 3" and f["m.floor_max_sel"] == "40×"  # layers 0-1, any revision
     # a cross-entropy row: nats, the interval outward, a p that is no fraction rounded up
     v = D.verdict_facts(pl.DataFrame([ce]))
     assert v["m.effect"] == "2.92 nats [2.18, 3.70]" and v["m.ce"] == "8.29 to 11.21" and v["m.p"] == "0.015"

@@ -77,16 +77,83 @@ def test_middle_is_the_network_middle_and_orders_must_beat_each_alternative():
     assert s["label"].startswith(LO.NOT_EXCHANGEABLE) and "p = " in s["label"]
 
 
-def test_holm_over_the_run():
+def test_holm_over_a_stated_family():
     h = LO.holm([0.01, 0.04, None, 0.03])
     assert h[0] == pytest.approx(0.03) and h[3] == pytest.approx(0.06) and h[1] == pytest.approx(0.06) and h[2] is None
-    # one call = one family: the same model's label weakens when more tests share the run
-    t1 = traj_from_onsets(MIDDLE_OUT, n_layers=16)
-    alone = LO.f2_layer_spread(LO.f2_layer_onset(t1))
-    many = pl.concat([traj_from_onsets(MIDDLE_OUT, n_layers=16, model=f"m{i}") for i in range(3)])
-    run = LO.f2_layer_spread(LO.f2_layer_onset(many))
-    assert run["p_holm"].max() >= alone["p_holm"].max()
-    assert (run["p_holm"] >= run["p_value"]).all()
+    # a family stated at 5 tests, 3 of them with a p: the other two count as p = 1
+    h5 = LO.holm([0.01, 0.04, None, 0.03], m=5)
+    assert h5[0] == pytest.approx(0.05) and h5[3] == pytest.approx(0.12) and h5[1] == pytest.approx(0.12)
+    with pytest.raises(ValueError):
+        LO.holm([0.01, 0.02, 0.03], m=2)
+
+
+def _panel(*specs):
+    """A run of models, each (name, onsets, n_revisions): the onsets of traj_from_onsets on 16 layers, the
+    model screened at its last n revisions."""
+    runs = []
+    for name, onsets, n in specs:
+        t = traj_from_onsets(onsets, half={l: v + 1 for l, v in onsets.items() if v < N_REV - 1}, model=name,
+                             n_layers=16)
+        keep = [f"step{10 ** r}" for r in range(N_REV - n, N_REV)]
+        runs.append(t.filter(pl.col("revision").is_in(keep)))
+    return pl.concat(runs)
+
+
+def _p_holm(F):
+    return {(r["model"], r["onset"]): r["p_holm"] for r in F["f2_layer_spread"].iter_rows(named=True)}
+
+
+def test_adding_a_model_never_moves_another_model_s_p():
+    """Issue 49: a one-checkpoint model joined the run's Holm family and moved OLMoE's p from 0.0498 to
+    0.058. The family is now stated before the run: adding a one-checkpoint model, or another model, leaves
+    every other model's p_holm as it was, to the last digit."""
+    families = {"panel": ["a", "b", "c"]}
+    base = all_findings(_panel(("a", MIDDLE_OUT, N_REV), ("b", TOP_DOWN, N_REV), ("c", SHUFFLED, N_REV),
+                               ("own", BOTTOM_UP, N_REV)), spread_families=families)
+    more = all_findings(_panel(("a", MIDDLE_OUT, N_REV), ("b", TOP_DOWN, N_REV), ("c", SHUFFLED, N_REV),
+                               ("own", BOTTOM_UP, N_REV), ("one", MIDDLE_OUT, 1), ("new", TOP_DOWN, N_REV)),
+                        spread_families=families)
+    before, after = _p_holm(base), _p_holm(more)
+    assert all(p is not None for p in before.values())
+    assert {k: after[k] for k in before} == before
+    sp = more["f2_layer_spread"]
+    fam = {r["model"]: (r["holm_family"], r["holm_m"]) for r in sp.iter_rows(named=True)}
+    assert fam["a"] == fam["b"] == fam["c"] == ("panel", 6) and fam["own"] == ("own", 2) and fam["new"] == ("new", 2)
+    # the one-checkpoint model has no p and takes no part in a test
+    one = sp.filter(pl.col("model") == "one")
+    assert one["label"].to_list() == [LO.ONE_CHECKPOINT] * 2 and one["p_value"].is_null().all()
+    assert one["p_holm"].is_null().all()
+    # a stated member missing from the run counts as untested (p = 1): the family keeps its size
+    two = all_findings(_panel(("a", MIDDLE_OUT, N_REV), ("b", TOP_DOWN, N_REV)), spread_families=families)
+    ps = [r["p_value"] for r in two["f2_layer_spread"].iter_rows(named=True)]
+    assert list(_p_holm(two).values()) == LO.holm(ps, m=6)
+
+
+def test_one_checkpoint_has_no_shape_no_onset_and_no_test():
+    """A model screened at one revision: F1's counts and a fraction, but F2's shape is "one checkpoint"
+    (not "no rise"), it has no f2_layer_onset rows, and its spread rows carry no statistic."""
+    t = _panel(("one", MIDDLE_OUT, 1), ("full", MIDDLE_OUT, N_REV))
+    t = t.with_columns(sel_induction=pl.when((pl.col("layer") == 5) & (pl.col("head") == 0)).then(80.0)
+                       .otherwise(pl.col("sel_induction")))  # a one-head induction circuit at every revision
+    F = all_findings(t)
+    shape = {r["model"]: r for r in F["f2_shape"].iter_rows(named=True)}
+    one = shape["one"]
+    assert one["shape"] == "one checkpoint" and one["n_revisions"] == 1
+    assert one["rise_pp"] is None and one["largest_jump_pp"] is None and one["monotone"] is None
+    assert one["jump_from_revision"] is None and one["first_fraction"] == one["final_fraction"] > 0
+    assert shape["full"]["shape"] != "one checkpoint"
+    assert "one" not in F["f2_layer_onset"]["model"].to_list()
+    sp = F["f2_layer_spread"].filter(pl.col("model") == "one")
+    assert sp.height == 2 and sp["label"].to_list() == ["one checkpoint"] * 2
+    for col in ("p_value", "p_holm", "rho_middle", "rho_depth", "best_order", "middle_layer"):
+        assert sp[col].is_null().all(), col
+    # F1 still counts it; F4 has no convergence milestone to give (recall at its own revision is 100% by
+    # construction)
+    assert F["f1_floor"].filter(pl.col("model") == "one")["n_revisions"][0] == 1
+    rm = F["f4_recall_milestones"].filter(pl.col("model") == "one")
+    assert rm.height == 3 and rm["revision"].is_null().all() and rm["token_share"].is_null().all()
+    assert F["f4_recall"].filter(pl.col("model") == "one")["recall"].to_list() == [1.0]
+    assert F["f4_recall_milestones"].filter(pl.col("model") == "full")["revision"].is_not_null().all()
 
 
 def test_onset_table_first_and_half():
@@ -138,7 +205,8 @@ def test_spread_is_deterministic_by_seed_and_alpha_is_an_argument():
 @pytest.fixture(scope="module")
 def published() -> dict:
     screens, prs = zip(*(R.import_model(None, m) for m in R.PUBLISHED))
-    return all_findings(T.assemble(list(screens), list(prs)))
+    # the published panel's Holm family, as config/reference-panel.yaml states it: 3 models x 2 onsets
+    return all_findings(T.assemble(list(screens), list(prs)), spread_families={"published": list(R.PUBLISHED)})
 
 
 def _layer(F, model, layer):
@@ -188,3 +256,23 @@ def test_published_spread(published):
     assert half["olmoe"]["p_holm"] <= 0.05 and half["olmoe"]["p_vs_runner_up"] > 0.05
     assert half["olmoe"]["label"].startswith("onsets are not exchangeable across layers")
     assert half["olmo"]["label"] == half["pythia1b"]["label"] == "no clear order"
+
+
+def test_a_model_in_two_families_is_an_error():
+    """A model belongs to one Holm family at most: in the findings and, earlier, in the config check."""
+    import copy
+    from pathlib import Path
+
+    import yaml
+
+    from headtrace import experiments
+    from headtrace.panel import config as panel
+    on = LO.f2_layer_onset(traj_from_onsets(MIDDLE_OUT))
+    with pytest.raises(ValueError, match="one family at most"):
+        LO.f2_layer_spread(on, families={"x": ["m"], "y": ["m"]})
+    root = Path(__file__).resolve().parents[1]
+    cfg = experiments.expand_models(copy.deepcopy(yaml.safe_load((root / "config" / "config.yaml").read_text())))
+    panel.check(cfg)  # the shipped family passes
+    cfg["findings"]["spread_families"]["again"] = ["olmo-1b-0724-published"]
+    with pytest.raises(panel.ConfigError, match="one family at most"):
+        panel.check(cfg)

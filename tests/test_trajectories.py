@@ -300,7 +300,7 @@ def test_toy_f1_f2():
 def _f2(fr, model="m"):
     return pl.DataFrame({"model": model, "revision": [f"step{i}" for i in range(len(fr))],
                          "tokens": [10 ** (i + 6) for i in range(len(fr))], "n_first_token": 0,
-                         "n_heads": 100, "n_first_token_best_class": 0, "bos_fraction": fr,
+                         "n_heads": 100, "n_first_token_best_class": 0, "n_first_token_key0": None, "bos_fraction": fr,
                          "bos_fraction_best_class": fr}).pipe(conform, "f2_bos_fraction")
 
 

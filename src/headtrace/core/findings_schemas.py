@@ -17,6 +17,11 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_first_token": pl.Int32,
         "n_heads": pl.Int32,
         "n_first_token_best_class": pl.Int32,
+        # of n_first_token, those that also put >= key0_mass (Gu et al.'s eps, 0.3) of their attention on
+        # key 0 at the probe's query (attn_first_token); null where the screen recorded no attention mass
+        "n_first_token_key0": pl.Int32,
+        "key0_mass": pl.Float64,  # that share of attention (findings.key0_mass)
+        "max_sel_first_token": pl.Float64,  # the layer's largest first-token selectivity
     },
     # F1: per model, whether the floor layers (0, 1) have zero first-token heads at every revision.
     "f1_floor": {
@@ -25,6 +30,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "max_first_token": pl.Int32,
         "floor_layers": pl.String,
         "floor_holds": pl.Boolean,
+        "max_sel_first_token": pl.Float64,  # the largest first-token selectivity in those layers, any revision
     },
     # F2: whole-model first-token fraction (0-1) per revision.
     "f2_bos_fraction": {
@@ -32,6 +38,7 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_first_token": pl.Int32,
         "n_heads": pl.Int32,
         "n_first_token_best_class": pl.Int32,
+        "n_first_token_key0": pl.Int32,  # of n_first_token, those with >= key0_mass of attention on key 0
         "bos_fraction": pl.Float64,
         "bos_fraction_best_class": pl.Float64,
     },
@@ -84,7 +91,9 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "runner_up": pl.String,
         "p_vs_runner_up": pl.Float64,  # largest paired-permutation p of best vs each alternative
         "pairwise": pl.String,  # "vs <order>: <score difference> (p = ...)" for each alternative
-        "p_holm": pl.Float64,  # p_value, Holm-corrected over every spread test of the run
+        "p_holm": pl.Float64,  # p_value, Holm-corrected within its family (findings.spread_families)
+        "holm_family": pl.String,  # the family stated before the run (a model no family names: its own)
+        "holm_m": pl.Int32,  # the family's stated size (its untested members count as p = 1)
     },
     # Induction circuit size and specialized-head fraction per revision.
     "circuit_size": {

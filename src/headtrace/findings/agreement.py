@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from headtrace.core.heads import as_heads
+from headtrace.core.rounding import fmt_p
 
 __all__ = ["ALPHA", "hypergeom_pmf", "overlap_pmf", "jaccard_null", "heads_per_layer", "verdict"]
 
@@ -96,4 +97,4 @@ def verdict(row: Mapping) -> str:
     if row.get("null_mean") is None:
         return f"{row['jaccard']:.2f}"
     said = "beyond chance" if row["beyond_chance"] else "no more than chance"
-    return f"{row['jaccard']:.2f} (chance {row['null_mean']:.2f}; {said}, P = {row['p_value']:.2g})"
+    return f"{row['jaccard']:.2f} (chance {row['null_mean']:.2f}; {said}, P = {fmt_p(row['p_value'])})"

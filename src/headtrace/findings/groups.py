@@ -27,7 +27,7 @@ from headtrace.findings import agreement
 from headtrace.findings import order as milestone_order
 from headtrace.core.tables import SCHEMAS as SCHEMAS_GROUP
 from headtrace.core.tables import conform
-from headtrace.findings.trajectory import final_circuit, revision_order
+from headtrace.findings.trajectory import ONE_CHECKPOINT, final_circuit, revision_order
 
 INF = math.inf
 
@@ -287,7 +287,8 @@ def summary_row(group: str, members: Mapping[str, int], mem: pl.DataFrame, jac: 
     more than one member's, beside how many the circuits' sizes force to (:func:`forced_recurrence`)."""
     p = mem.filter(pl.col("present"))
     fl = p.filter(pl.col("floor_holds").is_not_null())
-    shapes = Counter(s for s in p["shape"].to_list() if s is not None)
+    # a member screened at one checkpoint has no shape to agree on (trajectory.ONE_CHECKPOINT)
+    shapes = Counter(s for s in p["shape"].to_list() if s is not None and s != ONE_CHECKPOINT)
     modal, n_modal = (shapes.most_common(1)[0] if shapes else (None, 0))
     tied = sorted(s for s, c in shapes.items() if c == n_modal)  # a tie: the first label alphabetically, said so
     js = [x for x in jac["jaccard"].to_list() if x is not None] if jac.height else []

@@ -37,15 +37,26 @@ The rule (fixed by argument before it was run on any data; it has no tuned const
    alternative's, against the same draws' differences (paired on the same permutations);
    p = (1 + #draws with difference >= observed) / (1 + n_permutations). ``p_vs_runner_up`` is the
    largest of these (the weakest comparison).
-7. **Holm correction** (``p_holm``) of the omnibus p over every spread test of the call (all models
-   x onset kinds of the run: one family; the published panel's is six tests).
+7. **Holm correction** (``p_holm``) of the omnibus p within a **family stated before the run**
+   (``families``, config ``findings.spread_families``: a name -> the models whose tests form one
+   family; the published panel's three models x two onset kinds = six tests). A model no family
+   names is a family of its own two tests. The family's size is fixed by that statement, not by what
+   the run holds: a member whose test gives no p (not in the run, no sink, every onset tied, one
+   checkpoint) counts as p = 1. So adding a model to a run never moves another model's p_holm
+   (``holm_family``, ``holm_m`` say which family and how many tests).
 8. Label = the best-scoring order (ties go to the order listed first above) only when
    ``p_holm <= alpha`` **and** it beats each alternative (every pairwise p <= alpha; an
    intersection-union test, no further correction needed); ``"onsets are not exchangeable across
    layers (p = ...)"`` when ``p_holm <= alpha`` but some alternative order fits about as well
    (``NOT_EXCHANGEABLE`` is the prefix); else ``"no clear order"``; ``"no sink"`` when no ranked
    layer reaches the onset; ``"no clear order"`` also when every ranked layer has the same onset
-   (rho undefined).
+   (rho undefined); ``"one checkpoint"`` (``ONE_CHECKPOINT``) for a model screened at one revision.
+
+**One checkpoint** (``single_checkpoint``): a model screened at a single revision has no onset (an
+onset is the first revision *after* one without; with one revision there is none before it) and no
+order to test. It gets no ``f2_layer_onset`` rows, one ``f2_layer_spread`` row per onset kind labelled
+``"one checkpoint"`` with every statistic null, and it takes part in no test (a family that names it
+counts its tests as untested, p = 1, as for any member without a p).
 
 What it can and cannot decide: with 10 checkpoints many layers share an onset revision (ties), so
 the test sees a coarse ranking; a named order says that order fits better than the other two by more
@@ -57,13 +68,15 @@ null on a 0-token leading revision).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
 from headtrace.core.revisions import training_order_key
+from headtrace.core.rounding import fmt_p
 from headtrace.core.tables import SCHEMAS, conform
-from headtrace.findings.trajectory import f1_bos_floor, with_rev_index
+from headtrace.findings.trajectory import ONE_CHECKPOINT, f1_bos_floor, with_rev_index
 
 ORDERS = ("middle-out", "bottom-up", "top-down")
 NO_ORDER, NO_SINK = "no clear order", "no sink"
@@ -71,11 +84,20 @@ NOT_EXCHANGEABLE = "onsets are not exchangeable across layers"
 ONSETS = {"first": "n_first_token >= 1", "half": "n_first_token >= 50% of n_heads"}
 
 
+def single_checkpoint_models(df: pl.DataFrame) -> list[str]:
+    """The models of ``df`` (any table with model, revision) screened at exactly one revision, in
+    order of appearance."""
+    n = df.group_by("model", maintain_order=True).agg(pl.col("revision").n_unique().alias("_n"))
+    return n.filter(pl.col("_n") == 1)["model"].to_list()
+
+
 def f2_layer_onset(traj: pl.DataFrame, class_threshold: float = 30.0,
                    f1: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per model x layer: first revision with >= 1 first-token head and with >= 50% of the layer's
-    heads first-token heads (``sel_first_token >= class_threshold``); null when never reached."""
+    heads first-token heads (``sel_first_token >= class_threshold``); null when never reached. A model
+    screened at one revision has no onset and no rows (module docstring, "One checkpoint")."""
     f1 = f1_bos_floor(traj, class_threshold) if f1 is None else f1
+    f1 = f1.filter(~pl.col("model").is_in(single_checkpoint_models(f1)))
     o = with_rev_index(f1)
     half = 2 * pl.col("n_first_token") >= pl.col("n_heads")
 
@@ -168,7 +190,7 @@ def spread_order(layers, onset, *, alpha: float = 0.05, n_permutations: int = 10
         d_null = null_scores[best] - null_scores[a]
         pa = float((1 + np.sum(d_null >= d_obs - 1e-12)) / (1 + n_permutations))
         pair[ORDERS[a]] = pa
-        parts.append(f"vs {ORDERS[a]}: {d_obs:+.2f} (p = {pa:.3f})")
+        parts.append(f"vs {ORDERS[a]}: {d_obs:+.2f} (p = {fmt_p(pa)})")
     runner = max((a for a in range(3) if a != best), key=lambda a: scores[a])
     p_pair = max(pair.values())
     label = _label(ORDERS[best], p, p_pair, alpha)
@@ -182,14 +204,18 @@ def _label(best: str | None, p: float | None, p_pair: float | None, alpha: float
         return NO_ORDER
     if p_pair is not None and p_pair <= alpha:
         return best
-    return f"{NOT_EXCHANGEABLE} (p = {p:.3g})"
+    return f"{NOT_EXCHANGEABLE} (p = {fmt_p(p)})"
 
 
-def holm(pvalues: list[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values (step-down, monotone, capped at 1); None stays None and is not
-    counted in the family."""
+def holm(pvalues: list[float | None], m: int | None = None) -> list[float | None]:
+    """Holm-adjusted p-values (step-down, monotone, capped at 1); None stays None. ``m``: the family's
+    size as stated before the run (default: the p-values given); the tests it counts beyond them are
+    taken as p = 1 (untested), which is Holm over the whole stated family."""
     idx = [i for i, p in enumerate(pvalues) if p is not None]
-    m = len(idx)
+    if m is None:
+        m = len(idx)
+    if m < len(idx):
+        raise ValueError(f"holm: a family of {m} tests cannot hold {len(idx)} p-values")
     out: list[float | None] = [None] * len(pvalues)
     running = 0.0
     for k, i in enumerate(sorted(idx, key=lambda i: pvalues[i])):
@@ -203,10 +229,16 @@ def _names(layers) -> str:
 
 
 def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1), *, alpha: float = 0.05,
-                    n_permutations: int = 10000, seed: int = 0) -> pl.DataFrame:
+                    n_permutations: int = 10000, seed: int = 0,
+                    families: Mapping[str, Sequence[str]] | None = None,
+                    single_checkpoint: Sequence[str] = ()) -> pl.DataFrame:
     """Per model x onset kind (``first``, ``half``): the spread summary of the module docstring,
-    from an ``f2_layer_onset`` table; every row of the call is one Holm family (step 7). Revision indices come from the onset table's own revisions
-    plus ``n_revisions`` (the never-reached value); a model's revisions are those of its rows."""
+    from an ``f2_layer_onset`` table. Holm (step 7) runs within each family of ``families`` (name ->
+    models, stated before the run) over its stated size; a model no family names is a family of its own
+    two tests. ``single_checkpoint``: models screened at one revision (no onset rows): a row per onset
+    kind labelled ``ONE_CHECKPOINT``, every statistic null. Revision indices come from the onset
+    table's own revisions; a model's revisions are those of its rows."""
+    family_of = _family_of(families or {})
     rows = []
     for (model,), g in onset.group_by("model", maintain_order=True):
         network_middle = float(g["layer"].min() + g["layer"].max()) / 2
@@ -238,12 +270,47 @@ def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1),
                              p_value=res["p_value"], label=res["label"], best_order=res["best_order"],
                              runner_up=res["runner_up"], p_vs_runner_up=res["p_vs_runner_up"],
                              pairwise=res["pairwise"]))
-    # Holm over every spread test of the run, then the labels from the corrected p
-    for r, ph in zip(rows, holm([r["p_value"] for r in rows])):
-        r["p_holm"] = ph
-        if r["label"] != NO_SINK and r["p_value"] is not None:
-            r["label"] = _label(r["best_order"], ph, r["p_vs_runner_up"], alpha)
+    done = {r["model"] for r in rows}
+    for model in single_checkpoint:
+        if model in done:
+            continue
+        for kind in ONSETS:
+            rows.append(dict(model=model, onset=kind, n_layers_ranked=0, floor_layers=_names(floor_layers),
+                             middle_layer=None, n_never=0, leading_layers="", lead_tokens=None, next_tokens=None,
+                             lead_ratio=None, last_layers="", never_layers="", rho_middle=None, rho_depth=None,
+                             p_value=None, label=ONE_CHECKPOINT, best_order=None, runner_up=None,
+                             p_vs_runner_up=None, pairwise=""))
+    # Holm within each family stated before the run, over its stated size; then the labels from the
+    # corrected p
+    for key, m in _families_in(rows, family_of, families or {}).items():
+        members = [r for r in rows if (family_of.get(r["model"]) or ("", r["model"])) == key]
+        for r, ph in zip(members, holm([r["p_value"] for r in members], m)):
+            r["p_holm"], r["holm_family"], r["holm_m"] = ph, key[1], m
+            if r["label"] not in (NO_SINK, ONE_CHECKPOINT) and r["p_value"] is not None:
+                r["label"] = _label(r["best_order"], ph, r["p_vs_runner_up"], alpha)
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f2_layer_spread"]), "f2_layer_spread")
+
+
+def _family_of(families: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, str]]:
+    """model -> ("family", name) for every model a stated family names; a model in two is an error."""
+    out: dict[str, tuple[str, str]] = {}
+    for name, members in families.items():
+        for m in members:
+            if m in out:
+                raise ValueError(f"spread families: '{m}' is in '{out[m][1]}' and '{name}'; one family at most")
+            out[m] = ("family", name)
+    return out
+
+
+def _families_in(rows: list[dict], family_of: Mapping[str, tuple[str, str]],
+                 families: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], int]:
+    """Every Holm family the rows belong to -> its stated size (tests per model x models named; a model
+    no family names: its own onset kinds)."""
+    out: dict[tuple[str, str], int] = {}
+    for r in rows:
+        key = family_of.get(r["model"]) or ("", r["model"])
+        out[key] = len(ONSETS) * (len(families[key[1]]) if key[0] else 1)
+    return out
 
 
 def _revision_index(revs: list, toks: list) -> list[int | None]:

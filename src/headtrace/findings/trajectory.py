@@ -14,7 +14,13 @@ Definitions (documented choices are marked *choice*):
 * **BOS-attractor (first-token) head** = ``sel_first_token >= class_threshold``, whatever its best
   class (this is the published count: e.g. Pythia step3000 has 14 such heads of 128 = 10.9%, only 12
   of which have first-token as best class). The best-class count is given next to it
-  (``*_best_class`` columns) for comparison.
+  (``*_best_class`` columns) for comparison. Selectivity is a ratio (attention to key 0 over the
+  baseline's), so a head can pass it with little attention on key 0 at all (a previous-token head with
+  0.5% there, against a baseline ten times smaller). Beside every count, ``n_first_token_key0`` counts
+  the first-token heads that also put at least ``key0_mass`` (default ``KEY0_MASS`` = 0.3, Gu et al.'s
+  epsilon for a sink) of their attention on key 0 at the probe's query (the screen's
+  ``attn_first_token``, the mean over the probe sequences); null where the screen recorded no attention
+  mass (the published panel). The paper's count stays F1's and F2's definition.
 * **Induction circuit** at a revision = heads with ``sel_induction >= induction_threshold``.
 """
 from __future__ import annotations
@@ -24,11 +30,16 @@ import re
 import numpy as np
 import polars as pl
 
+from headtrace.cell.measures import SINK_EPS
 from headtrace.core.revisions import training_order_key
 from headtrace.core.tables import SCHEMAS, conform
 from headtrace.findings import order as milestone_order
 
 KEY = ["model", "revision", "tokens", "layer", "head"]
+KEY0_MASS = SINK_EPS  # Gu et al.'s epsilon (0.3): a first-token head that is also a sink by mass
+ONE_CHECKPOINT = "one checkpoint"  # F2's shape of a model screened at one revision: no trajectory
+# the screen's columns a trajectory carries beside its schema when the screens have them
+CARRIED = ("screen_baseline", "attn_first_token")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,7 +71,9 @@ def assemble(screens: list[pl.DataFrame], prs: list[pl.DataFrame]) -> pl.DataFra
     model, tokens (nulls last), layer, head."""
     screen = pl.concat([conform(s, "screen") for s in screens], how="diagonal_relaxed")
     keep = [c for c in SCHEMAS["trajectory"] if c != "pr"]
-    keep += ["screen_baseline"] if "screen_baseline" in screen.columns else []  # which baseline (cell.screen)
+    # which baseline (cell.screen); the attention mass on key 0 (F1's key0 count); not a column no
+    # screen recorded (the published panel's)
+    keep += [c for c in CARRIED if c in screen.columns and screen[c].null_count() < screen.height]
     screen = screen.select(keep)
     if prs:
         pr = pl.concat([conform(p, "pr").select(list(SCHEMAS["pr"])) for p in prs])
@@ -70,7 +83,7 @@ def assemble(screens: list[pl.DataFrame], prs: list[pl.DataFrame]) -> pl.DataFra
     else:
         out = screen.with_columns(pr=pl.lit(None, dtype=pl.Float64))
     out = _ordered(out).sort(["model", "rev_index", "layer", "head"]).drop("rev_index")
-    extra = ["screen_baseline"] if "screen_baseline" in out.columns else []
+    extra = [c for c in CARRIED if c in out.columns]
     return conform(out, "trajectory").select(list(SCHEMAS["trajectory"]) + extra)
 
 
@@ -78,16 +91,23 @@ def assemble(screens: list[pl.DataFrame], prs: list[pl.DataFrame]) -> pl.DataFra
 # F1 zero-BOS floor
 
 
-def f1_bos_floor(traj: pl.DataFrame, class_threshold: float = 30.0) -> pl.DataFrame:
+def f1_bos_floor(traj: pl.DataFrame, class_threshold: float = 30.0, key0_mass: float = KEY0_MASS) -> pl.DataFrame:
     """Per model x revision x layer: first-token heads (``sel_first_token >= class_threshold``),
-    heads whose best class is first-token at that threshold, and heads in the layer."""
+    heads whose best class is first-token at that threshold, heads in the layer, the first-token heads
+    that also put ``>= key0_mass`` of their attention on key 0 (``n_first_token_key0``; null when a
+    head of the layer has no recorded ``attn_first_token``) and the layer's largest first-token
+    selectivity."""
     first = pl.col("sel_first_token") >= class_threshold
+    mass = pl.col("attn_first_token") if "attn_first_token" in traj.columns else pl.lit(None, dtype=pl.Float64)
     out = traj.group_by("model", "revision", "tokens", "layer").agg(
         n_first_token=first.fill_null(False).sum().cast(pl.Int32),
         n_heads=pl.len().cast(pl.Int32),
         n_first_token_best_class=(first & (pl.col("best_class") == "first-token")).fill_null(False)
         .sum().cast(pl.Int32),
-    )
+        n_first_token_key0=pl.when(mass.is_null().any()).then(None)
+        .otherwise((first & (mass >= key0_mass)).fill_null(False).sum()).cast(pl.Int32),
+        max_sel_first_token=pl.col("sel_first_token").max(),
+    ).with_columns(key0_mass=pl.lit(float(key0_mass)))
     out = _ordered(out).sort("model", "rev_index", "layer").drop("rev_index")
     return conform(out, "f1_bos_floor")
 
@@ -99,6 +119,8 @@ def f1_floor_holds(f1: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1)) -> 
     out = sub.group_by("model").agg(
         n_revisions=pl.col("revision").n_unique().cast(pl.Int32),
         max_first_token=pl.col("n_first_token").max().cast(pl.Int32),
+        max_sel_first_token=(pl.col("max_sel_first_token") if "max_sel_first_token" in sub.columns
+                             else pl.lit(None, dtype=pl.Float64)).max(),
     ).with_columns(
         floor_layers=pl.lit(",".join(str(x) for x in floor_layers)),
         floor_holds=pl.col("max_first_token") == 0,
@@ -110,13 +132,16 @@ def f1_floor_holds(f1: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1)) -> 
 # F2 BOS fraction and its shape
 
 
-def f2_bos_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> pl.DataFrame:
-    """Per model x revision: first-token heads / all heads (0-1), plus the best-class variant."""
-    f1 = f1_bos_floor(traj, class_threshold)
+def f2_bos_fraction(traj: pl.DataFrame, class_threshold: float = 30.0, key0_mass: float = KEY0_MASS) -> pl.DataFrame:
+    """Per model x revision: first-token heads / all heads (0-1), plus the best-class variant and the
+    first-token heads with ``>= key0_mass`` of their attention on key 0 (null when a layer's is)."""
+    f1 = f1_bos_floor(traj, class_threshold, key0_mass)
+    key0 = pl.col("n_first_token_key0")
     out = f1.group_by("model", "revision", "tokens").agg(
         pl.col("n_first_token").sum().cast(pl.Int32),
         pl.col("n_heads").sum().cast(pl.Int32),
         pl.col("n_first_token_best_class").sum().cast(pl.Int32),
+        pl.when(key0.is_null().any()).then(None).otherwise(key0.sum()).cast(pl.Int32).alias("n_first_token_key0"),
     ).with_columns(
         bos_fraction=pl.col("n_first_token") / pl.col("n_heads"),
         bos_fraction_best_class=pl.col("n_first_token_best_class") / pl.col("n_heads"),
@@ -137,6 +162,9 @@ def f2_shape(f2: pl.DataFrame, sharp_share: float = 0.5, fraction: str = "bos_fr
     labels the *resolved* shape. On the published panel the shares are far from 0.5 on both sides
     (OLMo ~0.8; Pythia and OLMoE ~0.3-0.4), so the label does not hinge on the threshold.
     ``monotone`` = no decrease between adjacent revisions (exact counts, no tolerance).
+    **"one checkpoint"** (``ONE_CHECKPOINT``) for a model screened at a single revision: it has a
+    fraction (``first_fraction`` = ``final_fraction``) but no trajectory, so no shape, rise, jump or
+    monotonicity (all null), not "no rise".
     """
     rows = []
     for model, g in _ordered(f2).sort("model", "rev_index").group_by("model", maintain_order=True):
@@ -152,12 +180,14 @@ def f2_shape(f2: pl.DataFrame, sharp_share: float = 0.5, fraction: str = "bos_fr
         share = (jump / rise) if (jump is not None and rise and rise > 0) else None
         shape = "no rise" if (rise is None or rise <= 0) else (
             "sharp transition" if share is not None and share >= sharp_share else "gradual ramp")
+        if len(fr) == 1:  # no trajectory: nothing rose or fell
+            rise, shape = None, ONE_CHECKPOINT
         rows.append(dict(model=model[0], n_revisions=len(fr), first_fraction=fr[0] if fr else None,
                          final_fraction=fr[-1] if fr else None, max_fraction=max(fr) if fr else None,
                          largest_jump_pp=None if jump is None else 100 * jump,
                          jump_from_revision=frm, jump_to_revision=to, jump_from_tokens=ft,
                          jump_to_tokens=tt, rise_pp=None if rise is None else 100 * rise,
-                         jump_share=share, monotone=all(d >= 0 for d in diffs), shape=shape))
+                         jump_share=share, monotone=all(d >= 0 for d in diffs) if diffs else None, shape=shape))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f2_shape"]), "f2_shape")
 
 
@@ -372,13 +402,15 @@ def f4_recall(traj: pl.DataFrame, induction_threshold: float = 50.0,
 
 def f4_recall_milestones(recall: pl.DataFrame, levels: tuple[float, ...] = (1 / 3, 2 / 3, 1.0)) -> pl.DataFrame:
     """Per model x level: first revision whose recall >= level (1e-9 tolerance), its tokens, the
-    final revision's tokens and the share of final tokens (tokens / final tokens)."""
+    final revision's tokens and the share of final tokens (tokens / final tokens). A model screened
+    at one revision has none (revision, tokens and share null): its final circuit's recall at that
+    revision is 100% by construction, not early convergence."""
     o = _ordered(recall).sort("model", "rev_index")
     rows = []
     for (model,), g in o.group_by("model", maintain_order=True):
         final_tokens = g["tokens"][-1]
         for lv in levels:
-            hit = g.filter(pl.col("recall") >= lv - 1e-9).head(1)
+            hit = g.filter(pl.col("recall") >= lv - 1e-9).head(1 if g.height > 1 else 0)
             tok = hit["tokens"][0] if hit.height else None
             share = (tok / final_tokens) if (tok is not None and final_tokens) else None
             rows.append(dict(model=model, level=float(lv), level_label=f"{round(100 * lv)}%",

@@ -310,6 +310,19 @@ def check(config: dict) -> None:
         _check_held_out_seed(config, {**PROBE_DEFAULTS, **probe_given(config, model)}, where)
     check_groups(config)
     _check_text_probe(config)
+    _check_spread_families(config)
+
+
+def _check_spread_families(config: dict) -> None:
+    """``findings.spread_families``: a model is in one family at most. (A model named but not in this run
+    is allowed: the family was stated before the run, and its test counts as untested, p = 1.)"""
+    fams = (config.get("findings") or {}).get("spread_families") or {}
+    seen: dict[str, str] = {}
+    for fam, members in fams.items():
+        for m in members:
+            if m in seen:
+                raise ConfigError(f"findings.spread_families: '{m}' is in '{seen[m]}' and '{fam}'; one family at most")
+            seen[m] = fam
 
 
 def _check_held_out_seed(config: dict, p: dict, where: str) -> None:

@@ -103,9 +103,11 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
             .to_series()
             .to_list()
         )
+        ft = a.first_token if a is not None else None  # the key-0 count beside it (findings.trajectory)
+        key0 = f" [{ft.n_key0} with >= {ft.key0_mass:g} on key 0]" if ft is not None and ft.n_key0 is not None else ""
         lines.append(
             f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
-            f"{final['n_bos']:>12}/{final['n_heads']:<4}"
+            f"{final['n_bos']:>12}/{final['n_heads']:<4}{key0}"
         )
         if a is not None and a.final is not None:
             v = a.final.row

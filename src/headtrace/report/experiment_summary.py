@@ -10,6 +10,7 @@ import math
 from headtrace.causal.verdict import METRIC_WORDS
 from headtrace.experiments.data_shift import behaviour_change
 from headtrace.findings import agreement
+from headtrace.core.rounding import fmt_p, fmt_share_bound
 from headtrace.report.format import fmt_tokens
 from headtrace.report.verdicts import effect_text, say
 
@@ -94,7 +95,7 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
             last = g.sort("tokens").row(-1, named=True)
             null = ("" if last.get("copy_null_top1") is None else
                     f" (at {last['revision']}: top-1 B {100 * last['baseline_top1']:.2f}% vs its shuffled-B control "
-                    f"{100 * last['copy_null_top1']:.2f}%, sign test p = {last['copy_null_p']:.2g}; another context "
+                    f"{100 * last['copy_null_top1']:.2f}%, sign test p = {fmt_p(last['copy_null_p'])}; another context "
                     f"token {100 * last['copy_other_top1']:.2f}%)")
             parts.append(f"`{m}`: " + ("never" if on is None else
                          f"from {on} ({fmt_tokens(g['onset_tokens'][0])} tokens)"
@@ -138,7 +139,7 @@ def _chance(after: pl.DataFrame) -> str:
     if not after.height or "jaccard_chance" not in after.columns or after["jaccard_chance"][-1] is None:
         return ""
     p = after["jaccard_p_value"][-1]
-    return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {p:.2g}: "
+    return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {fmt_p(p)}: "
             + ("beyond chance" if p <= agreement.ALPHA else "no more than chance"))
 
 
@@ -181,12 +182,11 @@ def _pct(x) -> str:
 
 
 def _pct_interval(lo, hi) -> str:
-    """'[53.8%, 70.5%]': a 95% interval of a share, its ends rounded outward to 0.1 pp."""
+    """' [53.8%, 70.5%]': a 95% interval of a share, its ends rounded outward to 0.1 pp
+    (:func:`headtrace.core.rounding.fmt_share_bound`)."""
     if lo is None or hi is None:
         return ""
-    down = math.floor(round(1000 * lo, 6)) / 10
-    up = math.ceil(round(1000 * hi, 6)) / 10
-    return f" [{down:.1f}%, {up:.1f}%]"
+    return f" [{fmt_share_bound(lo, 'lo', 1)}, {fmt_share_bound(hi, 'hi', 1)}]"
 
 
 def _top1(row: dict) -> str:

@@ -1,14 +1,17 @@
 """How numbers are written in the summary, the figures and the console.
 
 Bounds are rounded *outward* (:func:`fmt_bound`): a lower bound down, an upper bound up, so that a
-printed interval always contains the computed one ("(5.1×, 27×]" for (5.13, 26.4]). Point values
-are rounded to the nearest (:func:`fmt_ratio`, :func:`fmt_tokens`).
+printed interval always contains the computed one ("(5.1×, 27×]" for (5.13, 26.4]); a p-value is
+rounded *up* (:func:`headtrace.core.rounding.fmt_p`). Both rules are :mod:`headtrace.core.rounding`'s, the one place they are
+written. Point values are rounded to the nearest (:func:`fmt_ratio`, :func:`fmt_tokens`).
 """
 from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
+from decimal import Decimal
+
+from headtrace.core.rounding import directed as _directed
 
 __all__ = ["fmt_tokens", "fmt_ratio", "fmt_bound", "fmt_interval", "fmt_token_bound"]
 
@@ -43,22 +46,6 @@ def fmt_tokens(t: int | None) -> str:
 
 def _bad(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-def _directed(x: float, side: str, sig: int) -> tuple[Decimal, int]:
-    """``x`` rounded to ``sig`` significant digits toward -inf (side 'lo') or +inf ('hi'), and the
-    number of decimals to print."""
-    if side not in ("lo", "hi"):
-        raise ValueError(f"side must be 'lo' or 'hi', got {side!r}")
-    d = Decimal(repr(float(x)))  # the float's shortest repr: 5.1 stays 5.1, not 5.0999...
-    if d == 0:
-        return d, 0
-    exp = d.copy_abs().adjusted()  # 26.4 -> 1, 5.1 -> 0, 0.53 -> -1
-    quantum = Decimal(1).scaleb(exp - sig + 1)
-    q = d.quantize(quantum, rounding=ROUND_FLOOR if side == "lo" else ROUND_CEILING)
-    if q.copy_abs().adjusted() > exp:  # 9.96 up -> 10.0: one digit fewer after the point
-        exp += 1
-    return q, max(0, sig - 1 - exp)
 
 
 def fmt_ratio(x, unit: str = "×", sig: int = 2) -> str:

@@ -8,6 +8,7 @@ from typing import Mapping
 
 import polars as pl
 
+from headtrace.core.rounding import fmt_p
 from headtrace.report.format import fmt_bound, fmt_chance, fmt_interval, fmt_token_bound, milestone_words
 from headtrace.report.statements import Statement
 from headtrace.report.words import CIRCUIT_MILESTONE, SINK_MILESTONES
@@ -22,7 +23,7 @@ def _p_text(p: float | None, n: int, what: str = "decided seed") -> str:
     if _nan(p) or not n:
         return "no member's order decided: no test"
     floor = 2 * 0.5 ** n
-    out = f"exact two-sided binomial p = {p:.3g} against 50%"
+    out = f"exact two-sided binomial p = {fmt_p(p)} against 50%"
     if abs(p - min(1.0, floor)) < 1e-12:
         out += f", the smallest {_plural(n, what)} allow"
     return out

@@ -11,6 +11,7 @@ from typing import Mapping
 
 import polars as pl
 
+from headtrace.core.rounding import directed, fmt_p
 from headtrace.report import answers as A
 from headtrace.report.format import fmt_tokens
 
@@ -86,13 +87,22 @@ def _table(df: pl.DataFrame | None, cols: list[str]) -> str:
         return '<p class="note">(empty)</p>'
     cols = [c for c in cols if c in df.columns]
 
-    def cell(x):
+    def cell(x, col):
         if isinstance(x, float):
-            return "—" if math.isnan(x) else f"{x:.4g}"
+            if math.isnan(x):
+                return "—"
+            if col.startswith("p_") or col == "p_value":  # a p-value up, an interval's ends outward (core.rounding)
+                return fmt_p(x)
+            side = "lo" if col.endswith("_lo") else "hi" if col.endswith("_hi") else None
+            if side and x != 0 and not math.isinf(x):
+                q, decimals = directed(x, side, 4)
+                return f"{q:.{decimals}f}"
+            return f"{x:.4g}"
         if isinstance(x, list):
             return " ".join(map(str, x)) or "—"
         return "—" if x is None else str(x)
-    body = "".join("<tr>" + "".join(f"<td>{_e(cell(r[c]))}</td>" for c in cols) + "</tr>" for r in df.iter_rows(named=True))
+    body = "".join("<tr>" + "".join(f"<td>{_e(cell(r[c], c))}</td>" for c in cols) + "</tr>"
+                   for r in df.iter_rows(named=True))
     return ("<table><thead><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr></thead><tbody>" + body
             + "</tbody></table>")
 

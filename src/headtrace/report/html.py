@@ -204,16 +204,19 @@ def _verdict_table(v: pl.DataFrame) -> str:
 def _trajectory_table(sizes: pl.DataFrame, bos: pl.DataFrame) -> str:
     t = sizes.select("revision", "tokens", *[c for c in ("n_induction_circuit", "n_heads") if c in sizes.columns])
     if bos is not None and bos.height:
-        t = t.join(bos.select("revision", *[c for c in ("n_first_token", "bos_fraction") if c in bos.columns]),
-                   on="revision", how="left")
+        t = t.join(bos.select("revision", *[c for c in ("n_first_token", "n_first_token_key0", "bos_fraction")
+                                            if c in bos.columns]), on="revision", how="left")
     t = t.sort("tokens", nulls_last=True)
-    hdr = ["revision", "tokens", "induction-circuit heads", "first-token heads", "first-token fraction"]
+    hdr = ["revision", "tokens", "induction-circuit heads",
+           "first-token heads [of them with ≥ ε (findings.key0_mass) of attention on key 0]",
+           "first-token fraction"]
     body = []
     for r in t.iter_rows(named=True):
         frac = r.get("bos_fraction")
         body.append("<tr>" + "".join(f'<td class="{c}">{_e(x)}</td>' for c, x in (
             ("", r["revision"]), ("num", fmt_tokens(r["tokens"])), ("num", r.get("n_induction_circuit", "—")),
-            ("num", "—" if r.get("n_first_token") is None else r["n_first_token"]),
+            ("num", "—" if r.get("n_first_token") is None else
+             f"{r['n_first_token']}" + ("" if r.get("n_first_token_key0") is None else f" [{r['n_first_token_key0']}]")),
             ("num", "—" if frac is None else f"{100 * frac:.1f}%"))) + "</tr>")
     return ('<table class="trajectory"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in hdr)
             + "</tr></thead><tbody>" + "".join(body) + "</tbody></table>")

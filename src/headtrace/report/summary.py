@@ -15,12 +15,13 @@ from pathlib import Path
 import polars as pl
 
 from headtrace.core import tables
+from headtrace.core.rounding import fmt_p
 from headtrace.findings import trajectory as T
 from headtrace.models import provenance
 from headtrace.report import copying
 from headtrace.report import empty_case as EC
 from headtrace.report import first_screen as FS
-from headtrace.report.format import fmt_bound, fmt_tokens
+from headtrace.report.format import fmt_bound, fmt_ratio, fmt_tokens
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -44,8 +45,11 @@ def _models(traj: pl.DataFrame) -> list[str]:
 
 def _f1_section(F: dict, traj: pl.DataFrame, class_threshold: float) -> str:
     parts = [f"## Finding 1: zero first-token (BOS) floor in layers 0–1\n\n"
-             f"First-token head = `sel_first_token ≥ {class_threshold:g}×` whatever its best class. "
-             "Per-layer counts (first-token heads / heads in the layer) at every revision:\n"]
+             f"First-token head = `sel_first_token ≥ {class_threshold:g}×` whatever its best class (the paper's "
+             "definition, a ratio to the baseline). Per-layer counts (first-token heads / heads in the layer) at "
+             "every revision; in brackets, where the screen recorded attention masses, how many of those heads also "
+             "put at least Gu et al.'s ε of their attention on key 0 at the probe's query (`n_first_token_key0`; "
+             "ε = `key0_mass`):\n"]
     f1 = F["f1_bos_floor"]
     for m in _models(traj):
         g = f1.filter(pl.col("model") == m)
@@ -54,14 +58,20 @@ def _f1_section(F: dict, traj: pl.DataFrame, class_threshold: float) -> str:
         rows = []
         for rev, tok in zip(revs["revision"], revs["tokens"]):
             r = g.filter(pl.col("revision") == rev)
-            cnt = dict(zip(r["layer"].to_list(), zip(r["n_first_token"].to_list(), r["n_heads"].to_list())))
-            rows.append([rev, fmt_tokens(tok)] + [f"{cnt[l][0]}/{cnt[l][1]}" if l in cnt else "—" for l in layers])
+            key0 = r["n_first_token_key0"].to_list() if "n_first_token_key0" in r.columns else [None] * r.height
+            cnt = dict(zip(r["layer"].to_list(), zip(r["n_first_token"].to_list(), r["n_heads"].to_list(), key0)))
+            rows.append([rev, fmt_tokens(tok)] + [
+                (f"{cnt[l][0]}/{cnt[l][1]}" + ("" if cnt[l][2] is None else f" [{cnt[l][2]}]")) if l in cnt else "—"
+                for l in layers])
         parts.append(f"**{m}:**\n\n" + _md(["revision", "tokens"] + [f"L{l}" for l in layers], rows) + "\n")
     fl = F["f1_floor"]
     rows = [[r["model"], r["floor_layers"], str(r["n_revisions"]), str(r["max_first_token"]),
-             "yes" if r["floor_holds"] else "**no**"] for r in fl.iter_rows(named=True)]
-    parts.append("Floor check:\n\n" + _md(["model", "layers", "revisions", "max first-token heads in those layers",
-                                            "zero at every revision"], rows) + "\n")
+             "—" if r.get("max_sel_first_token") is None else fmt_ratio(r["max_sel_first_token"], sig=3),
+             ("yes" if r["floor_holds"] else "**no**") + (" (one checkpoint)" if r["n_revisions"] == 1 else "")]
+            for r in fl.iter_rows(named=True)]
+    parts.append("Floor check (a model screened at one revision is checked at that checkpoint only, on one synthetic "
+                 "probe):\n\n" + _md(["model", "layers", "revisions", "max first-token heads in those layers",
+                                       "largest first-token selectivity there", "zero at every revision"], rows) + "\n")
     return "\n".join(parts)
 
 
@@ -74,22 +84,33 @@ def _f2_section(F: dict, traj: pl.DataFrame, class_threshold: float, sharp_share
         row = [fmt_tokens(t)]
         for m in models:
             r = f2.filter((pl.col("model") == m) & (pl.col("tokens") == t))
-            row.append(f"{_pct(r['bos_fraction'][0])} ({_pct(r['bos_fraction_best_class'][0])})" if r.height else "—")
+            key0 = r["n_first_token_key0"][0] if r.height and "n_first_token_key0" in r.columns else None
+            row.append((f"{_pct(r['bos_fraction'][0])} ({_pct(r['bos_fraction_best_class'][0])})"
+                        + ("" if key0 is None else f" [{_pct(key0 / r['n_heads'][0])}]")) if r.height else "—")
         rows.append(row)
     text = [f"## Finding 2: first-token (BOS) fraction over training\n\n"
             f"Whole-model fraction of heads with `sel_first_token ≥ {class_threshold:g}×` "
-            "(in parentheses: heads whose *best class* is first-token). One row per checkpoint token count.\n",
+            "(in parentheses: heads whose *best class* is first-token; in brackets, where attention masses were "
+            "recorded: first-token heads that also put at least `key0_mass` of their attention on key 0). One row "
+            "per checkpoint token count.\n",
             _md(["tokens"] + models, rows) + "\n",
             f"Shape (rule: *sharp transition* when one adjacent-checkpoint step carries ≥ {sharp_share:g} of "
             "the whole rise first → final, else *gradual ramp*):\n"]
     sh = F["f2_shape"]
     rows = [[r["model"], _pct(r["first_fraction"]), _pct(r["final_fraction"]),
              "—" if r["largest_jump_pp"] is None else f"+{r['largest_jump_pp']:.1f} pp",
+             "—" if r["jump_from_revision"] is None else
              f"{fmt_tokens(r['jump_from_tokens'])} → {fmt_tokens(r['jump_to_tokens'])}",
              "—" if r["jump_share"] is None else f"{r['jump_share']:.2f}",
-             "yes" if r["monotone"] else "no", f"**{r['shape']}**"] for r in sh.iter_rows(named=True)]
+             "—" if r["monotone"] is None else "yes" if r["monotone"] else "no", f"**{r['shape']}**"]
+            for r in sh.iter_rows(named=True)]
     text.append(_md(["model", "first", "final", "largest adjacent jump", "between", "jump / rise",
                      "monotone", "shape"], rows) + "\n")
+    single = [r["model"] for r in sh.iter_rows(named=True) if r["shape"] == T.ONE_CHECKPOINT]
+    if single:
+        text.append(f"*{T.ONE_CHECKPOINT}*: {', '.join(single)} {'was' if len(single) == 1 else 'were'} screened at "
+                    "a single revision, so there is a fraction but no trajectory: no shape, no rise, and no sink "
+                    "onset (Finding 2b), and no test of an order.\n")
     # data-driven note on non-monotone trajectories
     notes = []
     for m in models:
@@ -116,7 +137,9 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
             "Spearman ρ of onset with distance from the network's middle layer (ρ_middle > 0: middle-out) and with "
             "depth (ρ_depth > 0: bottom-up, < 0: top-down). *p*: max-T permutation test of the best of the three "
             f"orders ({n_permutations} seeded permutations), which rejects only that onsets are exchangeable across "
-            "layers; *p (Holm)*: corrected over every spread test in this run. An order is named only when p (Holm) "
+            "layers; *p (Holm)*: corrected within its family, stated before the run (`findings.spread_families`; a "
+            "model no family names is a family of its own two tests; a member without a p counts as p = 1), so "
+            "adding a model never moves another model's p. An order is named only when p (Holm) "
             f"≤ α = {alpha:g} **and** it beats each alternative order, paired on the same permutations (*pairwise*); "
             "when only the first holds: *onsets are not exchangeable across layers*; else *no clear order*.\n"]
     for m in on["model"].unique(maintain_order=True).to_list():
@@ -129,19 +152,27 @@ def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permuta
     rows, lines = [], []
     for r in sp.iter_rows(named=True):
         f = (lambda x: "—" if x is None else f"{x:+.2f}")
-        rows.append([r["model"], r["onset"], f"{r['middle_layer']:g}", r["leading_layers"] or "—",
+        rows.append([r["model"], r["onset"], "—" if r["middle_layer"] is None else f"{r['middle_layer']:g}",
+                     r["leading_layers"] or "—",
                      EC.tokens_or_dash(r["lead_tokens"]), "—" if r["lead_ratio"] is None else f"{r['lead_ratio']:.1f}×",
                      r["last_layers"] or "—", f(r["rho_middle"]), f(r["rho_depth"]),
-                     "—" if r["p_value"] is None else f"{r['p_value']:.3f}",
-                     "—" if r.get("p_holm") is None else f"{r['p_holm']:.3f}",
+                     "—" if r["p_value"] is None else fmt_p(r["p_value"]),
+                     "—" if r.get("p_holm") is None else
+                     f"{fmt_p(r['p_holm'])} ({r.get('holm_family')}, {r.get('holm_m')} tests)",
                      "—" if not r.get("best_order") else f"{r['best_order']}: {r.get('pairwise') or '—'}",
                      f"**{r['label']}**"])
-        if r["onset"] == "first" and not r["leading_layers"]:
+        if r["onset"] == "first" and r["label"] == T.ONE_CHECKPOINT:
+            fam = r.get("holm_family")
+            lines.append(f"- **{r['model']}**: {T.ONE_CHECKPOINT}: no onset (a sink's onset needs a revision "
+                         "before it), so no order to test"
+                         + (f"; its family {fam} counts its tests as untested (p = 1)." if fam and fam != r["model"]
+                            else "; it is in no other model's Holm family."))
+        elif r["onset"] == "first" and not r["leading_layers"]:
             lines.append(EC.no_sink_line(r))
         elif r["onset"] == "first":
             never = f"; never reached: {r['never_layers']}" if r["never_layers"] else ""
             p = "" if r["p_value"] is None or "p = " in r["label"] else (
-                f" (p = {r['p_value']:.3f}" + ("" if r.get("p_holm") is None else f", Holm {r['p_holm']:.3f}") + ")")
+                f" (p = {fmt_p(r['p_value'])}" + ("" if r.get("p_holm") is None else f", Holm {fmt_p(r['p_holm'])}") + ")")
             lines.append(f"- **{r['model']}**: {r['label']}{p}. First sink in {r['leading_layers'] or 'no layer'}"
                          f" at {fmt_tokens(r['lead_tokens'])}"
                          + ("" if r["lead_ratio"] is None else

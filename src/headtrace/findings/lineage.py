@@ -45,8 +45,10 @@ and the noisiest) by its size and leave a 2-layer toy model undecidable; each ma
   place on the path of training (its latest member's) for the distances and detours of the others.
 * ``shares_shard_with`` — some weight file (a shard), or some matrix, equals another revision's
   that is not a duplicate of it: the earlier revision of the pair is flagged and names the later
-  (#206). A matrix left unchanged over consecutive revisions (a frozen or never-routed weight) is
-  not sharing: a matrix counts only when a revision between the two holds a different value.
+  (#206). A module left unchanged over consecutive revisions (a frozen or never-routed weight) is
+  not sharing: "unchanged" is decided on the path of training, where a set of identical revisions is
+  one place (a branch serving the final's files is no step of the run), and by whole modules (weight
+  and bias together), over two steps or more or from the first revision on (:func:`_frozen`).
 * ``not_descended_from_init`` — the revision is as far from the model's earliest (non-duplicate)
   revision as independent inits are from each other, ``cos_from_first < max(Z · cos_sd, COS_FLOOR)``,
   and no chain descends to it: it also fails that test against each of the :data:`CHAIN_TRIES` latest
@@ -228,24 +230,66 @@ def _shared(mod: _Model, dup: dict[int, int]) -> tuple[dict[int, dict[int, list[
         for i in idx[:-1]:
             if root[i] != root[last]:
                 evidence[i].setdefault(last, []).extend(n for n, s in mod.files[i].items() if s == sha)
-    # matrices, except runs of consecutive revisions (a weight not updated)
+    # matrices, on the path of training (a duplicate is no step of it: its set has one place, the kept
+    # member's), except a module frozen over it (:func:`_frozen`)
+    path = [i for i in range(R) if i not in dup]
+    group = {i: [i] + [k for k, j in dup.items() if j == i] for i in path}  # a place on the path: its names
+    modules = _module_values(mod)
     for t in range(len(mod.names)):
         col = mod.sha[:, t]
         by: dict[str, list[int]] = {}
-        for i, s in enumerate(col):
-            if s is not None:
-                by.setdefault(s, []).append(i)
-        for sha, idx in by.items():
-            last = idx[-1]
-            for i in idx[:-1]:
-                between = [k for k in range(i + 1, last) if col[k] is not None]
-                if all(col[k] == sha for k in between):
-                    continue  # a run: unchanged from i to the latest holder
-                shares[i].add(last)
-                shares[last].add(i)
-                if root[i] != root[last]:
-                    evidence[i].setdefault(last, []).append(mod.names[t])
+        for a, i in enumerate(path):
+            if col[i] is not None:
+                by.setdefault(col[i], []).append(a)
+        for sha, places in by.items():
+            last = places[-1]
+            for a in places[:-1]:
+                if _frozen(path, a, last, col, modules, _module(mod.names[t])):
+                    continue
+                i, j = path[a], path[last]
+                for x in group[i]:
+                    shares[x].update(group[j])
+                for y in group[j]:
+                    shares[y].update(group[i])
+                evidence[i].setdefault(j, []).append(mod.names[t])
     return evidence, shares
+
+
+def _module(name: str) -> str:
+    """The module a tensor belongs to: its name less the last part (``layers.3.mlp.experts.5.up_proj``
+    of ``layers.3.mlp.experts.5.up_proj.weight``), which holds its weight and bias together."""
+    return name.rsplit(".", 1)[0]
+
+
+def _module_values(mod: _Model) -> list[dict[str, tuple]]:
+    """Per revision, module -> its tensors' ``(name, sha256)``, vectors (norms, biases) included."""
+    out: list[dict[str, list]] = [{} for _ in mod.revisions]
+    for i, tensors in enumerate(mod.tensors):
+        for name, sha in sorted(tensors.items()):
+            out[i].setdefault(_module(name), []).append((name, sha))
+    return [{m: tuple(v) for m, v in d.items()} for d in out]
+
+
+def _frozen(path: list[int], a: int, b: int, col, modules: list[dict[str, tuple]], module: str) -> bool:
+    """Whether a matrix equal at places ``a`` < ``b`` of the path of training (``path``: revision indices,
+    duplicates left out) is a weight not updated rather than one revision carrying another's: it holds its
+    value at every place from ``a`` to ``b``, so does its whole module (every tensor of it, vectors
+    included: a frozen or never-routed module stays whole, a revision mixing another's matrices into its
+    own does not), and the run it lies in (from ``a`` back as far as the module stays so) is more than one
+    step or starts at the path's first revision (frozen from the start). One unchanged step between a
+    revision and a later one is what a copy of the later one looks like, and is not taken for a frozen
+    weight."""
+    value, whole = col[path[b]], modules[path[b]].get(module)
+
+    def held(k: int) -> bool:
+        return col[path[k]] == value and whole is not None and modules[path[k]].get(module) == whole
+
+    if not all(held(k) for k in range(a, b + 1)):
+        return False
+    start = a
+    while start > 0 and held(start - 1):
+        start -= 1
+    return b - start >= 2 or start == 0
 
 
 def _describe_evidence(mod: _Model, i: int, j: int, items: list[str]) -> str:

@@ -23,6 +23,7 @@ from headtrace.findings import lineage
 from headtrace.models import fingerprint
 from headtrace.models.toy import recipe as toy_recipe
 from headtrace.models.toy import train as toy
+from headtrace.panel import config as panel_config
 from headtrace.report import lineage as report_lineage
 
 ARCH = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy_recipe.VOCAB_SIZE,
@@ -365,6 +366,19 @@ def test_a_panel_without_its_init_is_warned_about():
     assert table["reference"][0] == "step1" and not table["reference_is_init"][0]
     (warning,) = lineage.reference_warnings(table)
     assert "step1, is not the init" in warning and "pythia#203" in warning
+    assert warning.endswith("add the run's step 0 to its revisions if it publishes one")  # not known: if
+    # step 0 advised only to a run that has one: a toy's (it trains one); none for a single checkpoint
+    (toy,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)}, init_published=True))
+    assert toy.endswith("add the run's step 0 to its revisions")
+    (single,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)},
+                                                                 init_published=False))
+    assert "publishes no step 0 to add" in single and "add the run's step 0" not in single
+    config = {"models": {"t": {"source": "toy"}, "g": {"source": "local", "path": "m.gguf", "single_checkpoint": True},
+                         "h": {"source": "hub", "hf_id": "o/n"}}}
+    assert [panel_config.init_published(config, m) for m in ("t", "g", "h")] == [True, False, None]
+    both = lineage.lineage(pl.concat([fp, fp.with_columns(pl.lit("b").alias("model"))]),
+                           init_published={"b": False})
+    assert dict(both.group_by("model").agg(pl.col("init_published").first()).rows()) == {"syn": None, "b": False}
     assert lineage.reference_warnings(lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(5)})) == []
     assert lineage.is_init("step0-tokens0B") and lineage.is_init("checkpoint-0") and not lineage.is_init("step01x0")
     assert not lineage.is_init("step10") and lineage.is_init("main", 0)

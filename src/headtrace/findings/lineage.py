@@ -352,10 +352,14 @@ def is_init(revision: str, tokens: int | None = None) -> bool:
 
 def reference_warnings(table: pl.DataFrame | None) -> list[str]:
     """One line per model whose earliest revision is not its init: ``not_descended_from_init`` compares
-    with that revision and cannot see a run that is another init from its first revision on. A reference
-    whose weights are another checked model's revision (a continuation's start) is not warned about: its
-    descent is checked in that model's table (:func:`across_models` says so). A declared continuation
-    read without its parent (the lineage job sees one model) gets a line saying where it is checked."""
+    with that revision and cannot see a run that is another init from its first revision on. The advice
+    follows ``init_published``: add the run's step 0 where it has one (a toy), say there is none to add
+    where it has none (a single checkpoint: the detour test still sees a revision from elsewhere between
+    others, docs/integrity.md#power), add it *if* the run publishes one where that is not known. A
+    reference whose weights are another checked model's revision (a continuation's start) is not warned
+    about: its descent is checked in that model's table (:func:`across_models` says so). A declared
+    continuation read without its parent (the lineage job sees one model) gets a line saying where it is
+    checked."""
     if table is None or table.is_empty():
         return []
     elsewhere = same_weights(table)
@@ -370,18 +374,25 @@ def reference_warnings(table: pl.DataFrame | None) -> list[str]:
                        f"init; the report checks that it is {parent}'s last checkpoint, whose descent {parent}'s "
                        "table checks")
         else:
+            published = r.get("init_published")
+            advice = {True: "add the run's step 0 to its revisions",
+                      False: "this run publishes no step 0 to add, so that case stays unseen (a revision from "
+                             "elsewhere between two others is still seen by the detour test)",
+                      None: "add the run's step 0 to its revisions if it publishes one"}[published]
             out.append(f"model '{r['model']}': the earliest revision, {r['reference']}, is not the init (step 0); "
                        "the check that each revision descends from the init compares with it, so it cannot see "
-                       "weights that are another init from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+                       f"weights that are another init from it on (EleutherAI/pythia#203): {advice}")
     return out
 
 
 def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = None, *, continues: str | None = None,
-                  z: float = Z, cos_floor: float = COS_FLOOR, detour: float = DETOUR,
-                  fallback: float = FALLBACK) -> pl.DataFrame:
+                  init_published: bool | None = None, z: float = Z, cos_floor: float = COS_FLOOR,
+                  detour: float = DETOUR, fallback: float = FALLBACK) -> pl.DataFrame:
     """The ``lineage`` rows of one model from its ``fingerprint`` rows (every revision's); ``tokens``:
     revision -> training tokens (training order and the table's tokens column); ``continues``: the model
-    whose last checkpoint the config declares this run starts from (a data-shift continuation), or None."""
+    whose last checkpoint the config declares this run starts from (a data-shift continuation), or None;
+    ``init_published``: whether the run has a step 0 the panel could add (None: not known), for
+    :func:`reference_warnings`."""
     if fp.is_empty():
         return EMPTY.clone()
     models = fp["model"].unique().to_list()
@@ -462,7 +473,7 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
             "detour": detours.get(i), "n_matrices": from_first[i]["n"],
             "descent": "reference" if i == ref else descent.get(i),
             "reference_is_init": is_init(revs[ref], tokens.get(revs[ref])),
-            "weights_digest": _digest(mod, i), "continues": continues,
+            "weights_digest": _digest(mod, i), "continues": continues, "init_published": init_published,
             "flags": [f for f in FLAGS if f in flags[i]],
             "detail": "; ".join(details[i]) or None,
         })
@@ -470,18 +481,21 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
 
 
 def lineage(fingerprints: pl.DataFrame, tokens: Mapping[tuple[str, str], int | None] | None = None,
-            continues: Mapping[str, str | None] | None = None, **rules) -> pl.DataFrame:
+            continues: Mapping[str, str | None] | None = None,
+            init_published: Mapping[str, bool | None] | None = None, **rules) -> pl.DataFrame:
     """The ``lineage`` table of every model in ``fingerprints`` (a concatenation of cells'
     ``fingerprint`` tables); ``tokens``: ``(model, revision) -> tokens``; ``continues``: model -> the
-    model it continues (declared in the config), for :func:`across_models`."""
+    model it continues (declared in the config), for :func:`across_models`; ``init_published``: model ->
+    whether its run has a step 0 to add (None: not known), for :func:`reference_warnings`."""
     if fingerprints.is_empty():
         return EMPTY.clone()
-    tokens, continues = tokens or {}, continues or {}
+    tokens, continues, init_published = tokens or {}, continues or {}, init_published or {}
     out = []
     for model in fingerprints["model"].unique(maintain_order=True).to_list():
         fp = fingerprints.filter(pl.col("model") == model)
         out.append(model_lineage(fp, {r: t for (m, r), t in tokens.items() if m == model},
-                                 continues=continues.get(model), **rules))
+                                 continues=continues.get(model), init_published=init_published.get(model),
+                                 **rules))
     return pl.concat(out)
 
 

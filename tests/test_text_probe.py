@@ -318,9 +318,11 @@ def test_the_sentence_gives_the_other_eps_the_repeated_probe_and_what_key0_is():
     assert ("lm 50.0% at step1 (at ε = 0.2: 75.0%; at ε = 0.5: 25.0%; repeated-random probe: 50.0%), "
             "no onset computed") in said
     assert "llama 100.0% at step1 (at ε = 0.2: 100.0%; at ε = 0.5: 100.0%), no onset computed" in said
+    from headtrace.report import first_screen
+    assert first_screen.plain(said).endswith("And (2), ** (1), | (1).")  # the console keeps the tokens
     assert said.endswith(" Key 0, the key the rate measures, is for llama the tokenizer's BOS; for lm no BOS (the "
                          "tokenizer adds none) but each text's own first token, a content token; the commonest "
-                         "openers of its 4 sequences: `And` (2), `**` (1), `|` (1).")
+                         "openers of the 4 sequences: `And` (2), `**` (1), `|` (1).")
 
 
 def test_the_sentence_says_what_the_probe_was_and_caveats_the_toys():

@@ -211,7 +211,7 @@ def key0_words(answers: list[ModelAnswer]) -> str:
         else:
             openers = ", ".join(f"{_code(tok)} ({n})" for tok, n in t.key0)
             what = ("no BOS (the tokenizer adds none) but each text's own first token, a content token"
-                    + (f"; the commonest openers of its {t.n_sequences} sequences: {openers}" if openers and t.n_sequences
+                    + (f"; the commonest openers of the {t.n_sequences} sequences: {openers}" if openers and t.n_sequences
                        else f"; the commonest openers: {openers}" if openers else ""))
         said.setdefault(what, []).append(a.model)
     if not said:

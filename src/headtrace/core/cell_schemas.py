@@ -120,7 +120,7 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # tokens as text, most frequent first (ties by text), with how many sequences open with each
         "text_key0_bos": pl.Boolean,
         "text_key0_tokens": pl.List(pl.String),
-        "text_key0_counts": pl.List(pl.Int32),
+        "text_key0_counts": pl.List(pl.Int64),
         # the model was trained only on a synthetic token stream (the toy panel): it never saw text like the
         # probe's, so its text sink rate means little; null: not known
         "synthetic_training": pl.Boolean,

@@ -125,7 +125,7 @@ def key0(text_probes: pl.DataFrame | None, top: int = KEY0_TOP) -> pl.DataFrame:
 
     ``[{model: m, n_prefix: 0, key0: "And"} x 3, {.., key0: "But"}]`` -> ``m, False, ["And", "But"], [3, 1]``."""
     kinds = {"model": pl.String, "text_key0_bos": pl.Boolean, "text_key0_tokens": pl.List(pl.String),
-             "text_key0_counts": pl.List(pl.Int32)}
+             "text_key0_counts": pl.List(pl.Int64)}
     if text_probes is None or not text_probes.height or not {"n_prefix", "key0"} <= set(text_probes.columns):
         return pl.DataFrame(schema=kinds)
     rows = []

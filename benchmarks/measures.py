@@ -3,7 +3,7 @@
 The demo's geometry by default: a random-init GPT-NeoX like toy-neox (4 layers x 12 heads, hidden 192,
 MLP 384, vocab 258), the demo's synthetic probe (256 x 128 tokens, batch 64) as the baseline, and the
 default new probes: the repeated-random probe (50 x 64 tokens, sink alpha + prefix matching) and the
-text probe (100 x 64 byte tokens of docs/*.md, sink alpha). Every method is warmed up once, then run
+text probe (100 x 64 byte tokens of the demo's corpus, resources/text-probe/prose.jsonl, sink alpha). Every method is warmed up once, then run
 ``--repeats`` times round-robin; the ratios are of the medians, printed against the baseline:
 
   baseline   headtrace.cell.capture.run on the synthetic probe (head outputs + class masses)
@@ -51,8 +51,8 @@ def main() -> None:
     synthetic = probe.make_batch(n_sequences=256, seq_len=128, token_low=32, token_high=127, seed=42, ab_low=64,
                                  ab_high=108)
     repeated = probe.repeated_random(n_sequences=50, length=32, repeats=2, token_low=32, token_high=127)
-    docs = texts.read_documents(str(ROOT / "docs" / "*.md"))
-    text, _ = tokenize.text_sequences(docs, tokenize.ByteTokenizer(), 64, 100)
+    docs = texts.read_documents(str(ROOT / "resources" / "text-probe" / "prose.jsonl"))
+    text = tokenize.text_sequences(docs, tokenize.ByteTokenizer(), 64, 100).tokens
     bs = args.batch_size
     runs = {
         "baseline": lambda: capture.run(model, family, synthetic, batch_size=bs, progress=False),

@@ -23,6 +23,7 @@ from headtrace.findings import lineage
 from headtrace.models import fingerprint
 from headtrace.models.toy import recipe as toy_recipe
 from headtrace.models.toy import train as toy
+from headtrace.panel import config as panel_config
 from headtrace.report import lineage as report_lineage
 
 ARCH = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy_recipe.VOCAB_SIZE,
@@ -245,18 +246,23 @@ def test_no_fingerprints_no_rows_and_on_suspect(healthy_fps, panel):
 
 
 def test_a_frozen_matrix_is_no_sharing(healthy_fps):
-    """A matrix unchanged over consecutive revisions (frozen, never routed) shares nothing; the
-    same matrix back after a revision that changed it does."""
+    """A module unchanged over consecutive revisions (frozen, never routed: its weight and bias alike)
+    shares nothing; the same module back after a revision that changed it does."""
     fps = {r: df for r, df in healthy_fps.items()}
     name = fps["step0"].filter((pl.col("kind") == "tensor") & (pl.col("shape").list.len() >= 2))["name"][0]
+    module = name.rsplit(".", 1)[0]
+    names = [n for n in fps["step0"]["name"] if n.rsplit(".", 1)[0] == module]  # the weight, and a bias if any
 
     def frozen(df, src):
-        keep = src.filter(pl.col("name") == name).select("sha256", "norm", "sketch").row(0)
-        return df.with_columns(
-            pl.when(pl.col("name") == name).then(pl.lit(keep[0])).otherwise(pl.col("sha256")).alias("sha256"),
-            pl.when(pl.col("name") == name).then(pl.lit(keep[1])).otherwise(pl.col("norm")).alias("norm"),
-            pl.when(pl.col("name") == name).then(pl.lit(pl.Series([keep[2]]))).otherwise(pl.col("sketch"))
-            .alias("sketch"))
+        out = df
+        for n in names:
+            keep = src.filter(pl.col("name") == n).select("sha256", "norm", "sketch").row(0)
+            out = out.with_columns(
+                pl.when(pl.col("name") == n).then(pl.lit(keep[0])).otherwise(pl.col("sha256")).alias("sha256"),
+                pl.when(pl.col("name") == n).then(pl.lit(keep[1])).otherwise(pl.col("norm")).alias("norm"),
+                pl.when(pl.col("name") == n).then(pl.lit(pl.Series([keep[2]]))).otherwise(pl.col("sketch"))
+                .alias("sketch"))
+        return out
 
     fps["step1"] = frozen(fps["step1"], fps["step0"])
     fps["step2"] = frozen(fps["step2"], fps["step0"])
@@ -360,6 +366,19 @@ def test_a_panel_without_its_init_is_warned_about():
     assert table["reference"][0] == "step1" and not table["reference_is_init"][0]
     (warning,) = lineage.reference_warnings(table)
     assert "step1, is not the init" in warning and "pythia#203" in warning
+    assert warning.endswith("add the run's step 0 to its revisions if it publishes one")  # not known: if
+    # step 0 advised only to a run that has one: a toy's (it trains one); none for a single checkpoint
+    (toy,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)}, init_published=True))
+    assert toy.endswith("add the run's step 0 to its revisions")
+    (single,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)},
+                                                                 init_published=False))
+    assert "publishes no step 0 to add" in single and "add the run's step 0" not in single
+    config = {"models": {"t": {"source": "toy"}, "g": {"source": "local", "path": "m.gguf", "single_checkpoint": True},
+                         "h": {"source": "hub", "hf_id": "o/n"}}}
+    assert [panel_config.init_published(config, m) for m in ("t", "g", "h")] == [True, False, None]
+    both = lineage.lineage(pl.concat([fp, fp.with_columns(pl.lit("b").alias("model"))]),
+                           init_published={"b": False})
+    assert dict(both.group_by("model").agg(pl.col("init_published").first()).rows()) == {"syn": None, "b": False}
     assert lineage.reference_warnings(lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(5)})) == []
     assert lineage.is_init("step0-tokens0B") and lineage.is_init("checkpoint-0") and not lineage.is_init("step01x0")
     assert not lineage.is_init("step10") and lineage.is_init("main", 0)
@@ -446,3 +465,59 @@ def test_tables_without_digests_and_the_init_by_tokens():
     assert out["same_weights_as"].list.len().sum() == 0 and no_flags(out)
     assert lineage.declared_pairs(old) == [] and lineage.across_models(None) is None
     assert not lineage.is_init("step0", 768000) and lineage.is_init("step0") and lineage.is_init("step0", 0)
+
+
+def test_the_finals_first_shard_is_flagged_when_the_revision_between_serves_the_finals_files(
+        panel, healthy_fps, tmp_path):
+    """The two faults together (#206 and #205): step16 holds the final's first shard, and step24, the
+    revision between them, serves the final's files. The duplicate is no step of the run: on the path of
+    training step16 and step32 are one step apart, and one unchanged step before a later revision is what
+    a copy of it looks like, not a frozen weight. Flagged whether the shard is the final's file byte for
+    byte or its tensors re-saved (another file digest: only the matrices tell)."""
+    _, folders = panel
+    final_first = shards(folders["step32"])[0]
+    for how in ("copied", "re-saved"):
+        bad = tmp_path / how / "step16"
+        shutil.copytree(folders["step16"], bad)
+        first = shards(bad)[0]
+        if how == "copied":
+            shutil.copyfile(final_first, first)
+        else:
+            save_file(load_file(final_first), str(first), metadata={"format": "pt", "re": "saved"})
+            assert fingerprint.file_sha256(first) != fingerprint.file_sha256(final_first)
+        fps = dict(healthy_fps)
+        fps["step16"] = fp(bad, "step16")
+        fps["step24"] = fp(folders["step32"], "step24")
+        table = run(fps)
+        by = {r["revision"]: r for r in table.iter_rows(named=True)}
+        assert "shares_shard_with" in by["step16"]["flags"] and by["step16"]["shares_shard_with"] == ["step32"], how
+        assert {"step24", "step32"} <= set(by["step16"]["shares"]), how
+        assert by["step24"]["flags"] == ["duplicate_of"] and by["step32"]["flags"] == ["duplicate_of"], how
+        assert all(not f for r, f in flags_of(table).items() if r not in ("step16", "step24", "step32")), how
+        if how == "re-saved":
+            assert "matrices" in by["step16"]["detail"]
+
+
+def test_a_module_frozen_over_one_step_before_a_later_revision_is_taken_for_a_copy(healthy_fps):
+    """The price of the rule above, stated: a whole module unchanged over one step only (step24 ->
+    step32), not from the first revision, is flagged; over two steps (step16 -> step24 -> step32) it is
+    a frozen module; a matrix equal while its module's bias differs is no freeze either."""
+    fps = dict(healthy_fps)
+    rows = fps["step0"].filter(pl.col("kind") == "tensor")
+    name = next(n for n in rows["name"] if n.endswith(".weight") and n.replace(".weight", ".bias") in rows["name"]
+                and rows.filter(pl.col("name") == n)["shape"][0].len() >= 2)
+    module = [name, name.replace(".weight", ".bias")]
+
+    def with_module(df, src, names):
+        keep = src.filter(pl.col("name").is_in(names)).select("name", "sha256", "norm", "sketch")
+        return pl.concat([df.filter(~pl.col("name").is_in(names) | (pl.col("kind") != "tensor")),
+                          df.filter(pl.col("name").is_in(names) & (pl.col("kind") == "tensor"))
+                          .drop("sha256", "norm", "sketch").join(keep, on="name").select(df.columns)])
+
+    one = dict(fps, step24=with_module(fps["step24"], fps["step32"], module))
+    assert flags_of(run(one))["step24"] == ["shares_shard_with"]
+    two = dict(one, step16=with_module(fps["step16"], fps["step32"], module))
+    assert no_flags(run(two))
+    half = dict(fps, step16=with_module(fps["step16"], fps["step32"], [name]),
+                step24=with_module(fps["step24"], fps["step32"], [name]))  # the weight, not its bias
+    assert flags_of(run(half))["step16"] == ["shares_shard_with"]

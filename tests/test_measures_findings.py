@@ -127,8 +127,8 @@ def test_headline_gains_the_text_sink_rate_and_its_onset(tmp_path):
     assert (a.text_sink.onset.revision, a.text_sink.onset.lo_revision) == ("step2", "step1")
     said = [s for s in run.sentences if "text probe" in s]
     assert said == ["On the text probe (5 sequences of 64 tokens), the share of heads that are sinks (Gu et al.'s "
-                    "sink rate: mean attention to the first token above 0.3, per sequence) was: m 100.0% at step3, half the heads after 100 and by 200 tokens "
-                    "(step2)."]
+                    "sink rate: mean attention to the first token above 0.3, per sequence) was: m 100.0% at step3 (repeated-random probe: 0.0%), half the heads after 100 "
+                    "and by 200 tokens (step2)."]  # beside it the repeated-random probe's rate, for comparison
     rows = headline.headline_rows(F, models=["m"])
     assert rows[0]["text_sink_text"].startswith("100.0% at step3 (ε = 0.3); half the heads: step2")
     assert "sink rate on text" in headline.markdown(rows)

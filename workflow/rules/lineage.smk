@@ -25,6 +25,9 @@ rule lineage:
         # the model whose last checkpoint this run declares it starts from (a data-shift run), or ""
         # a data-shift run continues its base's final checkpoint (train.shift_from): the first screen counts it once
         continues=lambda wc: (panel.model_spec(config, wc.model).get("train") or {}).get("shift_from") or "",
+        # whether the run has a step 0 to add (toy: yes; a single checkpoint: no; else not known): the
+        # reference warning advises adding step 0 only to a run that has one
+        init_published=lambda wc: panel.init_published(config, wc.model),
     resources:
         mem_mb=2000,
         runtime=10,

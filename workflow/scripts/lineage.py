@@ -12,7 +12,9 @@ with logs.to_file(snakemake.log[0]):
     fp = tables.read_many(snakemake.input.fingerprints)
     prov = tables.read_many(snakemake.input.provenance)
     tokens = {(m, r): t for m, r, t in prov.select("model", "revision", "tokens").iter_rows()} if prov.height else {}
-    table = lineage.lineage(fp, tokens, continues={snakemake.wildcards.model: snakemake.params.continues or None})
+    model = snakemake.wildcards.model
+    table = lineage.lineage(fp, tokens, continues={model: snakemake.params.continues or None},
+                            init_published={model: snakemake.params.init_published})
     for line in lineage.check_on_suspect(table, snakemake.params.on_suspect):  # raises under fail
         print(f"lineage flag: {line}")
     for line in lineage.reference_warnings(table):  # the descent test cannot see #203 without step 0

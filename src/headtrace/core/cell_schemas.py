@@ -87,7 +87,8 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "seq_len": pl.Int32,
     },
     # results/findings/measures/measures_over_training.parquet (headtrace.findings.measures): per model x
-    # revision x sink threshold, the field's measures beside the paper's synthetic ones.
+    # revision x sink threshold (in measures.sink_eps's order: the first is the headline's, the others its
+    # sensitivity), the field's measures beside the paper's synthetic ones.
     "measures_over_training": {
         **CELL_KEY,
         "eps": pl.Float64,
@@ -114,6 +115,12 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "text_seq_len": pl.Int32,
         "text_n_documents": pl.Int32,
         "text_windows": pl.String,
+        # what key 0 of the text probe (the key the sink rate measures) is: the tokenizer's BOS on every
+        # sequence (true), or the text's own first token (false: a content token); and the commonest key-0
+        # tokens as text, most frequent first (ties by text), with how many sequences open with each
+        "text_key0_bos": pl.Boolean,
+        "text_key0_tokens": pl.List(pl.String),
+        "text_key0_counts": pl.List(pl.Int64),
         # the model was trained only on a synthetic token stream (the toy panel): it never saw text like the
         # probe's, so its text sink rate means little; null: not known
         "synthetic_training": pl.Boolean,
@@ -166,6 +173,8 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_documents": pl.Int32,  # documents the sequences came from
         "tokenizer": pl.String,
         "tokenizer_sha256": pl.String,
+        "n_prefix": pl.Int32,  # the special tokens the tokenizer puts before a text (its BOS: 1; none: 0)
+        "key0": pl.String,  # the sequence's first token (key 0, the sink rate's key) as text
     },
     # results/cells/{model}/{revision}/bootstrap_milestones.parquet: per resample, the counts the
     # F3 milestones read (same resample index = same draw of sequences at every revision).

@@ -327,6 +327,9 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "reference_is_init": pl.Boolean,  # the reference is step 0 (else the descent test cannot see #203)
         "weights_digest": pl.String,  # sha256 over the sorted tensor digests: equal weights in any model
         "continues": pl.String,  # the model whose last checkpoint the config declares this run starts from
+        # whether the run has a step 0 the panel could add (the config: a toy trains one; a single checkpoint
+        # has none); null: not known (a hub or local run may or may not publish its init)
+        "init_published": pl.Boolean,
         "flags": pl.List(pl.String),  # duplicate_of, shares_shard_with, not_descended_from_init, discontinuous
         "detail": pl.String,  # the evidence, in words
     },

@@ -1,8 +1,8 @@
 """The documents of the text probe, read from the file(s) the config names (docs/measures.md).
 
-``text_probe.file`` is a path or a glob pattern (``docs/*.md``), relative to the working directory or,
-when it matches nothing there, to the headtrace checkout (so the demo's ``docs/*.md`` is found from any
-working directory): plain text (any other suffix; the
+``text_probe.file`` is a path or a glob pattern (``notes/*.txt``), relative to the working directory or,
+when it matches nothing there, to the headtrace checkout (so the demo's corpus,
+``resources/text-probe/prose.jsonl``, is found from any working directory): plain text (any other suffix; the
 whole file is one document), JSON Lines (``.jsonl``: one document per line, its ``column`` field) or
 Parquet (``.parquet``: its ``column`` column). Files are read in sorted order. ``text_probe.split`` then
 cuts each of those texts further (:data:`SPLITS`): ``none`` keeps it whole, ``heading`` cuts a Markdown

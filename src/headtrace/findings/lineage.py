@@ -45,8 +45,10 @@ and the noisiest) by its size and leave a 2-layer toy model undecidable; each ma
   place on the path of training (its latest member's) for the distances and detours of the others.
 * ``shares_shard_with`` — some weight file (a shard), or some matrix, equals another revision's
   that is not a duplicate of it: the earlier revision of the pair is flagged and names the later
-  (#206). A matrix left unchanged over consecutive revisions (a frozen or never-routed weight) is
-  not sharing: a matrix counts only when a revision between the two holds a different value.
+  (#206). A module left unchanged over consecutive revisions (a frozen or never-routed weight) is
+  not sharing: "unchanged" is decided on the path of training, where a set of identical revisions is
+  one place (a branch serving the final's files is no step of the run), and by whole modules (weight
+  and bias together), over two steps or more or from the first revision on (:func:`_frozen`).
 * ``not_descended_from_init`` — the revision is as far from the model's earliest (non-duplicate)
   revision as independent inits are from each other, ``cos_from_first < max(Z · cos_sd, COS_FLOOR)``,
   and no chain descends to it: it also fails that test against each of the :data:`CHAIN_TRIES` latest
@@ -228,24 +230,66 @@ def _shared(mod: _Model, dup: dict[int, int]) -> tuple[dict[int, dict[int, list[
         for i in idx[:-1]:
             if root[i] != root[last]:
                 evidence[i].setdefault(last, []).extend(n for n, s in mod.files[i].items() if s == sha)
-    # matrices, except runs of consecutive revisions (a weight not updated)
+    # matrices, on the path of training (a duplicate is no step of it: its set has one place, the kept
+    # member's), except a module frozen over it (:func:`_frozen`)
+    path = [i for i in range(R) if i not in dup]
+    group = {i: [i] + [k for k, j in dup.items() if j == i] for i in path}  # a place on the path: its names
+    modules = _module_values(mod)
     for t in range(len(mod.names)):
         col = mod.sha[:, t]
         by: dict[str, list[int]] = {}
-        for i, s in enumerate(col):
-            if s is not None:
-                by.setdefault(s, []).append(i)
-        for sha, idx in by.items():
-            last = idx[-1]
-            for i in idx[:-1]:
-                between = [k for k in range(i + 1, last) if col[k] is not None]
-                if all(col[k] == sha for k in between):
-                    continue  # a run: unchanged from i to the latest holder
-                shares[i].add(last)
-                shares[last].add(i)
-                if root[i] != root[last]:
-                    evidence[i].setdefault(last, []).append(mod.names[t])
+        for a, i in enumerate(path):
+            if col[i] is not None:
+                by.setdefault(col[i], []).append(a)
+        for sha, places in by.items():
+            last = places[-1]
+            for a in places[:-1]:
+                if _frozen(path, a, last, col, modules, _module(mod.names[t])):
+                    continue
+                i, j = path[a], path[last]
+                for x in group[i]:
+                    shares[x].update(group[j])
+                for y in group[j]:
+                    shares[y].update(group[i])
+                evidence[i].setdefault(j, []).append(mod.names[t])
     return evidence, shares
+
+
+def _module(name: str) -> str:
+    """The module a tensor belongs to: its name less the last part (``layers.3.mlp.experts.5.up_proj``
+    of ``layers.3.mlp.experts.5.up_proj.weight``), which holds its weight and bias together."""
+    return name.rsplit(".", 1)[0]
+
+
+def _module_values(mod: _Model) -> list[dict[str, tuple]]:
+    """Per revision, module -> its tensors' ``(name, sha256)``, vectors (norms, biases) included."""
+    out: list[dict[str, list]] = [{} for _ in mod.revisions]
+    for i, tensors in enumerate(mod.tensors):
+        for name, sha in sorted(tensors.items()):
+            out[i].setdefault(_module(name), []).append((name, sha))
+    return [{m: tuple(v) for m, v in d.items()} for d in out]
+
+
+def _frozen(path: list[int], a: int, b: int, col, modules: list[dict[str, tuple]], module: str) -> bool:
+    """Whether a matrix equal at places ``a`` < ``b`` of the path of training (``path``: revision indices,
+    duplicates left out) is a weight not updated rather than one revision carrying another's: it holds its
+    value at every place from ``a`` to ``b``, so does its whole module (every tensor of it, vectors
+    included: a frozen or never-routed module stays whole, a revision mixing another's matrices into its
+    own does not), and the run it lies in (from ``a`` back as far as the module stays so) is more than one
+    step or starts at the path's first revision (frozen from the start). One unchanged step between a
+    revision and a later one is what a copy of the later one looks like, and is not taken for a frozen
+    weight."""
+    value, whole = col[path[b]], modules[path[b]].get(module)
+
+    def held(k: int) -> bool:
+        return col[path[k]] == value and whole is not None and modules[path[k]].get(module) == whole
+
+    if not all(held(k) for k in range(a, b + 1)):
+        return False
+    start = a
+    while start > 0 and held(start - 1):
+        start -= 1
+    return b - start >= 2 or start == 0
 
 
 def _describe_evidence(mod: _Model, i: int, j: int, items: list[str]) -> str:
@@ -308,10 +352,14 @@ def is_init(revision: str, tokens: int | None = None) -> bool:
 
 def reference_warnings(table: pl.DataFrame | None) -> list[str]:
     """One line per model whose earliest revision is not its init: ``not_descended_from_init`` compares
-    with that revision and cannot see a run that is another init from its first revision on. A reference
-    whose weights are another checked model's revision (a continuation's start) is not warned about: its
-    descent is checked in that model's table (:func:`across_models` says so). A declared continuation
-    read without its parent (the lineage job sees one model) gets a line saying where it is checked."""
+    with that revision and cannot see a run that is another init from its first revision on. The advice
+    follows ``init_published``: add the run's step 0 where it has one (a toy), say there is none to add
+    where it has none (a single checkpoint: the detour test still sees a revision from elsewhere between
+    others, docs/integrity.md#power), add it *if* the run publishes one where that is not known. A
+    reference whose weights are another checked model's revision (a continuation's start) is not warned
+    about: its descent is checked in that model's table (:func:`across_models` says so). A declared
+    continuation read without its parent (the lineage job sees one model) gets a line saying where it is
+    checked."""
     if table is None or table.is_empty():
         return []
     elsewhere = same_weights(table)
@@ -326,18 +374,25 @@ def reference_warnings(table: pl.DataFrame | None) -> list[str]:
                        f"init; the report checks that it is {parent}'s last checkpoint, whose descent {parent}'s "
                        "table checks")
         else:
+            published = r.get("init_published")
+            advice = {True: "add the run's step 0 to its revisions",
+                      False: "this run publishes no step 0 to add, so that case stays unseen (a revision from "
+                             "elsewhere between two others is still seen by the detour test)",
+                      None: "add the run's step 0 to its revisions if it publishes one"}[published]
             out.append(f"model '{r['model']}': the earliest revision, {r['reference']}, is not the init (step 0); "
                        "the check that each revision descends from the init compares with it, so it cannot see "
-                       "weights that are another init from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+                       f"weights that are another init from it on (EleutherAI/pythia#203): {advice}")
     return out
 
 
 def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = None, *, continues: str | None = None,
-                  z: float = Z, cos_floor: float = COS_FLOOR, detour: float = DETOUR,
-                  fallback: float = FALLBACK) -> pl.DataFrame:
+                  init_published: bool | None = None, z: float = Z, cos_floor: float = COS_FLOOR,
+                  detour: float = DETOUR, fallback: float = FALLBACK) -> pl.DataFrame:
     """The ``lineage`` rows of one model from its ``fingerprint`` rows (every revision's); ``tokens``:
     revision -> training tokens (training order and the table's tokens column); ``continues``: the model
-    whose last checkpoint the config declares this run starts from (a data-shift continuation), or None."""
+    whose last checkpoint the config declares this run starts from (a data-shift continuation), or None;
+    ``init_published``: whether the run has a step 0 the panel could add (None: not known), for
+    :func:`reference_warnings`."""
     if fp.is_empty():
         return EMPTY.clone()
     models = fp["model"].unique().to_list()
@@ -418,7 +473,7 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
             "detour": detours.get(i), "n_matrices": from_first[i]["n"],
             "descent": "reference" if i == ref else descent.get(i),
             "reference_is_init": is_init(revs[ref], tokens.get(revs[ref])),
-            "weights_digest": _digest(mod, i), "continues": continues,
+            "weights_digest": _digest(mod, i), "continues": continues, "init_published": init_published,
             "flags": [f for f in FLAGS if f in flags[i]],
             "detail": "; ".join(details[i]) or None,
         })
@@ -426,18 +481,21 @@ def model_lineage(fp: pl.DataFrame, tokens: Mapping[str, int | None] | None = No
 
 
 def lineage(fingerprints: pl.DataFrame, tokens: Mapping[tuple[str, str], int | None] | None = None,
-            continues: Mapping[str, str | None] | None = None, **rules) -> pl.DataFrame:
+            continues: Mapping[str, str | None] | None = None,
+            init_published: Mapping[str, bool | None] | None = None, **rules) -> pl.DataFrame:
     """The ``lineage`` table of every model in ``fingerprints`` (a concatenation of cells'
     ``fingerprint`` tables); ``tokens``: ``(model, revision) -> tokens``; ``continues``: model -> the
-    model it continues (declared in the config), for :func:`across_models`."""
+    model it continues (declared in the config), for :func:`across_models`; ``init_published``: model ->
+    whether its run has a step 0 to add (None: not known), for :func:`reference_warnings`."""
     if fingerprints.is_empty():
         return EMPTY.clone()
-    tokens, continues = tokens or {}, continues or {}
+    tokens, continues, init_published = tokens or {}, continues or {}, init_published or {}
     out = []
     for model in fingerprints["model"].unique(maintain_order=True).to_list():
         fp = fingerprints.filter(pl.col("model") == model)
         out.append(model_lineage(fp, {r: t for (m, r), t in tokens.items() if m == model},
-                                 continues=continues.get(model), **rules))
+                                 continues=continues.get(model), init_published=init_published.get(model),
+                                 **rules))
     return pl.concat(out)
 
 

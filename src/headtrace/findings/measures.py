@@ -12,7 +12,8 @@ Inputs: the per-cell ``measures`` tables (``headtrace.cell.patterns``) and the `
   prefix-matching heads (as many as the circuit has; null when the circuit is empty) beside its
   within-layer permutation null (``headtrace.findings.agreement``); and what the text probe was
   (:func:`text_probe_columns`): its sequences, their length, the documents they came from and how the
-  windows were taken (``text_probes``: the models' ``text_probe`` tables), and whether the model was
+  windows were taken and what key 0 is, the tokenizer's BOS or the text's first token with the commonest
+  of them (``text_probes``: the models' ``text_probe`` tables), and whether the model was
   trained only on a synthetic token stream (``synthetic``: the toy panel, models that never saw text).
 * ``measures_onsets``: F3-style milestones with their checkpoint brackets (schema ``f3_milestones``):
   ``text_sink_{p}pct`` (text sink rate at the first eps >= p, p as F3's first-token fractions) and
@@ -83,20 +84,24 @@ def over_training(measures: pl.DataFrame, traj: pl.DataFrame, *, sink_eps=(formu
     out = text_probe_columns(pl.DataFrame(rows, schema={c: t for c, t in SCHEMAS["measures_over_training"].items()
                                                         if c not in TEXT_PROBE_COLUMNS}),
                              measures, text_probes, synthetic)
-    return conform(tr.with_rev_index(out).sort("model", "rev_index", "eps").drop("rev_index"),
+    order = {float(e): i for i, e in reversed(list(enumerate(sink_eps)))}  # the first eps first: the headline's
+    out = out.with_columns(eps_order=pl.col("eps").replace_strict(order, return_dtype=pl.Int32))
+    return conform(tr.with_rev_index(out).sort("model", "rev_index", "eps_order").drop("rev_index", "eps_order"),
                    "measures_over_training")
 
 
-TEXT_PROBE_COLUMNS = ("text_n_sequences", "text_seq_len", "text_n_documents", "text_windows", "synthetic_training")
+TEXT_PROBE_COLUMNS = ("text_n_sequences", "text_seq_len", "text_n_documents", "text_windows", "text_key0_bos",
+                      "text_key0_tokens", "text_key0_counts", "synthetic_training")
+KEY0_TOP = 3  # the commonest key-0 tokens kept per model
 
 
 def text_probe_columns(over: pl.DataFrame, measures: pl.DataFrame, text_probes: pl.DataFrame | None = None,
                        synthetic=None) -> pl.DataFrame:
     """``over`` with what its model's text probe was (:data:`TEXT_PROBE_COLUMNS`): ``text_n_sequences`` and
-    ``text_seq_len`` from the cell's text rows of ``measures``; ``text_n_documents`` and ``text_windows``
-    from the model's row of ``text_probes`` (null without one); ``synthetic_training`` true for a model of
-    ``synthetic`` (trained only on a synthetic token stream), false for the others, null when ``synthetic``
-    is None (not known)."""
+    ``text_seq_len`` from the cell's text rows of ``measures``; ``text_n_documents``, ``text_windows`` and
+    what key 0 is (:func:`key0`) from the model's rows of ``text_probes`` (null without them);
+    ``synthetic_training`` true for a model of ``synthetic`` (trained only on a synthetic token stream),
+    false for the others, null when ``synthetic`` is None (not known)."""
     shape = {"model": pl.String, "revision": pl.String, "text_n_sequences": pl.Int32, "text_seq_len": pl.Int32}
     text = measures.filter(pl.col("probe") == "text") if measures.height else measures
     cells = (text.group_by("model", "revision").agg(pl.col("n_sequences").first().alias("text_n_sequences"),
@@ -108,7 +113,27 @@ def text_probe_columns(over: pl.DataFrame, measures: pl.DataFrame, text_probes: 
               if text_probes is not None and text_probes.height else pl.DataFrame(schema=kinds)).cast(kinds)
     flag = pl.lit(None, pl.Boolean) if synthetic is None else pl.col("model").is_in(list(synthetic))
     return (over.join(cells, on=["model", "revision"], how="left").join(probes, on="model", how="left")
-            .with_columns(synthetic_training=flag))
+            .join(key0(text_probes), on="model", how="left").with_columns(synthetic_training=flag))
+
+
+def key0(text_probes: pl.DataFrame | None, top: int = KEY0_TOP) -> pl.DataFrame:
+    """Per model, what key 0 of its text probe is (the key whose attention the sink rate measures):
+    ``text_key0_bos``, true when the tokenizer puts a BOS before every sequence (``n_prefix`` > 0), false
+    when key 0 is the text's own first token (a content token); ``text_key0_tokens`` and
+    ``text_key0_counts``, the ``top`` commonest first tokens (``key0``, as text) and how many sequences open
+    with each, most first, ties by text. Null for a probe table written before these columns.
+
+    ``[{model: m, n_prefix: 0, key0: "And"} x 3, {.., key0: "But"}]`` -> ``m, False, ["And", "But"], [3, 1]``."""
+    kinds = {"model": pl.String, "text_key0_bos": pl.Boolean, "text_key0_tokens": pl.List(pl.String),
+             "text_key0_counts": pl.List(pl.Int64)}
+    if text_probes is None or not text_probes.height or not {"n_prefix", "key0"} <= set(text_probes.columns):
+        return pl.DataFrame(schema=kinds)
+    rows = []
+    for (model,), g in text_probes.drop_nulls(["n_prefix", "key0"]).group_by("model", maintain_order=True):
+        counts = sorted(Counter(g["key0"].to_list()).items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+        rows.append(dict(model=model, text_key0_bos=bool((g["n_prefix"] > 0).all()),
+                         text_key0_tokens=[t for t, _ in counts], text_key0_counts=[c for _, c in counts]))
+    return pl.DataFrame(rows, schema=kinds)
 
 
 def _alpha_per_sequence(probe_rows: pl.DataFrame) -> np.ndarray:

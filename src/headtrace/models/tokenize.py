@@ -147,9 +147,10 @@ def build(settings: dict, tokenizer_spec: str | None, folder: str | Path | None,
           model: str = "model") -> pl.DataFrame:
     """The text probe of ``settings`` (the ``text_probe`` block) for ``model`` with the tokenizer of
     ``tokenizer_spec`` / the checkpoint ``folder`` (:func:`load`; ``what`` names the revision in errors),
-    as a table (schema ``text_probe``): per sequence its tokens, its document and where in it the window
-    starts; per table the file pattern, the split, how the windows were taken, the documents read, those
-    too short, those the sequences came from, and the tokenizer."""
+    as a table (schema ``text_probe``): per sequence its tokens, its document, where in it the window
+    starts and its first token as text (``key0``); per table the file pattern, the split, how the windows
+    were taken, the documents read, those too short, those the sequences came from, the tokenizer and the
+    special tokens it puts before a text (``n_prefix``: 1 for a BOS, 0 when key 0 is the text's own)."""
     tok = load(tokenizer_spec, folder, what)
     docs = texts.read_documents(settings["file"], settings["column"], settings["split"])
     source = f"'{settings['file']}' (split: {settings['split']})"
@@ -157,6 +158,7 @@ def build(settings: dict, tokenizer_spec: str | None, folder: str | Path | None,
                        settings["seed"], source)
     name = BYTES if isinstance(tok, ByteTokenizer) else str(tokenizer_spec or folder)
     n = w.tokens.shape[0]
+    key0 = [token_text(tok, int(t)) for t in w.tokens[:, 0]]
     return tables.conform(pl.DataFrame({
         "model": [model] * n, "seq": np.arange(n, dtype=np.int32), "tokens": w.tokens.tolist(),
         "document": w.document.astype(np.int32), "offset": w.offset.astype(np.int32),
@@ -164,7 +166,16 @@ def build(settings: dict, tokenizer_spec: str | None, folder: str | Path | None,
         "windows": [settings["windows"]] * n, "seed": pl.Series([settings["seed"]] * n, dtype=pl.Int64),
         "n_documents_read": np.full(n, len(docs), np.int32), "n_short": np.full(n, w.n_short, np.int32),
         "n_documents": np.full(n, len(set(w.document.tolist())), np.int32),
-        "tokenizer": [name] * n, "tokenizer_sha256": [fingerprint(tok)] * n}), "text_probe")
+        "tokenizer": [name] * n, "tokenizer_sha256": [fingerprint(tok)] * n,
+        "n_prefix": np.full(n, len(_prefix(tok)), np.int32), "key0": key0}), "text_probe")
+
+
+def token_text(tokenizer, token: int) -> str:
+    """One token id as the text it stands for: a byte as its character (U+FFFD for a byte that is no
+    character alone), a tokenizer's token decoded (a special token, BOS, as its name)."""
+    if isinstance(tokenizer, ByteTokenizer):
+        return bytes([token]).decode("utf-8", errors="replace")
+    return tokenizer.decode([token])
 
 
 def tokens_of(table: pl.DataFrame) -> np.ndarray:

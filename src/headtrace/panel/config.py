@@ -69,6 +69,18 @@ def final_revision(config: dict, model: str) -> str:
     return revisions_of(config, model)[-1]
 
 
+def init_published(config: dict, model: str) -> bool | None:
+    """Whether ``model``'s run has a step 0 its panel could add (the lineage check's reference warning):
+    True for a toy (train_toy saves any step listed, step 0 included), False for a single checkpoint (no
+    run around it), None otherwise (a hub or local run may or may not publish its init)."""
+    spec = model_spec(config, model)
+    if spec.get("source") == "toy":
+        return True
+    if spec.get("single_checkpoint"):
+        return False
+    return None
+
+
 def cell_tokens(config: dict, model: str, revision: str) -> int | None:
     spec = model_spec(config, model)
     try:

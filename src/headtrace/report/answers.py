@@ -126,7 +126,10 @@ class Milestone:
 class TextSink:
     """The text probe's sink rate (Gu et al. 2025) of one model: ``rate`` (0-1) at eps at ``revision``,
     the last revision with a text probe, and ``onset``, the first revision reaching half the heads; what the
-    probe was (None where not recorded) and whether the model was trained only on a synthetic stream."""
+    probe was (None where not recorded), whether the model was trained only on a synthetic stream, the
+    rate at the table's other eps at that revision (``others``: (eps, rate)), the repeated-random probe's
+    rate there at eps, and what key 0 is (``key0_bos``: the tokenizer's BOS, or False: the text's own first
+    token; ``key0``: the commonest first tokens with their counts, most first)."""
     eps: float
     rate: float | None
     revision: str | None
@@ -137,6 +140,10 @@ class TextSink:
     n_documents: int | None = None
     windows: str | None = None  # start (each document's first seq_len tokens) | consecutive
     synthetic: bool = False  # trained only on a synthetic token stream: it never saw text like the probe's
+    others: tuple[tuple[float, float], ...] = ()  # (eps, rate) at the table's other thresholds, same revision
+    repeated_rate: float | None = None  # the repeated-random probe's sink rate at eps, same revision
+    key0_bos: bool | None = None  # key 0 is the tokenizer's BOS (True) or the text's first token (False)
+    key0: tuple[tuple[str, int], ...] = ()  # the commonest key-0 tokens and how many sequences open with each
 
     @property
     def rests_on(self) -> tuple[str, ...]:
@@ -469,6 +476,10 @@ def _text_sink(F: Mapping[str, pl.DataFrame], model: str) -> TextSink | None:
     if not g.height:
         return None
     last = g.sort("tokens", nulls_last=True, maintain_order=True).tail(1).row(0, named=True)
+    same = over.filter((pl.col("model") == model) & (pl.col("revision") == last["revision"])
+                       & (pl.col("eps") != last["eps"])).drop_nulls("text_sink_rate")
+    others = tuple(dict.fromkeys((float(e), float(r)) for e, r in same.select("eps", "text_sink_rate").rows()))
+    key0 = tuple(zip(_get(last, "text_key0_tokens") or (), _get(last, "text_key0_counts") or ()))
     onset = Milestone(TEXT_SINK_MILESTONE)
     ons = F.get("measures_onsets")
     if ons is not None and ons.height:
@@ -481,7 +492,8 @@ def _text_sink(F: Mapping[str, pl.DataFrame], model: str) -> TextSink | None:
                               lo_tokens=_get(row, "lo_tokens") if reached else None)
     return TextSink(float(last["eps"]), float(last["text_sink_rate"]), last["revision"], _get(last, "tokens"), onset,
                     *(_get(last, c) for c in ("text_n_sequences", "text_seq_len", "text_n_documents", "text_windows")),
-                    bool(_get(last, "synthetic_training", False)))
+                    bool(_get(last, "synthetic_training", False)), others, _get(last, "repeated_sink_rate"),
+                    _get(last, "text_key0_bos"), tuple((str(t), int(n)) for t, n in key0))
 
 
 def _model_verdicts(verdicts: pl.DataFrame | None, model: str) -> tuple[Verdict | None, list[Verdict]]:

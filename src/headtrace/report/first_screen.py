@@ -119,8 +119,10 @@ def markdown(fs: FirstScreen) -> str:
 
 
 def plain(text: str) -> str:
-    """A text without its inline markup (the console)."""
-    return text.replace("**", "").replace("`", "")
+    """A text without its inline markup (the console); a code span's content kept as written (a token
+    such as ``**`` stays)."""
+    parts = re.split(r"`([^`]+)`", text)  # odd items: code, kept literal
+    return "".join(p if i % 2 else p.replace("**", "").replace("`", "") for i, p in enumerate(parts))
 
 
 def inline_html(text: str) -> str:

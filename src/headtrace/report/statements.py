@@ -151,8 +151,10 @@ def sink(answers: list[ModelAnswer]) -> Statement:
 def text_sinks(answers: list[ModelAnswer]) -> Statement | None:
     """The text probe's sink rate (Gu et al. 2025) at each model's final revision and when it first reached
     half the heads, after what the probe was (where recorded: one description when every model read the
-    same, else one per model); then the models trained only on a synthetic token stream, whose rate on text
-    means little. None when no model ran a text probe."""
+    same, else one per model), with beside it the rate at the other thresholds and the repeated-random
+    probe's rate (where recorded); then what key 0, the key the rate measures, is for each model (the
+    tokenizer's BOS, or the text's first token and the commonest ones); then the models trained only on a
+    synthetic token stream, whose rate on text means little. None when no model ran a text probe."""
     with_text = [a for a in answers if a.text_sink is not None]
     if not with_text:
         return None
@@ -183,16 +185,48 @@ def text_sinks(answers: list[ModelAnswer]) -> Statement | None:
         else:
             when = "no onset computed"
         own = None if shared is not None else probe_words(t)
-        bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}, {when}" + (f" (on {own})" if own else ""))
+        beside = ([f"at ε = {e:g}: {100 * r:.1f}%" for e, r in t.others]
+                  + ([f"repeated-random probe: {100 * t.repeated_rate:.1f}%"] if t.repeated_rate is not None else []))
+        bits.append(f"{a.model} {100 * t.rate:.1f}% at {t.revision}" + (f" ({'; '.join(beside)})" if beside else "")
+                    + f", {when}" + (f" (on {own})" if own else ""))
         parts.append((a, t.rests_on))
     said = (f"On the text probe{f' ({shared})' if shared else ''}, the share of heads that are sinks (Gu et al.'s "
             f"sink rate: mean attention to the first token above {eps:g}, per sequence) was: " + "; ".join(bits) + ".")
+    said += key0_words([a for a in with_text if a.text_sink.key0_bos is not None])
     synthetic = [a.model for a in with_text if a.text_sink.synthetic]
     if synthetic:
         said += (f" {_names(synthetic)} {'was' if len(synthetic) == 1 else 'were'} trained only on a synthetic token "
                  f"stream: {'it is' if len(synthetic) == 1 else 'each is'} a model that has never seen text like it, "
                  "so its rate on text means little.")
     return statement(said, parts)
+
+
+def key0_words(answers: list[ModelAnswer]) -> str:
+    """' Key 0, the key the rate measures, is …': per model (models alike together), the tokenizer's BOS,
+    or no BOS but the text's own first token, a content token, with the commonest openers and how many of
+    the sequences open with each (``measures_over_training``'s ``text_key0_*``); '' for no such model."""
+    said: dict[str, list[str]] = {}
+    for a in answers:
+        t = a.text_sink
+        if t.key0_bos:
+            what = "the tokenizer's BOS"
+        else:
+            openers = ", ".join(f"{_code(tok)} ({n})" for tok, n in t.key0)
+            what = ("no BOS (the tokenizer adds none) but each text's own first token, a content token"
+                    + (f"; the commonest openers of the {t.n_sequences} sequences: {openers}" if openers and t.n_sequences
+                       else f"; the commonest openers: {openers}" if openers else ""))
+        said.setdefault(what, []).append(a.model)
+    if not said:
+        return ""
+    return " Key 0, the key the rate measures, is " + "; ".join(
+        f"for {_names(models)} {what}" for what, models in said.items()) + "."
+
+
+def _code(token: str) -> str:
+    """A token as inline code, its whitespace made visible (a token with a backtick in quotes)."""
+    shown = token.replace("\n", "\\n").replace("\t", "\\t")
+    shown = shown if shown.strip() == shown and shown else repr(token)
+    return f"'{shown}'" if "`" in shown else f"`{shown}`"
 
 
 def where_decided(answers: list[ModelAnswer]) -> Statement:

@@ -52,7 +52,7 @@ def _outward(lo: float, hi: float, digits: int = 2) -> str:
 def _p(row: dict) -> str:
     """'1/40' when p is the smallest its reference set allows (1/N over all N sets, 1/(M + 1) over M draws),
     else p rounded up (:func:`headtrace.core.rounding.fmt_p`, the one rule for a printed p)."""
-    p, n = row["p_value"], row["n_random"] or row["n_distinct_draws"]
+    p, n = row["p_value"], row.get("n_random") or row["n_distinct_draws"]
     smallest = n if row.get("control_exact") else n + 1
     if n and abs(p - 1 / smallest) < 1e-12:
         return f"1/{smallest}"
@@ -61,7 +61,7 @@ def _p(row: dict) -> str:
 
 def _sets(row: dict) -> str:
     """'all 495' (every set of the reference set) / '39 draws of 3,024'."""
-    n, space = row["n_random"] or row["n_distinct_draws"], row["n_matched_sets"]
+    n, space = row.get("n_random") or row["n_distinct_draws"], row["n_matched_sets"]
     return f"all {n:,}" if row.get("control_exact") else f"{n} draws of {space:,}" if space else f"{n} draws"
 
 

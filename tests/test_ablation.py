@@ -411,7 +411,7 @@ def test_verdict_edge_cases():
     # a zero baseline has no share to halve: the effect, the halving rule and p fail
     assert c["not_causal_reason"] == ("no positive effect (top-1 effect 0.000) and top-1 after ablation is 0.0% "
                                       "against a baseline of 0.0% (0.0% of 0.0%; no interval: the point estimate "
-                                      "decides), not at most 50% and p = 1.000 > alpha = 0.05")
+                                      "decides), not at most 50% and p = 1 > alpha = 0.05")
     assert not c["upper_bound_saturates"]
     # with it (the default), top-1 at 0 of 100 cannot decide: untested without a fallback metric
     c = ablation.verdict(table_of(rows), fallback_metric=None).row(0, named=True)

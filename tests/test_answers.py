@@ -111,7 +111,7 @@ def toy_run():
              verdict="underpowered", p=1.0, n_sets=1, space=1, exact=True,
              reason="its reference set allows p >= 1/1 > alpha = 0.05 (all 1 sets of its layers (exact))"),
         vrow("full", "f2", 200, verdict="not_causal", p=0.4, n_sets=20, space=1820, exact=False,
-             why_not="p = 0.400 > alpha = 0.05"),
+             why_not="p = 0.4 > alpha = 0.05"),
         vrow("never", "n2", 20, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False),
     ])
     return F, V
@@ -138,7 +138,7 @@ def test_every_sentence_matches_the_tables():
     assert ("toy: causal at s2 (smallest p = 1/70 ≤ 0.015: the 4-head circuit at s2, over all 70 sets of its "
             "layers (exact))") in decided
     # a not_causal verdict carries the criteria it missed (the verdict's not_causal_reason)
-    assert "full: not causal at f2, as p = 0.400 > alpha = 0.05 (smallest p = 0.400" in decided
+    assert "full: not causal at f2, as p = 0.4 > alpha = 0.05 (smallest p = 0.4" in decided
     assert "20 draws of the 1,820 sets of its layers (sampled)" in decided
     assert "it decided at no revision of never" in decided
     # every final verdict said once, the open one with its reason
@@ -166,10 +166,10 @@ def test_headline_cells_state_the_decided_revisions_and_rounded_bounds():
     assert toy["verdict"] == "underpowered" and toy["reason"].startswith("its reference set allows p >= 1/1")
     assert "smallest p" not in toy["short_reason"]  # never the min-p sentence for a full layer
     assert rows["never"]["decided_text"] == "nowhere" and rows["never"]["verdict_text"] == "no circuit"
-    assert rows["full"]["decided_text"].startswith("not causal at f2, as p = 0.400 > alpha = 0.05; smallest p = 0.400")
-    assert rows["full"]["reason"].endswith("; not causal: p = 0.400 > alpha = 0.05")
+    assert rows["full"]["decided_text"].startswith("not causal at f2, as p = 0.4 > alpha = 0.05; smallest p = 0.4")
+    assert rows["full"]["reason"].endswith("; not causal: p = 0.4 > alpha = 0.05")
     full_row = V.filter(pl.col("model") == "full").row(0, named=True)
-    assert console.verdict_line(full_row).endswith("verdict: not causal (p = 0.400 > alpha = 0.05)")
+    assert console.verdict_line(full_row).endswith("verdict: not causal (p = 0.4 > alpha = 0.05)")
     assert rows["full"]["gap_text"] == "≥ 1.0× (circuit already at the first revision)"
 
 

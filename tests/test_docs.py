@@ -127,16 +127,15 @@ def test_example_config_validates_against_the_schema(example):
 # ---- numbers the pages quote, checked against the code ---------------------------------------
 
 # (heads per layer, circuit heads in each of its layers, matched sets, exact at the default exact_max).
-# The pages (conditions.py's docstring, config/schema.yaml, docs/statistics.md) say which of these
-# geometries exact_max = 286 covers; each row is computed here by the code the verdict uses.
-MATCHED_SPACES = [
-    (8, (3,), 10, True), (8, (1, 2), 105, True), (8, (2, 2), 225, True),       # Pythia-1B: 105
-    (8, (1, 1, 1), 343, False),
-    (16, (3,), 286, True), (16, (1, 1), 225, True),
-    (16, (2, 1), 1365, False), (16, (2, 2), 8281, False),
-    (16, (1, 1, 1), 3375, False), (16, (1, 1, 1, 1), 50625, False),            # OLMo, OLMoE circuits
-    (4, (2,), 1, True), (4, (3,), 0, True),                                    # toy 4-head layers: one set, none
-    (12, (5,), 21, True),
+# The pages (conditions.py's docstring, config/schema.yaml, docs/statistics.md) say how many sets a circuit's
+# reference set holds and which exact_max = 560 evaluates whole; each row is computed by the code the verdict uses.
+REFERENCE_SETS = [
+    (8, (1, 2), 224, True),                                                    # Pythia-1B: 8 x C(8, 2)
+    (12, (4,), 495, True),                                                     # toy-neox step1000: C(12, 4)
+    (16, (3,), 560, True), (16, (1, 1), 256, True),
+    (9, (3, 2), 3024, False),                                                  # SmolLM2: C(9, 3) x C(9, 2)
+    (16, (2, 2), 14400, False), (16, (1, 1, 1), 4096, False),                  # OLMo-1B's three layers
+    (12, (11,), 12, True),                                                     # 11 of 12: too few for alpha
 ]
 
 
@@ -144,30 +143,28 @@ def _circuit(per_layer):
     return [(layer, head) for layer, k in enumerate(per_layer) for head in range(k)]
 
 
-@pytest.mark.parametrize("n_heads, per_layer, n_sets, exact", MATCHED_SPACES)
-def test_matched_space_sizes_the_pages_quote(n_heads, per_layer, n_sets, exact):
-    from headtrace.causal.conditions import EXACT_MAX, matched_sets, matched_space
+@pytest.mark.parametrize("n_heads, per_layer, n_sets, exact", REFERENCE_SETS)
+def test_reference_set_sizes_the_pages_quote(n_heads, per_layer, n_sets, exact):
+    from headtrace.causal.conditions import EXACT_MAX, reference_sets, reference_space
 
     circuit = _circuit(per_layer)
-    assert matched_space(circuit, n_heads)[1] == n_sets
-    if n_sets:
-        sets, space, is_exact = matched_sets(circuit, n_heads, 20, 0, "matched_random", exact_max=EXACT_MAX)
-        assert (space, is_exact) == (n_sets, exact)
-        assert len(sets) == (n_sets if exact else 20)
+    assert reference_space(circuit, n_heads)[1] == n_sets
+    sets, space, is_exact = reference_sets(circuit, n_heads, 20, 0, "matched_random", exact_max=EXACT_MAX)
+    assert (space, is_exact) == (n_sets, exact)
+    assert len(sets) == (n_sets if exact else 20)
+    assert not exact or tuple(sorted(circuit)) in sets  # the circuit is one of its reference sets
 
 
-def test_pages_quote_the_matched_space_sizes():
+def test_pages_quote_the_reference_set_sizes():
     from headtrace.causal import conditions
 
     schema = yaml.safe_load(SCHEMA.read_text())["properties"]["ablation"]["properties"]["exact_max"]
     assert schema["default"] == conditions.EXACT_MAX
     stats = (ROOT / "docs" / "statistics.md").read_text()
     for text, where in ((conditions.__doc__, "conditions.py"), (schema["description"], "schema.yaml")):
-        assert "8,281" in text and "1,365" in text, f"{where} no longer names the sampled two-layer 16-head spaces"
-    for n in ("225", "1,365", "8,281", "3,375", "50,625"):
-        assert n in stats, f"docs/statistics.md no longer quotes the matched space {n}"
-    methods = (ROOT / "docs" / "methods.md").read_text()
-    assert "min(k_l, free_l)" not in methods  # an empty space, not a smaller one (conditions.matched_space)
+        assert "560" in text and "495" in text and "224" in text, f"{where} no longer names the exact reference sets"
+    for n in ("495", "3,024", "224", "14,400"):
+        assert n in stats, f"docs/statistics.md no longer quotes the reference set of {n} sets"
 
 
 def test_composition_chance_rule_at_the_paper_probe():
@@ -238,12 +235,17 @@ def test_demo_facts_are_read_from_the_tables(tmp_path):
     cell.mkdir(parents=True)
     row = dict(model="m", revision="r2", tokens=200, circuit="final_circuit", heads=["L1H0", "L1H2"],
                verdict="causal", n_sequences=32, baseline_top1=0.6875, ablated_top1=0.1875, upper_bound_top1=0.0,
-               metric="top1", effect=0.5, effect_lo=0.43125, effect_hi=0.56875, p_value=1 / 71,
-               n_distinct_draws=70, n_matched_sets=70, baseline_value=None, ablated_value=None,
-               random_effect_mean=0.1, upper_bound_value=None)
+               metric="top1", effect=0.5, effect_lo=0.43125, effect_hi=0.56875, p_value=1 / 70,
+               n_distinct_draws=70, n_random=70, n_matched_sets=70, control_exact=True, baseline_value=None,
+               ablated_value=None, random_effect_mean=0.1, upper_bound_value=None, boost=0.6, boost_lo=0.5,
+               boost_hi=0.7, ablated_fraction=0.27, ablated_fraction_lo=0.2, ablated_fraction_hi=0.35,
+               second_method=None, second_verdict=None, second_p_value=None)
     ce = dict(row, revision="r1", tokens=100, circuit="circuit", metric="ce", baseline_value=8.2936,
               ablated_value=11.2113, effect=2.9177, effect_lo=2.18726, effect_hi=3.6958, random_effect_mean=-0.0565,
-              upper_bound_value=11.1211, p_value=0.0141, n_distinct_draws=99, n_matched_sets=4000)
+              upper_bound_value=11.1211, p_value=0.0141, n_distinct_draws=97, n_random=99, n_matched_sets=4000,
+              control_exact=False, boost=1.2034, boost_lo=0.9011, boost_hi=1.4987, ablated_fraction=-1.4246,
+              ablated_fraction_lo=-2.0312, ablated_fraction_hi=-0.8851, second_method="mean", second_verdict="causal",
+              second_p_value=0.02)
     pl.DataFrame([row]).write_parquet(cell / "verdict.parquet")
     (tmp_path / "cells" / "m" / "r1").mkdir()
     pl.DataFrame([ce]).write_parquet(tmp_path / "cells" / "m" / "r1" / "verdict.parquet")
@@ -260,13 +262,16 @@ def test_demo_facts_are_read_from_the_tables(tmp_path):
     f = D.facts(tmp_path)
     # the last revision's final circuit; top-1 in pp with its interval rounded outward; p as the fraction
     assert f["m.circuit"] == "L1H0, L1H2" and f["m.verdict"] == "causal" and f["m.top1"] == "68.8% → 18.8%"
-    assert f["m.effect"] == "50.0 pp [43.1, 56.9]" and f["m.p"] == "1/71" and f["m.sets"] == "70 of 70"
+    assert f["m.effect"] == "50.0 pp [43.1, 56.9]" and f["m.p"] == "1/70" and f["m.sets"] == "all 70"
+    assert f["m.boost"] == "60.0 pp [50.0, 70.0]" and "m.second_verdict" not in f
     assert f["m.first_token"] == "3 of 8 (37.5%)" and f["m.circuit_sizes"] == "0, 2" and f["m.text_sink"] == "25.0%"
     assert f["m.first_token_key0"] == "2 of 3" and f["m.floor_max_sel"] == "40×"  # layers 0-1, any revision
     # a cross-entropy row: nats, the interval outward, a p that is no fraction rounded up
     v = D.verdict_facts(pl.DataFrame([ce]))
     assert v["m.effect"] == "2.92 nats [2.18, 3.70]" and v["m.ce"] == "8.29 to 11.21" and v["m.p"] == "0.015"
     assert v["m.random_mean"] == "8.24" and v["m.upper"] == "11.12"
+    assert v["m.sets"] == "99 draws of 4,000" and v["m.boost"] == "1.20 nats [0.90, 1.50]"
+    assert v["m.share_left"] == "-142% [-204%, -88%]" and v["m.second_verdict"] == "mean: causal" and v["m.second_p"] == "0.02"
     # a page quoting another run's figure is caught, and rewritten from the facts
     page = tmp_path / "page.md"
     page.write_text("top-1 <!-- demo:m.top1 -->67.2% → 4.7%<!-- /demo --> and <!-- demo:m.nothing -->1<!-- /demo -->")

@@ -108,11 +108,11 @@ def test_headline_known_answers():
     assert g.rests_on == ("r1a", "r1", "r2", "r3")
     # the final circuit: the final_circuit row of the last ablated revision, not the earlier one
     assert a["heads"] == ["L1H0", "L1H2"] and a["verdict"] == "causal"
-    assert "p = 0.010 over 20 draws of the 21 sets of its layers (sampled)" in a["reason"] and "40.00 pp [30.00, 50.00]" in a["reason"]
+    assert "p = 0.01 over 20 draws of the 21 sets of its layers (sampled)" in a["reason"] and "40.00 pp [30.00, 50.00]" in a["reason"]
     assert a["spread"] == "bottom-up"  # the 'first' onset's label
     # B: never formed a circuit; the test had one matched set
     assert b["circuit_text"] == "not reached" and b["gap50"].state == "no_circuit"
-    assert b["verdict"] == "underpowered" and "the smallest p its reference set allows is 0.500" in b["reason"]
+    assert b["verdict"] == "underpowered" and "the smallest p its reference set allows is 0.5" in b["reason"]
     # C: circuit at c1 (2000), sink never: a lower bound final/circuit = 4000/2000
     assert c["gap50"].state == "no_sink" and c["gap50"].lo == pytest.approx(2.0)
     assert c["gap_text"] == "> 2.0× (no sink by the last revision)"
@@ -153,7 +153,7 @@ def test_sentences_say_what_was_found_and_what_was_not_decided():
     assert "3 models over 9 revisions" in text and "2 of the 3 models formed an induction circuit" in text
     assert "the earliest A after 50 and by 100 tokens (r1)" in text and "B never did" in text
     assert ("Ablating the final circuit at the last revision: causal in A; not ablated in C; underpowered, so the "
-            "test cannot decide, in 1 model (B: the smallest p its reference set allows is 0.500 > alpha)") in text
+            "test cannot decide, in 1 model (B: the smallest p its reference set allows is 0.5 > alpha)") in text
     assert "could not decide" in text and text.count("the smallest p its reference set allows") == 1
     # C's sink never came: its order is one by censoring, said in the sink sentence, not an undecided gap
     assert "C had no such sink by the last revision, so its circuit came first only in that no sink came" in text
@@ -208,10 +208,10 @@ def test_rst_caption_to_html():
 def test_circuit_line_says_effect_p_sets_and_verdict():
     v = verdicts().row(2, named=True)
     line = console.circuit_line(v)
-    assert line == ("final circuit (L1H0 L1H2): top-1 effect 40.00 pp [30.00, 50.00] (67% of the baseline), p = 0.010 over 20 "
+    assert line == ("final circuit (L1H0 L1H2): top-1 effect 40.00 pp [30.00, 50.00] (67% of the baseline), p = 0.01 over 20 "
                     "draws of the 21 sets of its layers (sampled) -> causal")
     u = console.circuit_line(verdicts().row(3, named=True))
-    assert u.endswith("-> underpowered: the smallest p its reference set allows is 0.500 > alpha "
+    assert u.endswith("-> underpowered: the smallest p its reference set allows is 0.5 > alpha "
                       "(the test cannot decide here)")
     none = {**v, "heads": [], "n_heads": 0}
     assert console.circuit_line(none) == "final circuit: no heads (nothing to ablate)"

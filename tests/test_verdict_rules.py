@@ -135,7 +135,7 @@ def test_a_circuit_that_does_not_beat_its_controls_is_not_causal_whatever_its_in
     c = circuit_row(neox_step1000(circuit_top1=0.3, fraction=(0.45, 0.75), set_top1=lambda s, i: 0.2))
     assert c["verdict"] == "not_causal"
     assert c["not_causal_reason"] == ("top-1 after ablation is 60% of its baseline (interval 45% to 75%), not at "
-                                      "most 50% and p = 1.000 > alpha = 0.05")
+                                      "most 50% and p = 1 > alpha = 0.05")
     assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=1 / 495, min_p_value=1 / 495,
                     fraction_lo=0.45, fraction_hi=0.75) == "partial"
     assert V.decide(n_heads=4, effect=0.2, baseline=0.5, ablated=0.3, p_value=0.2, min_p_value=1 / 495,
@@ -184,7 +184,7 @@ def test_cross_entropy_cell_shows_its_upper_bound_in_nats():
     line = console.verdict_line(c)
     assert "upper bound 11.00 nats (the circuit: 33% of the upper bound's cross-entropy of B effect)" in line
     assert "in-context boost: the earlier B lowers the cross-entropy of B by 1.00 nats" in line
-    assert "p = 1/495 ≤ 0.003 (alpha = 0.05)" in line
+    assert "p = 1/495 ≤ 0.0021 (alpha = 0.05)" in line
     assert "upper bound 0.00%" not in line and line.count("upper bound ") == 1
 
 
@@ -306,7 +306,7 @@ def test_an_effect_whose_interval_reaches_zero_does_not_beat_the_controls():
 def test_p_is_rounded_up_and_intervals_outward():
     from headtrace.report import verdicts as RV
 
-    assert RV.fmt_p(1 / 71) == "0.015" and RV.fmt_p(1 / 21) == "0.048" and RV.fmt_p(0.05) == "0.050"
+    assert RV.fmt_p(1 / 71) == "0.015" and RV.fmt_p(1 / 21) == "0.048" and RV.fmt_p(0.05) == "0.05"
     ce = {"metric": "ce", "effect": 2.9177, "effect_lo": 2.18726, "effect_hi": 3.6958}
     assert RV.effect_text(ce) == "2.92 nats [2.18, 3.70]"
     top1 = {"metric": "top1", "effect": 0.546875, "effect_lo": 0.453125, "effect_hi": 0.640625, "baseline_top1": 0.625}

@@ -90,7 +90,7 @@ import polars as pl
 
 from headtrace.causal.conditions import CIRCUITS, size_profile
 from headtrace.cell.bootstrap import resample_counts
-from headtrace.core import schema, tables
+from headtrace.core import rounding, schema, tables
 
 VERDICTS = ("causal", "partial", "not_causal", "underpowered", "untested")
 ALPHA = 0.05
@@ -471,10 +471,7 @@ def _num(v) -> float:
 # Reasons in words
 
 
-def fmt_p(p: float, decimals: int = 3) -> str:
-    """A p-value rounded up to ``decimals`` (a printed p is never smaller than the p computed)."""
-    s = 10 ** decimals
-    return f"{math.ceil(p * s - 1e-9) / s:.{decimals}f}"
+fmt_p = rounding.fmt_p  # a p rounded up, the one rule for every printed p (headtrace.core.rounding)
 
 
 def floor_reason(metric: str, baseline: float, n_sequences: int, min_baseline_hits: int,
@@ -505,7 +502,7 @@ def fraction_text(metric: str, baseline: float, ablated: float, fraction: float 
         point = f"{fraction:.0%}"
     if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
         return head + f" ({point}; no interval: the point estimate decides)"
-    return head + f" (interval {math.floor(100 * fraction_lo + 1e-9):.0f}% to {math.ceil(100 * fraction_hi - 1e-9):.0f}%)"
+    return head + f" (interval {rounding.fmt_share_interval(fraction_lo, fraction_hi, sep=' to ')})"
 
 
 def partial_reason(half: str | None, *, metric: str, baseline: float, ablated: float, fraction: float = math.nan,

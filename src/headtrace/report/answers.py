@@ -301,7 +301,7 @@ class ModelAnswer:
             return ""
         if v.word in ("underpowered", "untested"):
             return v.why or ""
-        return f"effect {effect_text(v)}" + (f", p={fmt_p(v.p)} ({v.n_sets} sets{', exact' if v.exact else ''})"
+        return f"effect {effect_text(v)}" + (f", p = {fmt_p(v.p)} ({v.n_sets} {'sets, exact' if v.exact else 'draws'})"
                                              if v.n_sets and not _nan(v.p) else "")
 
     # -- decided verdicts over revisions

@@ -268,6 +268,43 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
             + olsson)
 
 
+def cell_lines(screen: pl.DataFrame, positional_table: pl.DataFrame | None = None,
+               verdict: pl.DataFrame | None = None, measures: pl.DataFrame | None = None, *,
+               name: str | None = None, revision: str | None = None, out=None) -> list[str]:
+    """One cell's screen in lines, as ``headtrace cell`` prints it and ``CellTables.summary()`` returns
+    it: the induction circuit with each head's selectivity, its positional heads, the sequences the
+    verdicts rest on, what the unablated model predicts, and one line per circuit
+    (:func:`circuit_line`). ``name`` / ``revision``: from the screen's first row when None; ``out``: the
+    folder the tables were written to (a line saying so)."""
+    if name is None:
+        name = str(screen["model"][0]) if screen.height and "model" in screen.columns else "model"
+    if revision is None:
+        revision = str(screen["revision"][0] or "") if screen.height and "revision" in screen.columns else ""
+    circuit = screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
+    heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
+    lines = [f"{' '.join(w for w in (name, revision) if w)}: induction circuit {heads or 'none'}"]
+    if positional_table is not None:
+        flagged = positional.circuit_flags(positional_table, screen).filter(pl.col("positional_induction"))
+        if flagged.height:
+            lines.append("  positional (most of their induction mass from one A position: headtrace.cell.positional): "
+                         + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
+    if out:
+        lines.append(f"tables written to {out}/ (verdict.parquet: every column of the verdicts below)")
+    if verdict is None:
+        return lines + ["  not ablated: no verdict"]
+    if verdict.height:  # which sequences the verdicts below rest on
+        v = verdict.row(0, named=True)
+        where = ("a held-out draw of the probe, none of them a sequence the screen read"
+                 if v["ablation_probe"] == "held_out" else "the screen's own probe sequences")
+        lines.append(f"  ablated on {v['n_sequences']} sequences, {where} (seed {v['ablation_probe_seed']}, "
+                     f"sha256 {(v['ablation_probe_sha256'] or '')[:12]}...)")
+        base = baseline_line(v)
+        if base:
+            lines.append("  " + base)
+    # last: one line per circuit, in the words of `headtrace summary`
+    return lines + ["  " + circuit_line(v, measures) for v in verdict.iter_rows(named=True)]
+
+
 def _verdict_table(results: Path) -> pl.DataFrame | None:
     paths = sorted(results.glob("cells/*/*/verdict.parquet"))
     if not paths:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from headtrace.findings import layer_onset, spectral_lead
+from headtrace.findings import layer_onset, spectral_lead, strongest
 from headtrace.findings.trajectory import (
     FIRST_TOKEN_FRACTIONS,
     GAPS,
@@ -24,19 +24,20 @@ from headtrace.findings.trajectory import (
 def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,
                  found_threshold: float | None = None, sharp_share: float = 0.5,
                  pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
-                 spread_permutations: int = 10000, spread_seed: int = 0,
+                 spread_permutations: int = 10000, spread_seed: int = 0, trend_factor: float = 2.0,
                  induction_counts=INDUCTION_COUNTS, first_token_fractions=FIRST_TOKEN_FRACTIONS,
                  gaps=GAPS) -> dict[str, pl.DataFrame]:
     """Every findings table by schema name (``found_threshold`` defaults to ``class_threshold``;
     ``induction_counts`` / ``first_token_fractions``: the F3 milestones; ``gaps``: the (later,
     earlier) milestone pairs of ``f3_gaps``;
     ``spread_*``: the F2b layer-spread test, ``layer_onset.f2_layer_spread``; ``pr_rise_*``: F5,
-    ``spectral_lead``)."""
+    ``spectral_lead``; ``trend_factor``: the strongest heads' trend, ``strongest``)."""
     f1 = f1_bos_floor(traj, class_threshold)
     onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)
     f2 = f2_bos_fraction(traj, class_threshold)
     ms = f3_milestones(traj, class_threshold, induction_threshold, tuple(induction_counts),
                        tuple(first_token_fractions))
+    best = strongest.strongest_head(traj, class_threshold, induction_threshold)
     rec = f4_recall(traj, induction_threshold, class_threshold if found_threshold is None else found_threshold)
     return {
         "f1_bos_floor": f1,
@@ -53,4 +54,6 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
         "f4_recall_milestones": f4_recall_milestones(rec),
         "f5_pr_lead": spectral_lead.f5_pr_lead(traj, induction_threshold, pr_rise_rule, pr_rise_factor),
         "pr_integral": spectral_lead.pr_integral(traj),
+        "strongest_head": best,
+        "strongest_trend": strongest.strongest_trend(best, trend_factor),
     }

@@ -15,6 +15,7 @@ from headtrace.report import copying
 from headtrace.report import first_screen as FS
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
+from headtrace.report import strongest
 from headtrace.report.verdicts import METRIC_SAY, say, untested_why, upper_bound_text
 
 
@@ -77,6 +78,8 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'first-token heads':>17}"
     lines += [head, "-" * len(head)]
     verdicts = _verdicts(vtable)
+    best = results / "findings" / "strongest_trend.parquet"  # the strongest head per class (findings job)
+    best = pl.read_parquet(best) if best.exists() else None
     for path in trajectories:
         t = pl.read_parquet(path)
         model = t["model"][0]
@@ -107,6 +110,9 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
             f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
             f"{final['n_bos']:>12}/{final['n_heads']:<4}"
         )
+        line = strongest.model_line(best, model, strongest.CONSOLE_CLASSES)
+        if line:  # below the thresholds, the trend: "none yet, rising" is not "none"
+            lines.append(textwrap.fill(line, 110, initial_indent=" " * 4, subsequent_indent=" " * 6))
         if a is not None and a.final is not None:
             v = a.final.row
             at = "" if a.final.revision == final["revision"] else f" (at {a.final.revision}, the last ablated revision)"

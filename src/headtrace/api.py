@@ -6,13 +6,13 @@ ablation with its verdict - through the same library functions the workflow's pe
 with the workflow's defaults, and returns the same tables (polars). No Snakemake, and no files
 unless ``out`` is given::
 
-    from transformers import AutoModelForCausalLM
     import headtrace
 
-    model = AutoModelForCausalLM.from_pretrained("EleutherAI/pythia-160m", revision="step3000")
+    model = headtrace.load("EleutherAI/pythia-160m", revision="step3000")
     cell = headtrace.analyze(model, name="pythia-160m", revision="step3000")
-    cell.screen.filter(pl.col("in_induction_circuit"))
-    cell.verdict
+    print(cell)                                         # the cell's one screen, as `headtrace cell` prints it
+    cell.screen.filter(pl.col("in_induction_circuit"))  # one row per head
+    cell.verdict                                        # one row per circuit (docs/api.md: its columns)
 
 The model's family (GPT-NeoX, OLMo, OLMoE, ...) is detected from its config's ``model_type``.
 The final circuit of the verdict is the cell's own circuit (a one-revision panel), unless

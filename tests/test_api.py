@@ -247,3 +247,36 @@ def test_analyze_with_a_probe_batch_needs_same_or_the_keys():
                              settings={"ablation": {"probe": "same"}})
     assert cell.verdict["ablation_probe_seed"].is_null().all()  # a bare batch: its seed is not known
     assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(batch.tokens)
+
+
+def test_the_public_names_are_exported_and_import_stays_light():
+    """Issue 51 point 5: ``dir(headtrace)`` lists the API; ``import headtrace`` does not import torch."""
+    assert {"analyze", "load", "CellTables"} <= set(dir(headtrace))
+    assert headtrace.CellTables is api.CellTables and headtrace.load is api.load
+    proc = subprocess.run([sys.executable, "-c", "import sys, headtrace; print('torch' in sys.modules)"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr[-2000:]
+
+
+def test_a_cell_prints_its_one_screen():
+    """``print(cell)`` is the screen ``headtrace cell`` prints (console.cell_lines), not 8 frames: the
+    circuit named in final_circuit with its verdict line, and the tables with their row counts."""
+    from headtrace.report import console
+
+    probe_keys = {"n_sequences": 16, "seq_len": 64, "token_range": [2, 128], "ab_range": [10, 40]}
+    model = tiny.tiny_model("gpt_neox", n_layers=2, n_heads=4)
+    cell = headtrace.analyze(model, probe=probe_keys, n_random=3, final_circuit=["L1H0"], name="tiny",
+                             revision="step5", progress=False, settings={"measures": {"enabled": False}})
+    text = cell.summary()
+    assert text == "\n".join(console.cell_lines(cell.screen, cell.positional, cell.verdict, cell.measures))
+    lines = text.splitlines()
+    assert lines[0].startswith("tiny step5: induction circuit ")
+    final = [ln for ln in lines if ln.startswith("  final circuit (L1H0): ")]
+    assert len(final) == 1 and final[0] == "  " + console.circuit_line(
+        cell.verdict.filter(pl.col("circuit") == "final_circuit").row(0, named=True), None)
+    assert "ablated on 8 sequences" not in text and "ablated on 16 sequences, a held-out draw" in text
+    assert repr(cell).startswith(text + "\nCellTables: attention (8 rows), pr (8 rows), screen (8 rows)")
+    assert "verdict (3 rows)" in repr(cell) and "measures" not in repr(cell).splitlines()[-1]
+    bare = headtrace.analyze(model, probe=probe_keys, ablate=False, name="tiny", progress=False,
+                             settings={"measures": {"enabled": False}})
+    assert bare.summary().splitlines()[1:] == ["  not ablated: no verdict"]

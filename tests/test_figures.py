@@ -75,7 +75,7 @@ def test_zero_floor():
 def test_panel_figures(panel, tmp_path):
     paths = Fg.plot_all(panel, tmp_path, all_findings(panel), ablation=toy_ablation())
     assert set(paths) == {"bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall",
-                          "head_trajectories", "ablation"}
+                          "head_trajectories", "strongest_heads", "ablation"}
     for p in paths.values():
         _png_ok(p)
 

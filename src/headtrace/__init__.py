@@ -29,3 +29,7 @@ def __getattr__(name):
 
         return getattr(api, name)
     raise AttributeError(f"module 'headtrace' has no attribute '{name}'")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -6,13 +6,13 @@ ablation with its verdict - through the same library functions the workflow's pe
 with the workflow's defaults, and returns the same tables (polars). No Snakemake, and no files
 unless ``out`` is given::
 
-    from transformers import AutoModelForCausalLM
     import headtrace
 
-    model = AutoModelForCausalLM.from_pretrained("EleutherAI/pythia-160m", revision="step3000")
+    model = headtrace.load("EleutherAI/pythia-160m", revision="step3000")
     cell = headtrace.analyze(model, name="pythia-160m", revision="step3000")
-    cell.screen.filter(pl.col("in_induction_circuit"))
-    cell.verdict
+    print(cell)                                         # the cell's one screen, as `headtrace cell` prints it
+    cell.screen.filter(pl.col("in_induction_circuit"))  # one row per head
+    cell.verdict                                        # one row per circuit (docs/api.md: its columns)
 
 The model's family (GPT-NeoX, OLMo, OLMoE, ...) is detected from its config's ``model_type``.
 The final circuit of the verdict is the cell's own circuit (a one-revision panel), unless
@@ -37,6 +37,7 @@ from headtrace.core.probe import ProbeBatch
 from headtrace.models import context, families, hub, tokenize
 from headtrace.panel import config as panel_config
 from headtrace.panel import keys
+from headtrace.report import console
 
 # The workflow's defaults, read from config/schema.yaml (one source for the workflow and the API).
 DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ablation", "measures", "repeated_probe")}
@@ -45,9 +46,11 @@ PROBE_KEYS = tuple(schema.defaults("$defs", "probe"))
 TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict", "measures")
 
 
-@dataclass
+@dataclass(repr=False)
 class CellTables:
-    """The tables of one cell, in the workflow's schemas (``ablation``/``verdict`` None without ablation)."""
+    """The tables of one cell, in the workflow's schemas (``ablation``/``verdict`` None without ablation).
+    ``print(cell)`` (or ``cell`` in a notebook) shows :meth:`summary`, the screen ``headtrace cell``
+    prints; every field is a polars DataFrame (docs/api.md, docs/outputs.md)."""
 
     attention: pl.DataFrame
     pr: pl.DataFrame
@@ -57,6 +60,17 @@ class CellTables:
     verdict: pl.DataFrame | None = None
     measures: pl.DataFrame | None = None  # headtrace.cell.patterns: sink alpha, prefix matching (docs/measures.md)
     text_probe: pl.DataFrame | None = None  # the text probe's sequences and where they came from
+
+    def summary(self) -> str:
+        """The cell in words, as ``headtrace cell`` prints it (:func:`headtrace.report.console.cell_lines`):
+        the induction circuit with each head's selectivity, its positional heads, the sequences the
+        ablation ran on, what the unablated model predicts and one line per circuit with its verdict."""
+        return "\n".join(console.cell_lines(self.screen, self.positional, self.verdict, self.measures))
+
+    def __repr__(self) -> str:
+        present = ", ".join(f"{f.name} ({getattr(self, f.name).height} rows)" for f in fields(self)
+                            if getattr(self, f.name) is not None)
+        return f"{self.summary()}\nCellTables: {present}"
 
     def write(self, out_dir) -> dict[str, Path]:
         """Write every table as ``out_dir/<name>.parquet`` (atomically, like the workflow)."""

@@ -50,9 +50,6 @@ import re
 import sys
 from pathlib import Path
 
-import polars as pl
-
-from headtrace.cell import positional
 from headtrace.core import local_panel
 from headtrace.core import revisions as rv
 from headtrace.core import schema
@@ -235,27 +232,8 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out,
                        settings={"ablation": ablation})
-    circuit = cell.screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
-    heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
-    print(f"{name} {args.revision or ''}: induction circuit {heads or 'none'}")
-    flagged = positional.circuit_flags(cell.positional, cell.screen).filter(pl.col("positional_induction"))
-    if flagged.height:
-        print("  positional (most of their induction mass from one A position: headtrace.cell.positional): "
-              + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
-    if args.out:
-        print(f"tables written to {args.out}/ (verdict.parquet: every column of the verdicts below)")
-    if cell.verdict is not None and cell.verdict.height:  # which sequences the verdicts below rest on
-        v = cell.verdict.row(0, named=True)
-        where = ("a held-out draw of the probe, none of them a sequence the screen read"
-                 if v["ablation_probe"] == "held_out" else "the screen's own probe sequences")
-        print(f"  ablated on {v['n_sequences']} sequences, {where} (seed {v['ablation_probe_seed']}, "
-              f"sha256 {v['ablation_probe_sha256'][:12]}...)")
-    if cell.verdict is not None:  # last: one line per circuit, in the words of `headtrace summary`
-        base = console.baseline_line(cell.verdict.row(0, named=True)) if cell.verdict.height else None
-        if base:
-            print("  " + base)
-        for v in cell.verdict.iter_rows(named=True):
-            print("  " + console.circuit_line(v, cell.measures))
+    print("\n".join(console.cell_lines(cell.screen, cell.positional, cell.verdict, cell.measures, name=name,
+                                        revision=args.revision or "", out=args.out)))
     return 0
 
 

@@ -337,8 +337,11 @@ FINDINGS_TABLES = [
     "f4_recall_milestones",
     "f5_pr_lead",
     "pr_integral",
+    "strongest_head",
+    "strongest_trend",
 ]
-FIGURES = ["bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall", "head_trajectories"]
+FIGURES = ["bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall", "head_trajectories",
+           "strongest_heads"]
 
 
 def findings_params():

@@ -232,6 +232,43 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "rank_paper": pl.Int32,
         "rank_author": pl.Int32,
     },
+    # The strongest head of each class per revision (headtrace.findings.strongest): its selectivity,
+    # the class's threshold (induction: the circuit threshold; others: the class threshold), reached or not.
+    "strongest_head": {
+        **CELL_KEY,
+        "class": pl.String,
+        "layer": pl.Int32,
+        "head": pl.Int32,
+        "selectivity": pl.Float64,
+        "threshold": pl.Float64,
+        "reached": pl.Boolean,
+    },
+    # Per model and class, how the strongest head's selectivity moved over the revisions: first, last,
+    # peak, the first revision where it reached the threshold (null: never), last / first and the trend
+    # (rising | flat | falling | one_revision, at findings.trend_factor).
+    "strongest_trend": {
+        "model": pl.String,
+        "class": pl.String,
+        "threshold": pl.Float64,
+        "n_revisions": pl.Int32,
+        "first_revision": pl.String,
+        "first_tokens": pl.Int64,
+        "first_head": pl.String,
+        "first_selectivity": pl.Float64,
+        "last_revision": pl.String,
+        "last_tokens": pl.Int64,
+        "last_head": pl.String,
+        "last_selectivity": pl.Float64,
+        "peak_revision": pl.String,
+        "peak_head": pl.String,
+        "peak_selectivity": pl.Float64,
+        "reached_revision": pl.String,
+        "reached_tokens": pl.Int64,
+        "reached_last": pl.Boolean,
+        "ratio": pl.Float64,
+        "trend": pl.String,
+        "trend_factor": pl.Float64,
+    },
     # ---- method experiments (headtrace.experiments), results/experiments/*.parquet ----
     # Seed specificity: seed i's final induction circuit ablated in seed j's final model.
     "cross_seed_ablation": {

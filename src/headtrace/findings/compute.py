@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from headtrace.findings import layer_onset, spectral_lead
+from headtrace.findings import layer_onset, spectral_lead, strongest
 from headtrace.findings.trajectory import (
     FIRST_TOKEN_FRACTIONS,
     GAPS,
@@ -26,6 +26,7 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
                  found_threshold: float | None = None, sharp_share: float = 0.5,
                  pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
                  spread_permutations: int = 10000, spread_seed: int = 0, spread_families=None,
+                 trend_factor: float = 2.0,
                  induction_counts=INDUCTION_COUNTS, first_token_fractions=FIRST_TOKEN_FRACTIONS,
                  gaps=GAPS, key0_mass: float = KEY0_MASS) -> dict[str, pl.DataFrame]:
     """Every findings table by schema name (``found_threshold`` defaults to ``class_threshold``;
@@ -36,12 +37,14 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
     second count, first-token heads with at least this share of their attention on key 0).
     A model screened at one revision gets F1's counts and a fraction, and no test of a trajectory: its F2
     shape and F2b spread read "one checkpoint", it has no p in any Holm family and it has no F4 recall
-    milestone (its F3 milestones are met, or not, at that revision: left-censored)."""
+    milestone (its F3 milestones are met, or not, at that revision: left-censored).
+    ``trend_factor``: the strongest heads' trend, ``strongest``."""
     f1 = f1_bos_floor(traj, class_threshold, key0_mass)
     onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)
     f2 = f2_bos_fraction(traj, class_threshold, key0_mass)
     ms = f3_milestones(traj, class_threshold, induction_threshold, tuple(induction_counts),
                        tuple(first_token_fractions))
+    best = strongest.strongest_head(traj, class_threshold, induction_threshold)
     rec = f4_recall(traj, induction_threshold, class_threshold if found_threshold is None else found_threshold)
     return {
         "f1_bos_floor": f1,
@@ -59,4 +62,6 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
         "f4_recall_milestones": f4_recall_milestones(rec),
         "f5_pr_lead": spectral_lead.f5_pr_lead(traj, induction_threshold, pr_rise_rule, pr_rise_factor),
         "pr_integral": spectral_lead.pr_integral(traj),
+        "strongest_head": best,
+        "strongest_trend": strongest.strongest_trend(best, trend_factor),
     }

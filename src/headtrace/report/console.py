@@ -15,6 +15,7 @@ from headtrace.report import copying
 from headtrace.report import first_screen as FS
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
+from headtrace.report import strongest
 from headtrace.report.verdicts import METRIC_SAY, say, untested_why, upper_bound_text
 
 
@@ -77,6 +78,8 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'first-token heads':>17}"
     lines += [head, "-" * len(head)]
     verdicts = _verdicts(vtable)
+    best = results / "findings" / "strongest_trend.parquet"  # the strongest head per class (findings job)
+    best = pl.read_parquet(best) if best.exists() else None
     for path in trajectories:
         t = pl.read_parquet(path)
         model = t["model"][0]
@@ -109,6 +112,9 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
             f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
             f"{final['n_bos']:>12}/{final['n_heads']:<4}{key0}"
         )
+        line = strongest.model_line(best, model, strongest.CONSOLE_CLASSES)
+        if line:  # below the thresholds, the trend: "none yet, rising" is not "none"
+            lines.append(textwrap.fill(line, 110, initial_indent=" " * 4, subsequent_indent=" " * 6))
         if a is not None and a.final is not None:
             v = a.final.row
             at = "" if a.final.revision == final["revision"] else f" (at {a.final.revision}, the last ablated revision)"
@@ -268,6 +274,43 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     extra = [t for t in (A.verdict_of(v).boost_text(), A.verdict_of(v).methods_text()) if t]
     return (out + f" -> {A.say(verdict)}" + (f" ({why})" if why else "") + "".join(f"; {t}" for t in extra)
             + olsson)
+
+
+def cell_lines(screen: pl.DataFrame, positional_table: pl.DataFrame | None = None,
+               verdict: pl.DataFrame | None = None, measures: pl.DataFrame | None = None, *,
+               name: str | None = None, revision: str | None = None, out=None) -> list[str]:
+    """One cell's screen in lines, as ``headtrace cell`` prints it and ``CellTables.summary()`` returns
+    it: the induction circuit with each head's selectivity, its positional heads, the sequences the
+    verdicts rest on, what the unablated model predicts, and one line per circuit
+    (:func:`circuit_line`). ``name`` / ``revision``: from the screen's first row when None; ``out``: the
+    folder the tables were written to (a line saying so)."""
+    if name is None:
+        name = str(screen["model"][0]) if screen.height and "model" in screen.columns else "model"
+    if revision is None:
+        revision = str(screen["revision"][0] or "") if screen.height and "revision" in screen.columns else ""
+    circuit = screen.filter(pl.col("in_induction_circuit")).sort("layer", "head")
+    heads = ", ".join(f"L{l}H{h} ({s:.0f}x)" for l, h, s in circuit.select("layer", "head", "sel_induction").iter_rows())
+    lines = [f"{' '.join(w for w in (name, revision) if w)}: induction circuit {heads or 'none'}"]
+    if positional_table is not None:
+        flagged = positional.circuit_flags(positional_table, screen).filter(pl.col("positional_induction"))
+        if flagged.height:
+            lines.append("  positional (most of their induction mass from one A position: headtrace.cell.positional): "
+                         + ", ".join(f"L{l}H{h}" for l, h in flagged.select("layer", "head").iter_rows()))
+    if out:
+        lines.append(f"tables written to {out}/ (verdict.parquet: every column of the verdicts below)")
+    if verdict is None:
+        return lines + ["  not ablated: no verdict"]
+    if verdict.height:  # which sequences the verdicts below rest on
+        v = verdict.row(0, named=True)
+        where = ("a held-out draw of the probe, none of them a sequence the screen read"
+                 if v["ablation_probe"] == "held_out" else "the screen's own probe sequences")
+        lines.append(f"  ablated on {v['n_sequences']} sequences, {where} (seed {v['ablation_probe_seed']}, "
+                     f"sha256 {(v['ablation_probe_sha256'] or '')[:12]}...)")
+        base = baseline_line(v)
+        if base:
+            lines.append("  " + base)
+    # last: one line per circuit, in the words of `headtrace summary`
+    return lines + ["  " + circuit_line(v, measures) for v in verdict.iter_rows(named=True)]
 
 
 def _verdict_table(results: Path) -> pl.DataFrame | None:

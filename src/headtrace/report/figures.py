@@ -209,6 +209,45 @@ def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float 
     save(fig, path)
 
 
+def plot_strongest_heads(strongest: pl.DataFrame, path) -> None:
+    """One panel per class: the selectivity of the strongest head of that class at every revision
+    (the findings' ``strongest_head`` table), one line per model against training tokens, log y; the
+    class's threshold dashed; a filled marker where the strongest head reaches it, a hollow one below.
+    A model whose strongest head rises towards a threshold it has not reached reads apart from one
+    that stays near 1×."""
+    s = strongest.filter(pl.col("tokens").is_not_null())
+    classes = strongest["class"].unique(maintain_order=True).to_list()
+    if not classes:
+        empty(path, "no strongest heads: no trajectory")
+        return
+    fig, axes = grid(len(classes), panel=(3.9, 3.0), ncols=3, layout="constrained")
+    colors = model_colors(strongest["model"].to_list())
+    floor = zero_floor(s["tokens"].to_list())
+    for ax, cls in zip(axes, classes):
+        g = s.filter(pl.col("class") == cls)
+        any_zero = False
+        for m in g["model"].unique(maintain_order=True).to_list():
+            h = g.filter(pl.col("model") == m)
+            x, z = _x(h["tokens"].to_list(), floor)
+            any_zero |= bool(z.any())
+            y = np.maximum(h["selectivity"].to_numpy().astype(float), 1e-2)
+            reached = h["reached"].to_numpy().astype(bool)
+            ax.plot(x, y, "-", color=colors[m], lw=1.2, label=m)
+            ax.plot(x[reached], y[reached], "o", color=colors[m], ms=4)
+            ax.plot(x[~reached], y[~reached], "o", mfc="white", mec=colors[m], ms=4)
+        thr = strongest.filter(pl.col("class") == cls)["threshold"][0]
+        ax.axhline(thr, color="grey", ls="--", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_title(f"{cls} (threshold {thr:g}×)", fontsize=9)
+        ax.set_ylabel("strongest head's selectivity (×)", fontsize=8)
+        log_token_axis(ax, floor, any_zero)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("The strongest head of each class over training (filled: at or above the threshold)"
+                 + _null_note(strongest.filter(pl.col("class") == classes[0])), fontsize=11)
+    save(fig, path)
+
+
 VERDICT_COLORS = {"causal": "#2a7f2a", "partial": "#d2691e", "not_causal": "#b22222", "underpowered": "#a07000"}
 
 
@@ -313,6 +352,8 @@ def plot_all(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame], abl
     paths["milestones"] = out / "milestones.png"
     onset_figures.plot_milestones(F["f3_milestones"], onset_bootstrap, traj.select("model", "revision", "tokens").unique(),
                                   paths["milestones"])
+    paths["strongest_heads"] = out / "strongest_heads.png"
+    plot_strongest_heads(F["strongest_head"], paths["strongest_heads"])
     if ablation is not None and ablation.height:
         paths["ablation"] = out / "ablation.png"
         plot_ablation(ablation, paths["ablation"])

@@ -24,6 +24,7 @@ from headtrace.report import empty_case as EC
 from headtrace.report import first_screen as FS
 from headtrace.report import group_html as GH
 from headtrace.report import lineage as RL
+from headtrace.report import strongest
 from headtrace.report import headline as HL
 from headtrace.report import verdicts as VS
 from headtrace.report.format import fmt_tokens
@@ -239,6 +240,8 @@ def _model_section(r: dict, F: Mapping[str, pl.DataFrame], verdicts: pl.DataFram
            f"{_e(r['reason'])}. <b>First induction circuit:</b> {_e(r['circuit_text'])}. "
            f"<b>First-token 50%:</b> {_e(r['sink50_text'])}. <b>Gap:</b> {_e(r['gap_text'])}. "
            f"<b>Where the causal test decided:</b> {_e(decided)}.</p>",
+           *([f"<p><b>Strongest head per class</b>, first → last revision: {_e(best)}.</p>"]
+             if (best := strongest.model_text(F.get("strongest_trend"), m)) else []),
            "<h3>Trajectory</h3>", _svg_trajectory(sizes, bos),
            '<details><summary>per-revision counts</summary>' + _trajectory_table(sizes, bos) + "</details>",
            "<h3>Ablation verdict of every revision</h3>", _verdict_table(v),

@@ -21,6 +21,7 @@ from headtrace.models import provenance
 from headtrace.report import copying
 from headtrace.report import empty_case as EC
 from headtrace.report import first_screen as FS
+from headtrace.report import strongest
 from headtrace.report.format import fmt_bound, fmt_ratio, fmt_tokens
 
 
@@ -421,11 +422,12 @@ def _provenance_section(traj: pl.DataFrame) -> list[str]:
 def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshold: float = 30.0,
            induction_threshold: float = 50.0, found_threshold: float | None = None, sharp_share: float = 0.5,
            pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
-           spread_permutations: int = 10000, spread_seed: int = 0, **milestones) -> str:
+           spread_permutations: int = 10000, spread_seed: int = 0, trend_factor: float = 2.0, **milestones) -> str:
     """The whole summary.md text for the models in ``traj``. ``findings``: the tables of
     :func:`headtrace.findings.compute.all_findings`, computed by the findings job with the same
     parameters (never recomputed here); ``milestones`` (its ``induction_counts`` /
-    ``first_token_fractions`` / ``gaps``) are accepted so the job passes one parameter set."""
+    ``first_token_fractions`` / ``gaps``) and ``trend_factor`` (the strongest heads' trend, read from
+    its table) are accepted so the job passes one parameter set."""
     found = class_threshold if found_threshold is None else found_threshold
     F = findings
     # the title block: the first screen's models and baseline lines (report.first_screen, as on summary.html)
@@ -437,6 +439,7 @@ def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshol
         _f2_section(F, traj, class_threshold, sharp_share),
         _f2b_section(F, class_threshold, spread_alpha, spread_permutations),
         _f3_section(F, traj, induction_threshold),
+        strongest.markdown(F.get("strongest_trend"), _models(traj)),  # below the thresholds, the trend
         _f4_section(F, traj, induction_threshold, found),
         _f5_section(F, traj, induction_threshold, pr_rise_rule, pr_rise_factor),
         _pr_section(F, traj, class_threshold),

@@ -96,6 +96,7 @@ VERDICTS = ("causal", "partial", "not_causal", "underpowered", "untested")
 ALPHA = 0.05
 MAX_ABLATED_FRACTION = 0.5
 SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
+SHARE_SHOWN = 5.0  # a share of the behaviour left beyond ±500% is said as such, not printed (a boost near 0)
 MIN_BASELINE_HITS = 10
 FALLBACK_METRIC = "ce"
 METHODS = ("zero", "mean")
@@ -498,10 +499,15 @@ def fraction_text(metric: str, baseline: float, ablated: float, fraction: float 
     else:
         if math.isnan(_num(fraction)):
             return f"{said} has no in-context boost to halve (no copy-null was run)"
+        if abs(fraction) > SHARE_SHOWN:  # a boost near 0: the share says only that
+            return (f"ablation leaves {'more' if fraction > 0 else 'less'} than {SHARE_SHOWN:.0%} of the in-context "
+                    f"boost in {said} (a boost near 0)")
         head = f"ablation leaves {fraction:.0%} of the in-context boost in {said}"
         point = f"{fraction:.0%}"
     if math.isnan(_num(fraction_lo)) or math.isnan(_num(fraction_hi)):
         return head + f" ({point}; no interval: the point estimate decides)"
+    if max(abs(fraction_lo), abs(fraction_hi)) > SHARE_SHOWN:
+        return head + " (its interval reaches beyond ±" + f"{SHARE_SHOWN:.0%})"
     return head + f" (interval {rounding.fmt_share_interval(fraction_lo, fraction_hi, sep=' to ')})"
 
 

@@ -50,6 +50,15 @@ def test_earliest_is_named_only_without_overlap():
     assert "the earliest a after 100 and by 200 tokens (a2)" in run(F).sentences[0]
 
 
+def test_brackets_that_touch_name_the_earliest():
+    """(100, 200] and (200, 400]: a's circuit formed by 200 tokens, b's after 200: ordered, as
+    findings.order.order_of orders them (one rule for every table and page)."""
+    F = {"circuit_size": sizes({"a": [("a1", 100), ("a2", 200)], "b": [("b1", 200), ("b2", 400)]}),
+         "f3_milestones": milestones([("a", I3, "a2", 200, "a1", 100), ("b", I3, "b2", 400, "b1", 200)])}
+    s = run(F).sentences[0]
+    assert "the earliest a after 100 and by 200 tokens (a2)" in s and "overlap" not in s
+
+
 def test_overlapping_brackets_or_a_tie_name_no_earliest():
     F = {"circuit_size": sizes({"a": [("a1", 100), ("a2", 200)], "b": [("b1", 150), ("b2", 200)]}),
          "f3_milestones": milestones([("a", I3, "a2", 200, "a1", 100), ("b", I3, "b2", 200, "b1", 150)])}

@@ -97,3 +97,12 @@ def test_heads_per_layer_counts_one_revision_of_one_model():
     assert ag.heads_per_layer(traj.filter(pl.col("model") == "m")) == {0: 2, 1: 3}
     assert ag.heads_per_layer(traj, "other") == {0: 5}
     assert ag.heads_per_layer(traj, "absent") == {}
+
+
+def test_p_is_capped_at_one_and_alpha_itself_is_beyond_chance():
+    # no overlap in two 5-head layers: p = P(K >= 0) = 1, though the pmf's terms sum to 1 + 2e-16 in floats
+    r = ag.jaccard_null([(0, 0), (1, 0)], [(0, 1), (1, 1)], 5)
+    assert r["jaccard"] == 0.0 and r["p_value"] == 1.0
+    # one shared head of 20: p = 1/20, exactly alpha: beyond chance (p <= alpha)
+    r = ag.jaccard_null([(0, 0)], [(0, 0)], 20)
+    assert r["p_value"] == ag.ALPHA == 0.05 and r["beyond_chance"] is True

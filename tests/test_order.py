@@ -83,3 +83,9 @@ def test_bounds_of_a_row_read_its_flags_or_infer_them():
     gap = dict(later_lo_tokens=400, later_tokens=800, later_left_censored=False, later_right_censored=False,
                earlier_lo_tokens=10, earlier_tokens=200, earlier_left_censored=True, earlier_right_censored=False)
     assert b(gap, "later_") == (400.0, 800.0) and b(gap, "earlier_") == (0.0, 200.0)
+
+
+def test_the_mirror_case_touching_and_seen():
+    earlier, later = (200.0, 400.0), (100.0, 200.0)  # the later milestone's bracket ends where the other's begins
+    o = order.order_of(earlier, later)
+    assert (o, order.basis_of(o, earlier, later)) == ("later first", "seen")

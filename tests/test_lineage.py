@@ -159,6 +159,9 @@ def test_first_shard_equal_to_the_final_shares_a_shard(panel, healthy_fps, tmp_p
     row = table.filter(pl.col("revision") == "step8").row(0, named=True)
     assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
     assert first.name in row["detail"] and row["duplicate_of"] == []
+    # the evidence: the file (not its matrices one by one), then the break in the chain it makes
+    evidence, chain = row["detail"].split("; ")
+    assert evidence == f"{first.name} = step32's" and chain.startswith("detour ")
     assert set(flags_of(table)) == set(fps)
     assert all(not f for r, f in flags_of(table).items() if r != "step8")
 
@@ -191,7 +194,9 @@ def test_later_matrices_in_one_shard_are_shared_and_discontinuous(panel, healthy
     table = run(fps)
     row = table.filter(pl.col("revision") == "step6").row(0, named=True)
     assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
-    assert f"{len(mats)} of" in row["detail"]
+    n_matrices = sum(a.ndim >= 2 for f in shards(bad) for a in load_file(f).values())
+    assert row["detail"].startswith(  # the matrices, not the file: its vectors are its own
+        f"{len(mats)} of {n_matrices} matrices (in {shards(bad)[1].name}) = step32's; ")
     assert "discontinuous" in row["flags"] and row["detour"] > lineage.DETOUR
     assert all(not f for r, f in flags_of(table).items() if r != "step6")
     md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
@@ -242,6 +247,27 @@ def test_no_fingerprints_no_rows_and_on_suspect(healthy_fps, panel):
         lineage.check_on_suspect(table, "ignore")
     traj = pl.DataFrame({"model": ["toy"] * 3 + ["other"], "revision": ["step2", "step4", "step8", "step4"]})
     assert lineage.drop_flagged(traj, table).rows() == [("toy", "step2"), ("toy", "step8"), ("other", "step4")]
+
+
+def _rows(*rows: dict) -> pl.DataFrame:
+    spec = tables.SCHEMAS["lineage"]
+    return pl.DataFrame([{**dict.fromkeys(spec), "detail": None, **r} for r in rows], schema=spec)
+
+
+def test_on_suspect_lines_and_the_failure_message_in_words():
+    table = _rows(dict(model="toy", revision="s1", flags=[]),
+                  dict(model="toy", revision="s2", flags=["duplicate_of"], duplicate_of=["s1"],
+                       detail="every weight file equals s1's"),
+                  dict(model="toy", revision="s3", flags=["shares_shard_with", "discontinuous"],
+                       shares_shard_with=["s5", "s6", "s7"]))
+    lines = ["model 'toy' revision 's2': the same weights as s1 (every weight file equals s1's)",
+             "model 'toy' revision 's3': a weight file shared with s5, s6 and s7, a break in the chain of revisions"]
+    assert lineage.check_on_suspect(table, "warn") == lines == lineage.check_on_suspect(table, "drop")
+    with pytest.raises(ValueError) as failed:
+        lineage.check_on_suspect(table, "fail")
+    assert str(failed.value) == ("provenance.on_suspect is 'fail' and the lineage check flagged these revisions "
+                                 "(docs/integrity.md: dropping or replacing a flagged revision):\n  " + "\n  ".join(lines))
+    assert lineage.check_on_suspect(table.filter(pl.col("revision") == "s1"), "fail") == []
 
 
 def test_a_frozen_matrix_is_no_sharing(healthy_fps):

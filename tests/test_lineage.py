@@ -270,6 +270,18 @@ def test_on_suspect_lines_and_the_failure_message_in_words():
     assert lineage.check_on_suspect(table.filter(pl.col("revision") == "s1"), "fail") == []
 
 
+def test_flags_in_words():
+    labels = lineage.flag_labels
+    assert labels({"flags": ["duplicate_of"], "duplicate_of": "s1"}) == ["the same weights as s1"]  # one name, a string
+    assert labels({"flags": ["shares_shard_with"], "shares_shard_with": ["a", "b", "c"]}) == [
+        "a weight file shared with a, b and c"]
+    assert labels({"flags": ["duplicate_of"], "duplicate_of": []}) == ["the same weights as ?"]
+    assert labels({"flags": ["a_flag_of_tomorrow", "discontinuous"]}) == ["a_flag_of_tomorrow",
+                                                                         "a break in the chain of revisions"]
+    assert labels({"flags": None}) == []
+    assert lineage.flagged(None).is_empty() and lineage.flagged(None).columns == list(tables.SCHEMAS["lineage"])
+
+
 def test_a_frozen_matrix_is_no_sharing(healthy_fps):
     """A matrix unchanged over consecutive revisions (frozen, never routed) shares nothing; the
     same matrix back after a revision that changed it does."""
@@ -385,7 +397,12 @@ def test_a_panel_without_its_init_is_warned_about():
     table = lineage.model_lineage(fp, {f"step{k}": k for k in range(5)})
     assert table["reference"][0] == "step1" and not table["reference_is_init"][0]
     (warning,) = lineage.reference_warnings(table)
-    assert "step1, is not the init" in warning and "pythia#203" in warning
+    assert warning == ("model 'syn': the earliest revision, step1, is not the init (step 0); the check that each "
+                       "revision descends from the init compares with it, so it cannot see weights that are another "
+                       "init from it on (EleutherAI/pythia#203): add the run's step 0 to its revisions")
+    # a model with its init listed first is passed over, and the next one still read
+    whole = lineage.model_lineage(_synthetic(run, model="aaa"), {f"step{k}": k for k in range(5)})
+    assert lineage.reference_warnings(pl.concat([whole, table])) == [warning]
     assert lineage.reference_warnings(lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(5)})) == []
     assert lineage.is_init("step0-tokens0B") and lineage.is_init("checkpoint-0") and not lineage.is_init("step01x0")
     assert not lineage.is_init("step10") and lineage.is_init("main", 0)

@@ -245,6 +245,64 @@ def test_quantized_gguf_loads_as_its_dequantized_weights(written, quantized, kin
     assert manifest["quantization"] == ["F32", kind]
 
 
+def test_the_copy_records_its_source_and_is_named_by_its_digest(written, cache, tmp_path):
+    import transformers
+    from importlib.metadata import version
+
+    _, _, f32, _ = written
+    copy = dequantize.dequantized(f32, "tiny r1")
+    digest = provenance.sha256_file(f32)
+    assert copy == cache / digest and (copy.stat().st_mode & 0o777) == 0o755  # readable like any checkpoint
+    assert json.loads((copy / dequantize.MANIFEST).read_text()) == {
+        "gguf_file": str(f32.resolve()), "gguf_sha256": digest, "architecture": "llama", "quantization": ["F32"],
+        "dtype": "float32", "transformers": transformers.__version__, "gguf": version("gguf")}
+    # another cache root and a digest the caller already has: the folder is named by that digest there
+    elsewhere = dequantize.dequantized(f32, "tiny r1", root=tmp_path / "elsewhere", sha256="0" * 64)
+    assert elsewhere == tmp_path / "elsewhere" / ("0" * 64)
+    assert json.loads((elsewhere / dequantize.MANIFEST).read_text())["gguf_sha256"] == "0" * 64
+
+
+def test_a_copy_another_job_wrote_meanwhile_is_kept(written, cache, monkeypatch):
+    import os
+
+    _, _, f32, _ = written
+
+    def racing(src, dst):  # the other job renamed its folder first
+        Path(dst).mkdir()
+        (Path(dst) / dequantize.MANIFEST).write_text('{"theirs": true}')
+        raise OSError("Directory not empty")
+
+    monkeypatch.setattr(os, "rename", racing)
+    dest = dequantize.dequantized(f32, "tiny r1")
+    assert json.loads((dest / dequantize.MANIFEST).read_text()) == {"theirs": True}
+    assert [p.name for p in cache.iterdir()] == [dest.name]  # ours removed
+
+    def failing(src, dst):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(os, "rename", failing)
+    with pytest.raises(OSError, match="No space left"):  # nothing there: the failure is not hidden
+        dequantize.dequantized(f32, "tiny r1", root=cache / "other")
+    assert not list((cache / "other").iterdir())
+
+
+def test_an_architecture_no_family_adapter_reads_is_refused(tmp_path, monkeypatch):
+    from importlib.metadata import PackageNotFoundError
+
+    model = tiny_model("llama", seed=1, vocab_size=1024)
+    path = tmp_path / "m.gguf"
+    tiny_gguf(path, model, architecture="mamba")  # transformers maps mamba; no headtrace family reads it
+    with pytest.raises(weights.CheckpointError, match=r"^tiny r1: m\.gguf is a 'mamba' model, which no headtrace "
+                                                      r"family adapter reads \(no headtrace adapter"):
+        dequantize.dequantized(path, "tiny r1")
+
+    def missing(name):
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(dequantize, "version", missing)
+    assert dequantize._gguf_version() is None  # recorded as unknown, not an error
+
+
 def test_provenance_and_fingerprint_record_the_gguf(written):
     _, model, _, q8 = written
     load = {"source": "local", "path": str(q8), "single_checkpoint": True}

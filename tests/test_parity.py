@@ -115,9 +115,9 @@ def results(tmp_path_factory):
     verdicts = [str(p) for p in sorted(res.glob("cells/*/*/verdict.parquet"))]
     lineages = [str(p) for p in sorted(res.glob("models/*/lineage.parquet"))]
     thresholds = {"class_threshold": 30.0, "induction_threshold": 50.0}
+    onsets = {name: str(res / "findings" / f"f3_{name}.parquet") for name in ("onset_bootstrap", "onsets")}
     _script("findings", res,
-            input={"trajectories": trajectories, "onset_bootstrap": str(res / "findings" / "f3_onset_bootstrap.parquet"),
-                   "onsets": str(res / "findings" / "f3_onsets.parquet"), "positional": [], "experiments": [],
+            input={"trajectories": trajectories, **onsets, "positional": [], "experiments": [],
                    "verdicts": verdicts, "lineage": lineages, "cross_seed": [], "measures": []},
             output={"summary": str(res / "findings" / "summary.md")},
             params={**thresholds, "gaps": PAIRS, "families": None, "on_suspect": "warn", "groups": {"toy": MEMBERS},

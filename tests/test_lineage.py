@@ -391,6 +391,31 @@ def test_drift_far_from_init_is_descent_by_chain_and_another_init_is_not():
     assert "no chain of revisions" in bad["detail"][1]
 
 
+def test_a_last_revision_that_falls_back_towards_the_init_is_discontinuous():
+    """step9 is step1 again (fresh digests, a little noise): its distance from step0 falls back from step8's,
+    the farthest so far; the last revision has no detour to measure, so only the fall-back rule sees it."""
+    import numpy as np
+
+    run = _drift(8, keep=0.95, seed=4)
+    rng = np.random.default_rng(5)
+    run.append([v + 1e-3 * rng.normal(size=v.size) for v in run[1]])
+    table = lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(10)})
+    rows = {r["revision"]: r for r in table.iter_rows(named=True)}
+    assert rows["step9"]["flags"] == ["discontinuous"]
+    assert rows["step9"]["detail"] == (f"distance from step0 falls back to {rows['step9']['dist_from_first']:.3f} "
+                                       f"from {rows['step8']['dist_from_first']:.3f} (step8)")
+    assert all(not rows[f"step{k}"]["flags"] for k in range(9))
+
+
+def test_a_revision_whose_neighbours_are_one_point_is_a_detour_and_a_frozen_run_is_not():
+    s0, s1, s2 = _drift(2, keep=0.9, seed=6)
+    table = lineage.model_lineage(_synthetic([s0, s1, s2, s1]), {f"step{k}": k for k in range(4)})
+    row = table.filter(pl.col("revision") == "step2").row(0, named=True)  # step1 -> step2 -> step1 again
+    assert "discontinuous" in row["flags"] and row["detail"].startswith("detour inf > 2: step1→step2 ")
+    frozen = lineage.model_lineage(_synthetic([s0, s1, s1, s1, s2]), {f"step{k}": k for k in range(5)})
+    assert no_flags(frozen) and frozen["detour"].to_list()[2] == 1.0  # no step at all: no detour
+
+
 def test_a_panel_without_its_init_is_warned_about():
     run = _drift(4, keep=0.9, seed=2)
     fp = _synthetic(run).filter(pl.col("revision") != "step0")

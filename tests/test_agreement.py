@@ -97,6 +97,8 @@ def test_heads_per_layer_counts_one_revision_of_one_model():
     assert ag.heads_per_layer(traj.filter(pl.col("model") == "m")) == {0: 2, 1: 3}
     assert ag.heads_per_layer(traj, "other") == {0: 5}
     assert ag.heads_per_layer(traj, "absent") == {}
+    one = pl.DataFrame({"model": ["m"], "revision": ["r1"], "layer": [0], "head": [0]})  # a one-head model
+    assert ag.heads_per_layer(one) == {0: 1}
 
 
 def test_p_is_capped_at_one_and_alpha_itself_is_beyond_chance():

@@ -416,6 +416,21 @@ def test_a_revision_whose_neighbours_are_one_point_is_a_detour_and_a_frozen_run_
     assert no_flags(frozen) and frozen["detour"].to_list()[2] == 1.0  # no step at all: no detour
 
 
+def test_rows_in_token_order_with_their_digest_and_previous_distance():
+    import hashlib
+
+    run = _drift(2, keep=0.9, seed=8)
+    names = {"step0": "init", "step1": "zeta", "step2": "alpha"}  # the names sort otherwise than the tokens
+    fp = _synthetic(run).with_columns(pl.col("revision").replace(names))
+    table = lineage.model_lineage(fp, {"init": 0, "zeta": 10, "alpha": 20})
+    assert table["revision"].to_list() == ["init", "zeta", "alpha"] and table["order"].to_list() == [0, 1, 2]
+    # the digest: sha256 over the revision's sorted 'name sha256' tensor lines (_synthetic: sha 'syn-k-t')
+    lines = sorted(f"m{t} syn-1-{t}" for t in range(40))
+    assert table["weights_digest"][1] == hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    prev = table["dist_from_previous"].to_list()
+    assert prev[0] is None and prev[1] == pytest.approx(table["dist_from_first"][1]) and prev[2] > 0
+
+
 def test_a_panel_without_its_init_is_warned_about():
     run = _drift(4, keep=0.9, seed=2)
     fp = _synthetic(run).filter(pl.col("revision") != "step0")

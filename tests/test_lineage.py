@@ -143,7 +143,9 @@ def test_files_equal_to_another_revision_are_a_duplicate(panel, healthy_fps):
     table = run(fps)
     dup = {r: d for r, d in table.select("revision", "duplicate_of").iter_rows() if d}
     assert dup == {"step4": ["step16", "step32"], "step16": ["step4", "step32"], "step32": ["step4", "step16"]}
-    assert "under 3 names" in table.filter(pl.col("revision") == "step4")["detail"][0]
+    assert table.filter(pl.col("revision") == "step4")["detail"][0] == (
+        "every weight file or tensor = step16's and step32's: one set of weights under 3 names, and the "
+        "fingerprints cannot tell which name, if any, it belongs to (every one is flagged)")
     assert table.filter(pl.col("revision") == "step24")["previous"][0] == "step12"  # the set sits at step32
 
 
@@ -424,6 +426,7 @@ def test_rows_in_token_order_with_their_digest_and_previous_distance():
     fp = _synthetic(run).with_columns(pl.col("revision").replace(names))
     table = lineage.model_lineage(fp, {"init": 0, "zeta": 10, "alpha": 20})
     assert table["revision"].to_list() == ["init", "zeta", "alpha"] and table["order"].to_list() == [0, 1, 2]
+    assert table["tokens"].to_list() == [0, 10, 20]
     # the digest: sha256 over the revision's sorted 'name sha256' tensor lines (_synthetic: sha 'syn-k-t')
     lines = sorted(f"m{t} syn-1-{t}" for t in range(40))
     assert table["weights_digest"][1] == hashlib.sha256("\n".join(lines).encode()).hexdigest()

@@ -131,6 +131,7 @@ def test_is_gguf_and_the_tokenizer_source(written, tmp_path):
     (hf / "config.json").write_text("{}")
     (hf / "stray.gguf").write_bytes(f32.read_bytes())
     assert not gguf.is_gguf(hf) and not gguf.is_gguf(tmp_path / "nothing-here")  # a config.json folder is not
+    assert gguf.config_dict(hf) is None and gguf.config_dict(f32) == gguf.read(f32).config
     with pytest.raises(weights.CheckpointError, match=r"hf: no GGUF file"):
         gguf.tokenizer_source(hf)
 
@@ -209,7 +210,7 @@ def test_quantized_values_are_the_written_weights_within_a_step(written, quantiz
     assert set(read) == set(ref)
     for name, values in ref.items():
         v, stored = read[name]
-        assert stored == (kind if values.ndim == 2 else "F32")
+        assert stored == (kind if values.ndim == 2 else "F32") and v.dtype == np.float32
         np.testing.assert_allclose(np.asarray(v).reshape(values.shape), values, rtol=1e-6, atol=1e-8, err_msg=name)
 
 

@@ -257,6 +257,8 @@ def test_the_copy_records_its_source_and_is_named_by_its_digest(written, cache, 
     assert json.loads((copy / dequantize.MANIFEST).read_text()) == {
         "gguf_file": str(f32.resolve()), "gguf_sha256": digest, "architecture": "llama", "quantization": ["F32"],
         "dtype": "float32", "transformers": transformers.__version__, "gguf": version("gguf")}
+    _, _, _, q8 = written  # a second file into the same cache: beside the first
+    assert dequantize.dequantized(q8, "tiny r2").parent == cache and len(list(cache.iterdir())) == 2
     # another cache root and a digest the caller already has: the folder is named by that digest there
     elsewhere = dequantize.dequantized(f32, "tiny r1", root=tmp_path / "elsewhere", sha256="0" * 64)
     assert elsewhere == tmp_path / "elsewhere" / ("0" * 64)

@@ -434,6 +434,42 @@ def test_rows_in_token_order_with_their_digest_and_previous_distance():
     assert prev[0] is None and prev[1] == pytest.approx(table["dist_from_first"][1]) and prev[2] > 0
 
 
+def test_pair_stats_on_exact_sketches_with_a_known_cosine():
+    """Four unit-norm 64-long matrices, each at cosine 0.6 to its partner, the sketch the vector itself: every
+    statistic has a closed form. d_t^2 = 2(1 - c), so rel = sqrt(2(1 - c)); Var(d_t^2) = 2 d_t^4 / m, so
+    rel_sd = sqrt(T * 2 * 4(1 - c)^2 / m) / (2 rel T); sd0_t = sqrt(2 / m) (a2 + b2) / (2 ab) = sqrt(2 / m),
+    so cos_sd = 1 / sqrt(T m / 2); the cosine is c."""
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    T, m, c = 4, 64, 0.6
+    a, b = [], []
+    for _ in range(T):
+        x = rng.normal(size=m)
+        x /= np.linalg.norm(x)
+        u = rng.normal(size=m)
+        u -= (u @ x) * x
+        u /= np.linalg.norm(u)
+        a.append(x)
+        b.append(c * x + math.sqrt(1 - c * c) * u)
+    mod = lineage._Model(_synthetic([a, b]), ["step0", "step1"])
+    s = lineage.pair_stats(mod, 0, 1)
+    rel = math.sqrt(2 * (1 - c))
+    assert s["n"] == T and s["rel"] == pytest.approx(rel) and s["cos"] == pytest.approx(c)
+    assert s["rel_sd"] == pytest.approx(math.sqrt(T * 2 * (2 * (1 - c)) ** 2 / m) / (2 * rel * T))
+    assert s["cos_sd"] == pytest.approx(1 / math.sqrt(T * m / 2))
+    zero = lineage._Model(_synthetic([[0 * x for x in a], [0 * x for x in a]]), ["step0", "step1"])
+    z = lineage.pair_stats(zero, 0, 1)  # no norm: no distance or cosine to measure
+    assert math.isnan(z["rel"]) and z["rel_sd"] == 0.0 and math.isnan(z["cos"]) and math.isnan(z["cos_sd"])
+    assert z["n"] == T
+    apart = lineage._Model(pl.concat([_synthetic([a]), _synthetic([a]).with_columns(
+        revision=pl.lit("step1"), name=pl.col("name") + "x")]), ["step0", "step1"])  # no matrix in common
+    assert lineage.pair_stats(apart, 0, 1) == {"rel": pytest.approx(math.nan, nan_ok=True),
+                                               "rel_sd": pytest.approx(math.nan, nan_ok=True),
+                                               "cos": pytest.approx(math.nan, nan_ok=True),
+                                               "cos_sd": pytest.approx(math.nan, nan_ok=True), "n": 0}
+
+
 def test_a_panel_without_its_init_is_warned_about():
     run = _drift(4, keep=0.9, seed=2)
     fp = _synthetic(run).filter(pl.col("revision") != "step0")

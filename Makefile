@@ -9,7 +9,7 @@ CONFIG ?= config/config.yaml
 # KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
 KEEP_GOING ?=
 
-.PHONY: demo unlock test test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot
+.PHONY: demo unlock test test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot mutation
 
 venv: $(STAMP)
 
@@ -52,6 +52,25 @@ browser:
 # The first screen of the summary page after a run -> docs/img/report-first-screen.png
 report-shot: $(STAMP)
 	$(BIN)/python -m headtrace.report.browser results/findings/summary.html --screenshot docs/img/report-first-screen.png
+
+# The mutation check (docs/testing.md): mutmut, pinned in requirements-dev.txt and installed here on demand,
+# mutates the modules that decide science ([tool.mutmut] in pyproject.toml) and runs each mutant against the
+# unit tests of those modules that reach it; then the score per module and the survivors by name. From a
+# clean start (rm -rf mutants) every time, niced: it is CPU-bound for many minutes.
+DEV_STAMP := $(VENV)/.installed-dev
+MUTATION_JOBS ?= $(shell nproc)
+
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	touch $@
+
+mutation: $(DEV_STAMP)
+	rm -rf mutants
+	@start=$$(date +%s); \
+	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) > mutants.log 2>&1 \
+	  || { tail -20 mutants.log; exit 1; }; \
+	$(BIN)/python docs/mutation_scores.py mutants | tee mutants/scores.md; \
+	echo "make mutation: $$(( $$(date +%s) - start )) s; mutmut's log: mutants.log; a mutant's change: $(BIN)/mutmut show NAME"
 
 test-slurm: $(STAMP)
 	bash slurm/ci.sh

@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 import numpy as np
+import polars as pl
 import pytest
 
 from headtrace.findings import agreement as ag
@@ -63,3 +64,47 @@ def test_exact_null_equals_enumerating_every_placement():
     assert r["p_value"] == pytest.approx(sum(v for k, v in counts.items() if k >= 1) / total)
     assert r["null_mean"] == pytest.approx(sum(v * k / (6 - k) for k, v in counts.items()) / total)
     assert math.isclose(sum(pmf), 1.0)
+
+
+def test_subsets_must_fit_the_layer():
+    np.testing.assert_allclose(ag.hypergeom_pmf(3, 3, 3), [0, 0, 0, 1])  # whole layers: overlap 3 for sure
+    np.testing.assert_allclose(ag.hypergeom_pmf(3, 0, 3), [1])
+    for a, b in ((4, 1), (1, 4), (-1, 1), (1, -1)):
+        with pytest.raises(ValueError, match=rf"subsets of {a} and {b} do not fit 3 items"):
+            ag.hypergeom_pmf(3, a, b)
+
+
+def test_empty_sets_have_no_jaccard_and_every_layer_needs_a_head_count():
+    assert ag.jaccard_null([], [], 4) == dict.fromkeys(
+        ["jaccard", "null_mean", "null_min", "null_max", "p_value", "beyond_chance"])
+    with pytest.raises(ValueError, match="layer 2"):  # a layer only one of the sets uses
+        ag.jaccard_null([(2, 0)], [(0, 1)], {0: 4})
+
+
+def test_verdict_words():
+    low = ag.jaccard_null([(1, h) for h in range(11)], [(1, h) for h in range(2, 12)], 12)
+    assert ag.verdict(low) == "0.75 (chance 0.78; no more than chance, P = 1)"
+    pair = ag.jaccard_null(["L0H3", "L0H7"], ["L0H3", "L0H7"], 12)
+    assert ag.verdict(pair) == "1.00 (chance 0.12; beyond chance, P = 0.015)"  # 1/66; 20/66/3 + 1/66
+    assert ag.verdict({"jaccard": 0.5, "null_mean": None}) == "0.50"  # no null: the Jaccard alone
+
+
+def test_heads_per_layer_counts_one_revision_of_one_model():
+    rows = [("m", r, layer, h) for r in ("r1", "r2") for layer, n in ((0, 2), (1, 3)) for h in range(n)]
+    rows += [("other", "r1", 0, h) for h in range(5)]
+    traj = pl.DataFrame(rows, schema=["model", "revision", "layer", "head"], orient="row")
+    assert ag.heads_per_layer(traj, "m") == {0: 2, 1: 3}
+    assert ag.heads_per_layer(traj.filter(pl.col("model") == "m")) == {0: 2, 1: 3}
+    assert ag.heads_per_layer(traj, "other") == {0: 5}
+    assert ag.heads_per_layer(traj, "absent") == {}
+    one = pl.DataFrame({"model": ["m"], "revision": ["r1"], "layer": [0], "head": [0]})  # a one-head model
+    assert ag.heads_per_layer(one) == {0: 1}
+
+
+def test_p_is_capped_at_one_and_alpha_itself_is_beyond_chance():
+    # no overlap in two 5-head layers: p = P(K >= 0) = 1, though the pmf's terms sum to 1 + 2e-16 in floats
+    r = ag.jaccard_null([(0, 0), (1, 0)], [(0, 1), (1, 1)], 5)
+    assert r["jaccard"] == 0.0 and r["p_value"] == 1.0
+    # one shared head of 20: p = 1/20, exactly alpha: beyond chance (p <= alpha)
+    r = ag.jaccard_null([(0, 0)], [(0, 0)], 20)
+    assert r["p_value"] == ag.ALPHA == 0.05 and r["beyond_chance"] is True

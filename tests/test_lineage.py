@@ -144,7 +144,9 @@ def test_files_equal_to_another_revision_are_a_duplicate(panel, healthy_fps):
     table = run(fps)
     dup = {r: d for r, d in table.select("revision", "duplicate_of").iter_rows() if d}
     assert dup == {"step4": ["step16", "step32"], "step16": ["step4", "step32"], "step32": ["step4", "step16"]}
-    assert "under 3 names" in table.filter(pl.col("revision") == "step4")["detail"][0]
+    assert table.filter(pl.col("revision") == "step4")["detail"][0] == (
+        "every weight file or tensor = step16's and step32's: one set of weights under 3 names, and the "
+        "fingerprints cannot tell which name, if any, it belongs to (every one is flagged)")
     assert table.filter(pl.col("revision") == "step24")["previous"][0] == "step12"  # the set sits at step32
 
 
@@ -160,6 +162,9 @@ def test_first_shard_equal_to_the_final_shares_a_shard(panel, healthy_fps, tmp_p
     row = table.filter(pl.col("revision") == "step8").row(0, named=True)
     assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
     assert first.name in row["detail"] and row["duplicate_of"] == []
+    # the evidence: the file (not its matrices one by one), then the break in the chain it makes
+    evidence, chain = row["detail"].split("; ")
+    assert evidence == f"{first.name} = step32's" and chain.startswith("detour ")
     assert set(flags_of(table)) == set(fps)
     assert all(not f for r, f in flags_of(table).items() if r != "step8")
 
@@ -192,7 +197,9 @@ def test_later_matrices_in_one_shard_are_shared_and_discontinuous(panel, healthy
     table = run(fps)
     row = table.filter(pl.col("revision") == "step6").row(0, named=True)
     assert "shares_shard_with" in row["flags"] and row["shares_shard_with"] == ["step32"]
-    assert f"{len(mats)} of" in row["detail"]
+    n_matrices = sum(a.ndim >= 2 for f in shards(bad) for a in load_file(f).values())
+    assert row["detail"].startswith(  # the matrices, not the file: its vectors are its own
+        f"{len(mats)} of {n_matrices} matrices (in {shards(bad)[1].name}) = step32's; ")
     assert "discontinuous" in row["flags"] and row["detour"] > lineage.DETOUR
     assert all(not f for r, f in flags_of(table).items() if r != "step6")
     md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
@@ -243,6 +250,39 @@ def test_no_fingerprints_no_rows_and_on_suspect(healthy_fps, panel):
         lineage.check_on_suspect(table, "ignore")
     traj = pl.DataFrame({"model": ["toy"] * 3 + ["other"], "revision": ["step2", "step4", "step8", "step4"]})
     assert lineage.drop_flagged(traj, table).rows() == [("toy", "step2"), ("toy", "step8"), ("other", "step4")]
+
+
+def _rows(*rows: dict) -> pl.DataFrame:
+    spec = tables.SCHEMAS["lineage"]
+    return pl.DataFrame([{**dict.fromkeys(spec), "detail": None, **r} for r in rows], schema=spec)
+
+
+def test_on_suspect_lines_and_the_failure_message_in_words():
+    table = _rows(dict(model="toy", revision="s1", flags=[]),
+                  dict(model="toy", revision="s2", flags=["duplicate_of"], duplicate_of=["s1"],
+                       detail="every weight file equals s1's"),
+                  dict(model="toy", revision="s3", flags=["shares_shard_with", "discontinuous"],
+                       shares_shard_with=["s5", "s6", "s7"]))
+    lines = ["model 'toy' revision 's2': the same weights as s1 (every weight file equals s1's)",
+             "model 'toy' revision 's3': a weight file shared with s5, s6 and s7, a break in the chain of revisions"]
+    assert lineage.check_on_suspect(table, "warn") == lines == lineage.check_on_suspect(table, "drop")
+    with pytest.raises(ValueError) as failed:
+        lineage.check_on_suspect(table, "fail")
+    assert str(failed.value) == ("provenance.on_suspect is 'fail' and the lineage check flagged these revisions "
+                                 "(docs/integrity.md: dropping or replacing a flagged revision):\n  " + "\n  ".join(lines))
+    assert lineage.check_on_suspect(table.filter(pl.col("revision") == "s1"), "fail") == []
+
+
+def test_flags_in_words():
+    labels = lineage.flag_labels
+    assert labels({"flags": ["duplicate_of"], "duplicate_of": "s1"}) == ["the same weights as s1"]  # one name, a string
+    assert labels({"flags": ["shares_shard_with"], "shares_shard_with": ["a", "b", "c"]}) == [
+        "a weight file shared with a, b and c"]
+    assert labels({"flags": ["duplicate_of"], "duplicate_of": []}) == ["the same weights as ?"]
+    assert labels({"flags": ["a_flag_of_tomorrow", "discontinuous"]}) == ["a_flag_of_tomorrow",
+                                                                         "a break in the chain of revisions"]
+    assert labels({"flags": None}) == []
+    assert lineage.flagged(None).is_empty() and lineage.flagged(None).columns == list(tables.SCHEMAS["lineage"])
 
 
 def test_a_frozen_matrix_is_no_sharing(healthy_fps):
@@ -359,6 +399,83 @@ def test_drift_far_from_init_is_descent_by_chain_and_another_init_is_not():
     assert "no chain of revisions" in bad["detail"][1]
 
 
+def test_a_last_revision_that_falls_back_towards_the_init_is_discontinuous():
+    """step9 is step1 again (fresh digests, a little noise): its distance from step0 falls back from step8's,
+    the farthest so far; the last revision has no detour to measure, so only the fall-back rule sees it."""
+    import numpy as np
+
+    run = _drift(8, keep=0.95, seed=4)
+    rng = np.random.default_rng(5)
+    run.append([v + 1e-3 * rng.normal(size=v.size) for v in run[1]])
+    table = lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(10)})
+    rows = {r["revision"]: r for r in table.iter_rows(named=True)}
+    assert rows["step9"]["flags"] == ["discontinuous"]
+    assert rows["step9"]["detail"] == (f"distance from step0 falls back to {rows['step9']['dist_from_first']:.3f} "
+                                       f"from {rows['step8']['dist_from_first']:.3f} (step8)")
+    assert all(not rows[f"step{k}"]["flags"] for k in range(9))
+
+
+def test_a_revision_whose_neighbours_are_one_point_is_a_detour_and_a_frozen_run_is_not():
+    s0, s1, s2 = _drift(2, keep=0.9, seed=6)
+    table = lineage.model_lineage(_synthetic([s0, s1, s2, s1]), {f"step{k}": k for k in range(4)})
+    row = table.filter(pl.col("revision") == "step2").row(0, named=True)  # step1 -> step2 -> step1 again
+    assert "discontinuous" in row["flags"] and row["detail"].startswith("detour inf > 2: step1→step2 ")
+    frozen = lineage.model_lineage(_synthetic([s0, s1, s1, s1, s2]), {f"step{k}": k for k in range(5)})
+    assert no_flags(frozen) and frozen["detour"].to_list()[2] == 1.0  # no step at all: no detour
+
+
+def test_rows_in_token_order_with_their_digest_and_previous_distance():
+    import hashlib
+
+    run = _drift(2, keep=0.9, seed=8)
+    names = {"step0": "init", "step1": "zeta", "step2": "alpha"}  # the names sort otherwise than the tokens
+    fp = _synthetic(run).with_columns(pl.col("revision").replace(names))
+    table = lineage.model_lineage(fp, {"init": 0, "zeta": 10, "alpha": 20})
+    assert table["revision"].to_list() == ["init", "zeta", "alpha"] and table["order"].to_list() == [0, 1, 2]
+    assert table["tokens"].to_list() == [0, 10, 20]
+    # the digest: sha256 over the revision's sorted 'name sha256' tensor lines (_synthetic: sha 'syn-k-t')
+    lines = sorted(f"m{t} syn-1-{t}" for t in range(40))
+    assert table["weights_digest"][1] == hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    prev = table["dist_from_previous"].to_list()
+    assert prev[0] is None and prev[1] == pytest.approx(table["dist_from_first"][1]) and prev[2] > 0
+
+
+def test_pair_stats_on_exact_sketches_with_a_known_cosine():
+    """Four unit-norm 64-long matrices, each at cosine 0.6 to its partner, the sketch the vector itself: every
+    statistic has a closed form. d_t^2 = 2(1 - c), so rel = sqrt(2(1 - c)); Var(d_t^2) = 2 d_t^4 / m, so
+    rel_sd = sqrt(T * 2 * 4(1 - c)^2 / m) / (2 rel T); sd0_t = sqrt(2 / m) (a2 + b2) / (2 ab) = sqrt(2 / m),
+    so cos_sd = 1 / sqrt(T m / 2); the cosine is c."""
+    import numpy as np
+
+    rng = np.random.default_rng(9)
+    T, m, c = 4, 64, 0.6
+    a, b = [], []
+    for _ in range(T):
+        x = rng.normal(size=m)
+        x /= np.linalg.norm(x)
+        u = rng.normal(size=m)
+        u -= (u @ x) * x
+        u /= np.linalg.norm(u)
+        a.append(x)
+        b.append(c * x + math.sqrt(1 - c * c) * u)
+    mod = lineage._Model(_synthetic([a, b]), ["step0", "step1"])
+    s = lineage.pair_stats(mod, 0, 1)
+    rel = math.sqrt(2 * (1 - c))
+    assert s["n"] == T and s["rel"] == pytest.approx(rel) and s["cos"] == pytest.approx(c)
+    assert s["rel_sd"] == pytest.approx(math.sqrt(T * 2 * (2 * (1 - c)) ** 2 / m) / (2 * rel * T))
+    assert s["cos_sd"] == pytest.approx(1 / math.sqrt(T * m / 2))
+    zero = lineage._Model(_synthetic([[0 * x for x in a], [0 * x for x in a]]), ["step0", "step1"])
+    z = lineage.pair_stats(zero, 0, 1)  # no norm: no distance or cosine to measure
+    assert math.isnan(z["rel"]) and z["rel_sd"] == 0.0 and math.isnan(z["cos"]) and math.isnan(z["cos_sd"])
+    assert z["n"] == T
+    apart = lineage._Model(pl.concat([_synthetic([a]), _synthetic([a]).with_columns(
+        revision=pl.lit("step1"), name=pl.col("name") + "x")]), ["step0", "step1"])  # no matrix in common
+    assert lineage.pair_stats(apart, 0, 1) == {"rel": pytest.approx(math.nan, nan_ok=True),
+                                               "rel_sd": pytest.approx(math.nan, nan_ok=True),
+                                               "cos": pytest.approx(math.nan, nan_ok=True),
+                                               "cos_sd": pytest.approx(math.nan, nan_ok=True), "n": 0}
+
+
 def test_a_panel_without_its_init_is_warned_about():
     run = _drift(4, keep=0.9, seed=2)
     fp = _synthetic(run).filter(pl.col("revision") != "step0")
@@ -379,6 +496,9 @@ def test_a_panel_without_its_init_is_warned_about():
     both = lineage.lineage(pl.concat([fp, fp.with_columns(pl.lit("b").alias("model"))]),
                            init_published={"b": False})
     assert dict(both.group_by("model").agg(pl.col("init_published").first()).rows()) == {"syn": None, "b": False}
+    # a model with its init listed first is passed over, and the next one still read
+    whole = lineage.model_lineage(_synthetic(run, model="aaa"), {f"step{k}": k for k in range(5)})
+    assert lineage.reference_warnings(pl.concat([whole, table])) == [warning]
     assert lineage.reference_warnings(lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(5)})) == []
     assert lineage.is_init("step0-tokens0B") and lineage.is_init("checkpoint-0") and not lineage.is_init("step01x0")
     assert not lineage.is_init("step10") and lineage.is_init("main", 0)

@@ -59,3 +59,33 @@ def test_f3_gaps_carries_the_order():
                    "left": ("earlier first", "seen", "lower bound"),
                    "never": ("earlier first", "censoring", "lower bound"),
                    "tie": ("undecided", None, "unknown")}
+
+
+def test_bounds_follow_the_censoring_flags_and_missing_ends():
+    """(lo, hi] from a milestone's values: a censoring flag wins over a recorded value, a missing end is
+    censored too (docstring of order.bounds)."""
+    assert order.bounds(100, 200, False, False) == (100.0, 200.0)
+    assert order.bounds(50, 200, True, False) == (0.0, 200.0)  # met at the first revision: from 0
+    assert order.bounds(None, 200, False, False) == (0.0, 200.0)  # no lower end
+    assert order.bounds(100, 200, False, True) == (100.0, INF)  # never met: no upper end
+    assert order.bounds(100, None, False, False) == (100.0, INF)
+
+
+def test_bounds_of_a_row_read_its_flags_or_infer_them():
+    b = order.bounds_of_row
+    assert b(None) is None
+    assert b(dict(lo_tokens=50, tokens=200, left_censored=True, right_censored=False)) == (0.0, 200.0)
+    assert b(dict(lo_tokens=100, tokens=200, left_censored=False, right_censored=True)) == (100.0, INF)
+    # without a right_censored column: censored exactly when no revision met it
+    assert b(dict(lo_tokens=100, tokens=200, left_censored=False)) == (100.0, 200.0)
+    assert b(dict(lo_tokens=768, tokens=None, left_censored=False)) == (768.0, INF)
+    # an f3_gaps row's halves, by prefix
+    gap = dict(later_lo_tokens=400, later_tokens=800, later_left_censored=False, later_right_censored=False,
+               earlier_lo_tokens=10, earlier_tokens=200, earlier_left_censored=True, earlier_right_censored=False)
+    assert b(gap, "later_") == (400.0, 800.0) and b(gap, "earlier_") == (0.0, 200.0)
+
+
+def test_the_mirror_case_touching_and_seen():
+    earlier, later = (200.0, 400.0), (100.0, 200.0)  # the later milestone's bracket ends where the other's begins
+    o = order.order_of(earlier, later)
+    assert (o, order.basis_of(o, earlier, later)) == ("later first", "seen")

@@ -1,12 +1,17 @@
-"""summary.md and summary.html say the same things (issue 41, point 8): both pages are rendered from
-one hand-built run (three seeds of a toy, a seed group, a causal and an underpowered verdict, one
-revision flagged by the lineage check, byte-identical weights, mixed selectivity baselines, a note
-and a probe), the first screen of each is read back as a list of facts (markup stripped: sentences,
-list items, paragraphs, table cells), and every fact of one must be a fact of the other."""
+"""summary.md and summary.html say the same things (issue 41, point 8): both pages are written by the
+workflow's own scripts (findings.py, summary_html.py) from one hand-built run's results folder (three
+seeds of a toy, a seed group, a causal and an underpowered verdict, one revision flagged by the lineage
+check, a run that continues another, byte-identical weights, mixed selectivity baselines, a note and a
+probe), the first screen of each is read back as a list of facts (markup stripped: sentences, list
+items, paragraphs, table cells), and every fact of one must be a fact of the other. The console's
+summary of the same folder prints the sentences summary.md shows."""
 from __future__ import annotations
 
 import re
+import runpy
+import types
 from html import unescape
+from pathlib import Path
 from html.parser import HTMLParser
 
 import polars as pl
@@ -25,6 +30,7 @@ from headtrace.report import lineage as RL
 from headtrace.report import summary
 
 NOTES = {"A": "a toy trained here; its `step5` is the last checkpoint."}
+ROOT = Path(__file__).resolve().parents[1]
 PROBES = {"A": "8 sequences of 40 tokens, seed 1, no BOS", "B": "8 sequences of 40 tokens, seed 1, no BOS",
           "C": "16 sequences of 40 tokens, seed 2, no BOS"}
 
@@ -45,13 +51,20 @@ def _verdicts() -> pl.DataFrame:
 
 
 def _lineage() -> pl.DataFrame:
-    """B's step2 is its step1 byte for byte (flag duplicate_of), nothing else flagged."""
+    """B's step2 is its step1 byte for byte (flag duplicate_of), nothing else flagged; C continues B's
+    training run (the config's ``continues``, as the lineage tables record it): one run, counted once."""
     spec = tables.SCHEMAS["lineage"]
     rows = [{**dict.fromkeys(spec), "model": "B", "revision": r, "order": i, "tokens": 100 * 2 ** i,
              "flags": ["duplicate_of"] if r == "step2" else [], "duplicate_of": ["step1"] if r == "step2" else None,
              "detail": "every weight file equals step1's" if r == "step2" else None}
             for i, r in enumerate(["step1", "step2", "step3", "step4", "step5"])]
+    rows += [{**dict.fromkeys(spec), "model": "C", "revision": r, "order": i, "tokens": 100 * 2 ** i, "flags": [],
+              "continues": "B"} for i, r in enumerate(["step1", "step2", "step3", "step4", "step5"])]
     return pl.DataFrame(rows, schema=spec)
+
+
+# the formation sentence counts C with the run it continues (A 5, B 5 and C 4 revisions)
+ONE_RUN_COUNTED_ONCE = "3 models over 14 revisions in all (2 independent training runs: C continues B's run)"
 
 
 def _run():
@@ -67,18 +80,68 @@ def _run():
     return traj, F, _verdicts(), _lineage(), G
 
 
+class _Named(dict):
+    """A Snakemake job's input, output or params: by key and by name."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _script(name: str, results, **job) -> None:
+    """Run ``workflow/scripts/{name}.py`` as its rule does, with the job's input, output and params."""
+    smk = types.SimpleNamespace(**{k: _Named(v) for k, v in job.items()}, log=[str(results.parent / f"{name}.log")])
+    runpy.run_path(str(ROOT / "workflow" / "scripts" / f"{name}.py"), init_globals={"snakemake": smk})
+
+
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
+def results(tmp_path_factory):
+    """The run's results folder: the tables the page jobs read (trajectories, verdicts, lineage, the
+    onset tables), then summary.md and summary.html as the findings and summary_html jobs write them
+    (their scripts, with their rules' inputs and params)."""
+    traj, _, V, lineage, _ = _run()
+    res = tmp_path_factory.mktemp("parity") / "results"
+    for m in MEMBERS:
+        tables.write(traj.filter(pl.col("model") == m), res / "models" / m / "trajectory.parquet", schema=None)
+        if lineage.filter(pl.col("model") == m).height:
+            tables.write(lineage.filter(pl.col("model") == m), res / "models" / m / "lineage.parquet")
+    for (m, r), g in V.group_by("model", "revision"):
+        tables.write(g, res / "cells" / m / r / "verdict.parquet", schema=None)
+    for name in ("f3_onset_bootstrap", "f3_onsets"):  # the refinement and bootstrap jobs' tables: none here
+        tables.write(pl.DataFrame(schema=tables.SCHEMAS[name]), res / "findings" / f"{name}.parquet")
+    trajectories = [str(p) for p in sorted(res.glob("models/*/trajectory.parquet"))]
+    verdicts = [str(p) for p in sorted(res.glob("cells/*/*/verdict.parquet"))]
+    lineages = [str(p) for p in sorted(res.glob("models/*/lineage.parquet"))]
+    thresholds = {"class_threshold": 30.0, "induction_threshold": 50.0}
+    onsets = {name: str(res / "findings" / f"f3_{name}.parquet") for name in ("onset_bootstrap", "onsets")}
+    _script("findings", res,
+            input={"trajectories": trajectories, **onsets, "positional": [], "experiments": [],
+                   "verdicts": verdicts, "lineage": lineages, "cross_seed": [], "measures": []},
+            output={"summary": str(res / "findings" / "summary.md")},
+            params={**thresholds, "gaps": PAIRS, "families": None, "on_suspect": "warn", "groups": {"toy": MEMBERS},
+                    "cross_seed_of": {}, "probes": PROBES, "notes": NOTES})
+    _script("summary_html", res,
+            input={"findings": [str(p) for p in sorted(res.glob("findings/*.parquet"))], "verdicts": verdicts,
+                   "lineage": lineages, "figures": [], "cross_seed": [], "measures": [], "trajectories": trajectories,
+                   "groups": [str(p) for p in sorted(res.glob("groups/toy/*.parquet"))]},
+            output={"page": str(res / "findings" / "summary.html"), "headline": str(res / "findings" / "headline.html"),
+                    "brief": str(res / "findings" / "headline_brief.html")},
+            params={"captions": str(ROOT / "workflow" / "report"), "families": None, "on_suspect": "warn",
+                    "cross_seed_of": {}, "probes": PROBES, "notes": NOTES, "thresholds": thresholds})
+    return res
+
+
+@pytest.fixture(scope="module")
+def pages(results):
+    """(the first screen built here from the run's tables, summary.md, summary.html)."""
     traj, F, V, lineage, G = _run()
-    groups = A.group_answers({"toy": G})
-    rows = HL.headline_rows(F, V, suspect=RL.suspect(lineage), groups=groups)
+    rows = HL.headline_rows(F, V, suspect=RL.suspect(lineage), groups=A.group_answers({"toy": G}),
+                            continues=RL.continuations(lineage))
     fs = FS.build(rows, traj=traj, class_threshold=30.0, induction_threshold=50.0, lineage=lineage,
                   notes=NOTES, probes=PROBES)
-    md = HL.insert(summary.render(traj, F, gaps=PAIRS), FS.markdown(fs))  # as the findings job writes it
-    out = tmp_path_factory.mktemp("parity") / "summary.html"
-    html.write(F, V, out, lineage=lineage, group_tables={"toy": G}, probes=PROBES, notes=NOTES, traj=traj,
-               class_threshold=30.0, induction_threshold=50.0)  # as the summary_html job writes it
-    return fs, md, out.read_text()
+    return fs, (results / "findings" / "summary.md").read_text(), (results / "findings" / "summary.html").read_text()
 
 
 # ------------------------------------------------------------------------------ reading the facts back
@@ -201,31 +264,51 @@ def test_the_comparison_catches_a_dropped_fact(pages):
     assert tip != page and any(f.startswith("causal (effect 40.00 pp") for f in differences(md, tip)[0])
 
 
+def _headline_sentences(md: str) -> list[str]:
+    """The sentences of summary.md's headline section (its list items), read back from the page."""
+    section = md[md.index("## Headline"):md.index("\n## ", md.index("## Headline") + 1)]
+    return [line[2:] for line in section.splitlines() if line.startswith("- ")]
+
+
 def test_headline_markdown_is_the_structures_section(pages):
     fs, md, _ = pages
-    # HL.markdown (the headline alone) and the first screen's section are one rendering
+    # the findings job's headline section is the headline rendered alone from the run's tables
     traj, F, V, lineage, G = _run()
-    rows = HL.headline_rows(F, V, suspect=RL.suspect(lineage), groups=A.group_answers({"toy": G}))
-    assert HL.markdown(rows) in md and HL.markdown(rows) in FS.markdown(fs)
+    rows = HL.headline_rows(F, V, suspect=RL.suspect(lineage), groups=A.group_answers({"toy": G}),
+                            continues=RL.continuations(lineage))
+    assert HL.markdown(rows) in md
+    # and it says what the hand-built run holds: C's run counted once, A's circuit causal, B's test
+    # underpowered (one matched set), C not ablated, the group's sentence
+    sents = _headline_sentences(md)
+    assert ONE_RUN_COUNTED_ONCE in sents[0]
+    assert any(s.startswith("Ablating the final circuit at the last revision: causal in A; not ablated in C; "
+                            "underpowered") for s in sents)
+    assert any(s.startswith("Across the 3 seeds of toy (A, B and C") for s in sents)
+    section = md[md.index("## Headline"):md.index("## Warning: identical weights")]
+    cells = {r.split(" | ")[0].strip("|* "): r for r in section.splitlines() if r.startswith("| ")}
+    assert "**causal**" in cells["A"] and "**underpowered**" in cells["B"] and "**not ablated**" in cells["C"]
     assert md.index("**About the models**") < md.index("**Probe**") < md.index("## Headline") < md.index(
         "## Warning: identical weights") < md.index("## Finding 1")
 
 
-def test_console_prints_the_first_screens_sentences_and_baseline(tmp_path):
-    traj, F, V, lineage, G = _run()
-    for m in MEMBERS:
-        tables.write(traj.filter(pl.col("model") == m), tmp_path / "models" / m / "trajectory.parquet", schema=None)
-    for name, df in F.items():
-        tables.write(df, tmp_path / "findings" / f"{name}.parquet")
-    for name, df in G.items():
-        tables.write(df, tmp_path / "groups" / "toy" / f"{name}.parquet")
-    for (m, r), g in V.group_by("model", "revision"):
-        tables.write(g, tmp_path / "cells" / m / r / "verdict.parquet", schema=None)
-    tables.write(lineage.filter(pl.col("model") == "B"), tmp_path / "models" / "B" / "lineage.parquet")
-    out = re.sub(r"\s+", " ", console.summary(tmp_path))
-    fs = console.first_screen(tmp_path)
-    assert fs.sentences and all(re.sub(r"\s+", " ", s) in out for s in fs.sentences)
-    assert re.sub(r"\s+", " ", fs.baseline.replace("**", "").replace("`", "")) in out
+def test_a_continued_run_is_counted_once_on_every_renderer(results, pages):
+    _, md, page = pages
+    assert ONE_RUN_COUNTED_ONCE in _headline_sentences(md)[0]
+    assert any(ONE_RUN_COUNTED_ONCE in f for f in html_facts(page))
+    assert ONE_RUN_COUNTED_ONCE in re.sub(r"\s+", " ", console.summary(results))
+
+
+def test_console_prints_the_pages_first_screen_sentences_and_baseline(results, pages):
+    """The console's summary of the results folder, against the first screen summary.md shows (read
+    back from the page): every headline sentence, the baseline line, the lineage banner's revision."""
+    _, md, _ = pages
+    out = re.sub(r"\s+", " ", console.summary(results))
+    sents = _headline_sentences(md)
+    assert len(sents) == 7
+    for s in sents:
+        assert _norm(s) in out, s
+    baseline = next(line for line in md.splitlines() if line.startswith("Selectivity baseline:"))
+    assert _norm(baseline) in out
     assert "B step2: the same weights as step1" in out
 
 

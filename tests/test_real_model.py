@@ -19,15 +19,20 @@ from tiny import SMOLLM2_GGUF
 from headtrace.causal import ablation
 from headtrace.cell import capture, screen
 from headtrace.core import probe
-from headtrace.models import families, hub
+from headtrace.models import families, gguf, hub
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def real():
+def real(tmp_path_factory):
+    """The model, dequantized into a cache folder of this module's own: a demo's copy in the shared cache
+    (resources/gguf-cache) would spare the test transformers' GGUF reading, the step it is here to check."""
     torch.manual_seed(0)
-    model, fam = hub.load_model("local", SMOLLM2_GGUF(), "instruct-q4_1")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(gguf.CACHE_ENV, str(tmp_path_factory.mktemp("gguf-cache")))
+        model, fam = hub.load_model("local", SMOLLM2_GGUF(), "instruct-q4_1")
+        assert list(gguf.cache_root().iterdir())  # written here, not read from elsewhere
     assert fam == "llama" and families.dims(model) == (30, 9, 64)
     return model, families.get(fam)
 

@@ -50,6 +50,15 @@ def test_earliest_is_named_only_without_overlap():
     assert "the earliest a after 100 and by 200 tokens (a2)" in run(F).sentences[0]
 
 
+def test_brackets_that_touch_name_the_earliest():
+    """(100, 200] and (200, 400]: a's circuit formed by 200 tokens, b's after 200: ordered, as
+    findings.order.order_of orders them (one rule for every table and page)."""
+    F = {"circuit_size": sizes({"a": [("a1", 100), ("a2", 200)], "b": [("b1", 200), ("b2", 400)]}),
+         "f3_milestones": milestones([("a", I3, "a2", 200, "a1", 100), ("b", I3, "b2", 400, "b1", 200)])}
+    s = run(F).sentences[0]
+    assert "the earliest a after 100 and by 200 tokens (a2)" in s and "overlap" not in s
+
+
 def test_overlapping_brackets_or_a_tie_name_no_earliest():
     F = {"circuit_size": sizes({"a": [("a1", 100), ("a2", 200)], "b": [("b1", 150), ("b2", 200)]}),
          "f3_milestones": milestones([("a", I3, "a2", 200, "a1", 100), ("b", I3, "b2", 200, "b1", 150)])}
@@ -143,8 +152,12 @@ def test_a_two_layer_model_has_no_sink_milestone_to_show():
 # ---- vacuous group statements ------------------------------------------------------------------------------
 
 def _group(n_by_censoring, n_decided=2, vacuous=2, held=2):
+    # every decided order is 'earlier first'; the sign test counts the seen ones (those not by censoring):
+    # all n of n one way, exact two-sided p = 2 * 0.5 ** n (1 for one order), none seen: no test (null)
+    seen = n_decided - n_by_censoring
     pair = dict(later=F50, earlier=I3, n_members=2, n_decided=n_decided, n_earlier_first=n_decided,
-                n_later_first=0, n_undecided=0, n_absent=0, n_by_censoring=n_by_censoring, p_sign=0.5, n_gap=2,
+                n_later_first=0, n_undecided=0, n_absent=0, n_by_censoring=n_by_censoring,
+                p_sign=min(1.0, 2 * 0.5 ** seen) if seen else None, n_gap=2,
                 median_gap_lo=1.5, median_gap_hi=None, smallest_gap_lo=1.5, smallest_gap_hi=None,
                 largest_gap_lo=1.5, largest_gap_hi=None)
     summary = dict(n_present=2, floor_n_used=2, floor_n_held=held, floor_n_vacuous=vacuous, shape_n_used=2,
@@ -158,7 +171,8 @@ def test_a_sign_test_resting_on_censoring_alone_is_said_to_be_vacuous():
     assert g.order_text().endswith("the sign test has no observed order to count (vacuous)")
     assert "p = " not in g.order_text()
     mixed = _group(n_by_censoring=1).order_text()
-    assert "in 2 of 2 seeds whose brackets order them (1 of them only because" in mixed and "p = 0.5" in mixed
+    assert "in 2 of 2 seeds whose brackets order them (1 of them only because" in mixed
+    assert mixed.endswith("exact two-sided binomial p = 1 against 50%, the smallest 1 seen order allow")
 
 
 def test_a_floor_with_nothing_to_test_is_said_to_be_vacuous():

@@ -139,10 +139,43 @@ def _permute(w, n_head: int):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def unpermute(w, n_head: int):
+    """The inverse of llama.cpp's q/k row permutation: a tensor in GGUF layout back in transformers' layout."""
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_weights(model) -> dict:
+    """GGUF tensor name -> (transformers' name, float32 array in the GGUF's layout: q/k rows permuted) of
+    the tiny llama ``model``: what :func:`tiny_gguf` writes, before any quantization."""
+    import numpy as np
+
+    cfg = model.config
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
+    if not cfg.tie_word_embeddings:
+        names["lm_head.weight"] = "output.weight"
+    for i in range(cfg.num_hidden_layers):
+        for hf, gg in (("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"), ("self_attn.v_proj", "attn_v"),
+                       ("self_attn.o_proj", "attn_output"), ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
+                       ("mlp.down_proj", "ffn_down"), ("input_layernorm", "attn_norm"),
+                       ("post_attention_layernorm", "ffn_norm")):
+            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{gg}.weight"
+    out = {}
+    for hf, gg in names.items():
+        t = sd[hf]
+        if gg.endswith("attn_q.weight"):
+            t = _permute(t, cfg.num_attention_heads)
+        elif gg.endswith("attn_k.weight"):
+            t = _permute(t, cfg.num_key_value_heads)
+        out[gg] = (hf, np.ascontiguousarray(t, dtype=np.float32))
+    return out
+
+
 def tiny_gguf(path, model, quantize: str = "F32", architecture: str = "llama", raw_type=None) -> None:
     """Write the tiny llama ``model`` (``tiny_model("llama", vocab_size=V, ...)``) as a GGUF file at
     ``path``, with SmolLM2's tokenizer cut to its first V tokens (read from the packaged GGUF): tensors in
-    llama.cpp's names and q/k layout, ``quantize`` F32 or Q8_0 (2-D weights). ``architecture`` other than
+    llama.cpp's names and q/k layout (:func:`gguf_weights`), ``quantize`` F32 or a type the ``gguf``
+    package quantizes (Q8_0, Q4_1: the 2-D weights; norms stay F32). ``architecture`` other than
     llama writes the same file under another name (a refusal test); ``raw_type`` stores the first weight
     as raw bytes of that GGMLQuantizationType (a type that cannot be dequantized)."""
     import gguf
@@ -172,24 +205,8 @@ def tiny_gguf(path, model, quantize: str = "F32", architecture: str = "llama", r
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)
 
-    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
-    names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
-    if not cfg.tie_word_embeddings:
-        names["lm_head.weight"] = "output.weight"
-    for i in range(cfg.num_hidden_layers):
-        for hf, gg in (("self_attn.q_proj", "attn_q"), ("self_attn.k_proj", "attn_k"), ("self_attn.v_proj", "attn_v"),
-                       ("self_attn.o_proj", "attn_output"), ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
-                       ("mlp.down_proj", "ffn_down"), ("input_layernorm", "attn_norm"),
-                       ("post_attention_layernorm", "ffn_norm")):
-            names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{gg}.weight"
     first = True
-    for hf, gg in names.items():
-        t = sd[hf]
-        if gg.endswith("attn_q.weight"):
-            t = _permute(t, cfg.num_attention_heads)
-        elif gg.endswith("attn_k.weight"):
-            t = _permute(t, cfg.num_key_value_heads)
-        t = np.ascontiguousarray(t, dtype=np.float32)
+    for gg, (_, t) in gguf_weights(model).items():
         if raw_type is not None and first and t.ndim == 2:
             qt = gguf.GGMLQuantizationType[raw_type]
             block, size = gguf.GGML_QUANT_SIZES[qt]

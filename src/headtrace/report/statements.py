@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from headtrace.causal import verdict as V
+from headtrace.findings import order as milestone_order
 from headtrace.report import empty_case as EC
 from headtrace.report.format import fmt_bound, fmt_token_bound, milestone_words
 from headtrace.report.words import names as _names
@@ -51,10 +52,17 @@ def earliest(answers: list[ModelAnswer]) -> tuple[ModelAnswer | None, list[Model
     if not known:
         return None, []
     first = min(known, key=lambda a: a.circuit.tokens)
+    # the one rule of which milestone came first (brackets that touch are ordered)
     overlap = [a for a in known if a is not first
-               and (a.circuit.lo_tokens is None or a.circuit.lo_revision is None
-                    or a.circuit.lo_tokens < first.circuit.tokens)]
+               and milestone_order.order_of(_circuit_bounds(first), _circuit_bounds(a))
+               != milestone_order.EARLIER_FIRST]
     return (None if overlap else first), [first] + overlap
+
+
+def _circuit_bounds(a: ModelAnswer) -> tuple[float, float]:
+    """The circuit milestone's bracket (lo, hi] of a model that reached it: lo 0 at its first revision."""
+    c = a.circuit
+    return milestone_order.bounds(c.lo_tokens, c.tokens, c.lo_revision is None, False)
 
 
 def formation(answers: list[ModelAnswer]) -> Statement:

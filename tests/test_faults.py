@@ -5,7 +5,7 @@
 * a local revision folder that is not there is refused before any job (the workflow) and fails its
   cell when loaded (no fallback to ``path``);
 * a stale Snakemake lock after a killed run is told apart from a live run; ``make demo`` says what
-  to run;
+  to run; a second workflow started under a live run is refused when it is parsed;
 * every writer fsyncs the file and the folder entry around the rename;
 * two revisions with byte-identical weights are flagged (log, summary.md).
 """
@@ -275,6 +275,34 @@ def test_live_real_process_is_found_in_proc(tmp_path):
         p.kill()
         p.wait()
     assert locks.check(work).status == locks.STALE
+
+
+def test_a_second_workflow_under_a_live_run_is_refused_before_the_dag_is_built(tmp_path):
+    """A plain ``snakemake`` (not ``make demo``) started where a run still works stops when the workflow
+    is parsed, naming the live run, not with Snakemake's advice to --rerun-incomplete its outputs."""
+    if not Path("/proc/self/cwd").exists():
+        pytest.skip("needs /proc")
+    work = _locked(tmp_path / "w")
+    (work / "config.yaml").write_text(yaml.safe_dump(_e2e_config(work, ["rev-a"])))
+    fake = work / "snakemake"  # the live run: a process named snakemake working in this folder
+    fake.write_text("#!/bin/sh\nsleep 60\n")
+    fake.chmod(0o755)
+    live = subprocess.Popen([str(fake)], cwd=work)
+    try:
+        time.sleep(0.2)
+        proc = _snakemake(work)
+    finally:
+        live.kill()
+        live.wait()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"a Snakemake run is still working in {work}" in out and f"pid {live.pid}" in out
+    assert "do not unlock or --rerun-incomplete under a live run" in out
+    assert "Building DAG" not in out and "incomplete" not in out.replace("--rerun-incomplete", ""), out
+    assert len(out.strip().splitlines()) <= 8, out
+    # the run gone, the lock is stale: the workflow no longer says a run is working
+    proc = _snakemake(work, "-n")
+    assert "still working" not in proc.stdout + proc.stderr
 
 
 def test_make_demo_stops_on_a_stale_lock_with_the_recovery_message(tmp_path):

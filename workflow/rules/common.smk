@@ -16,6 +16,10 @@ from headtrace.panel import local_weights
 from headtrace.panel import probe_shown
 from headtrace.panel import refine
 from headtrace.core import revisions
+from headtrace.runtime import locks
+
+if workflow.is_main_process:  # not in a job (it re-parses the workflow under its own run's lock)
+    locks.refuse_live_run()  # a run still working here: say so now, not Snakemake's --rerun-incomplete later
 
 config_keys.check(config)  # every unknown key with the closest valid one, in a few lines (not the schema)
 validate(config, "../../config/schema.yaml")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import glob
-import json
 from pathlib import Path
 
 from headtrace.core import revisions as revs
@@ -80,18 +79,9 @@ def _problem(spec: dict, revision: str, folder: str) -> tuple[str | None, str]:
         return MISSING, f"no folder {folder}" + (f" (nearest there: '{near}')" if near else " (nothing like it there)")
     if gguf_file is not None:
         return None, ""  # a GGUF file carries its own configuration (checked by panel.local_gguf)
-    config_json = path / "config.json"
-    if not config_json.is_file():
-        return UNREADABLE, f"no config.json in {folder}"
-    try:
-        parsed = json.loads(config_json.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        return UNREADABLE, f"{config_json} cannot be read ({err})"
-    except json.JSONDecodeError as err:
-        cut = "" if err.doc.rstrip().endswith("}") else " (cut short?)"  # a copy or a save that stopped
-        return UNREADABLE, f"{config_json} is not valid JSON at line {err.lineno}, column {err.colno}{cut}"
-    if not isinstance(parsed, dict):
-        return UNREADABLE, f"{config_json} is not a JSON object"
+    problem = revs.config_json_problem(path)
+    if problem:
+        return UNREADABLE, problem
     try:
         weights.weight_files(path)
     except weights.CheckpointError as err:

@@ -2,9 +2,10 @@
 
 * a probe longer than the model's context fails before any job (toy, local) or at job start (hub),
   naming the model, ``probe.seq_len`` and the limit;
-* a local revision folder that is not there fails its cell (no fallback to ``path``);
+* a local revision folder that is not there is refused before any job (the workflow) and fails its
+  cell when loaded (no fallback to ``path``);
 * a stale Snakemake lock after a killed run is told apart from a live run; ``make demo`` says what
-  to run;
+  to run; a second workflow started under a live run is refused when it is parsed;
 * every writer fsyncs the file and the folder entry around the rename;
 * two revisions with byte-identical weights are flagged (log, summary.md).
 """
@@ -29,6 +30,7 @@ from headtrace.core.tables import CLASS_COLUMNS
 from headtrace.findings.compute import all_findings
 from headtrace.models import context, hub, provenance
 from headtrace.panel import config as panel
+from headtrace.panel import local_weights
 from headtrace.report import summary
 from headtrace.runtime import locks
 
@@ -194,8 +196,10 @@ def test_single_checkpoint_reads_path_itself_and_must_have_one_revision(checkpoi
 
 def test_revision_placeholder_path_missing_folder(tmp_path):
     load = {"source": "local", "path": str(tmp_path / "run-{revision}" / "hf")}
-    with pytest.raises(hub.CheckpointError, match=r"revision 'r7'.*run-r7/hf.*contains \{revision\}"):
+    with pytest.raises(hub.CheckpointError, match=r"revision 'r7'.*run-r7/hf.*contains \{revision\}") as err:
         hub.load_for_cell(load, "loc", "r7", "cpu", 4)
+    assert "put {revision}" not in str(err.value)  # the path has it: the advice is the name or the path
+    assert "Fix the name in models.loc.revisions" in str(err.value)
 
 
 # ---- 3. stale lock vs live run -------------------------------------------------------------------
@@ -271,6 +275,34 @@ def test_live_real_process_is_found_in_proc(tmp_path):
         p.kill()
         p.wait()
     assert locks.check(work).status == locks.STALE
+
+
+def test_a_second_workflow_under_a_live_run_is_refused_before_the_dag_is_built(tmp_path):
+    """A plain ``snakemake`` (not ``make demo``) started where a run still works stops when the workflow
+    is parsed, naming the live run, not with Snakemake's advice to --rerun-incomplete its outputs."""
+    if not Path("/proc/self/cwd").exists():
+        pytest.skip("needs /proc")
+    work = _locked(tmp_path / "w")
+    (work / "config.yaml").write_text(yaml.safe_dump(_e2e_config(work, ["rev-a"])))
+    fake = work / "snakemake"  # the live run: a process named snakemake working in this folder
+    fake.write_text("#!/bin/sh\nsleep 60\n")
+    fake.chmod(0o755)
+    live = subprocess.Popen([str(fake)], cwd=work)
+    try:
+        time.sleep(0.2)
+        proc = _snakemake(work)
+    finally:
+        live.kill()
+        live.wait()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"a Snakemake run is still working in {work}" in out and f"pid {live.pid}" in out
+    assert "do not unlock or --rerun-incomplete under a live run" in out
+    assert "Building DAG" not in out and "incomplete" not in out.replace("--rerun-incomplete", ""), out
+    assert len(out.strip().splitlines()) <= 8, out
+    # the run gone, the lock is stale: the workflow no longer says a run is working
+    proc = _snakemake(work, "-n")
+    assert "still working" not in proc.stdout + proc.stderr
 
 
 def test_make_demo_stops_on_a_stale_lock_with_the_recovery_message(tmp_path):
@@ -454,7 +486,7 @@ def _e2e_config(work: Path, top_revisions) -> dict:
 
 
 @pytest.mark.slow
-def test_e2e_missing_revision_keep_going_and_identical_weights(tmp_path):
+def test_e2e_missing_revision_refused_and_identical_weights(tmp_path):
     work = tmp_path
     tiny_model("olmo", seed=9, vocab_size=128).save_pretrained(work / "top")
     tiny_model("olmo", seed=1, vocab_size=128).save_pretrained(work / "top" / "rev-a")
@@ -469,19 +501,20 @@ def test_e2e_missing_revision_keep_going_and_identical_weights(tmp_path):
     assert proc.returncode != 0 and "models.tiny-same: probe.seq_len 300" in proc.stdout + proc.stderr
     assert "context length of 256" in proc.stdout + proc.stderr
 
-    # a missing revision fails its cell only; --keep-going finishes the others
+    # a missing revision folder is refused before any job, naming it (not a cell that fails later)
     (work / "config.yaml").write_text(yaml.safe_dump(_e2e_config(work, ["rev-a", "rev-gone"])))
     proc = _snakemake(work, "--keep-going", "results/models/tiny-top/trajectory.parquet",
                       "results/models/tiny-same/trajectory.parquet")
-    assert proc.returncode != 0
-    log = (work / "logs" / "capture" / "tiny-top" / "rev-gone.log").read_text()
-    assert "local model 'tiny-top' revision 'rev-gone'" in log
-    assert f"no checkpoint folder {work / 'top' / 'rev-gone'}" in log and "does not fall back" in log
+    assert proc.returncode != 0 and not (work / "logs" / "capture").exists()
+    assert f"models.tiny-top revision 'rev-gone': no folder {work / 'top' / 'rev-gone'}" in proc.stderr
+
+    # the panel without it runs
+    (work / "config.yaml").write_text(yaml.safe_dump(_e2e_config(work, ["rev-a"])))
+    proc = _snakemake(work, "results/models/tiny-top/trajectory.parquet", "results/models/tiny-same/trajectory.parquet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
     res = work / "results"
     for model, rev in (("tiny-top", "rev-a"), ("tiny-same", "r1"), ("tiny-same", "r2")):
         assert (res / "cells" / model / rev / "screen.parquet").exists(), (model, rev)
-    assert not (res / "cells" / "tiny-top" / "rev-gone").exists() or \
-        not (res / "cells" / "tiny-top" / "rev-gone" / "attention.parquet").exists()
     assert (res / "models" / "tiny-same" / "trajectory.parquet").exists()
     assert "identical weights" in (work / "logs" / "trajectory" / "tiny-same.log").read_text()
     prov = tables.read(res / "cells" / "tiny-top" / "rev-a" / "provenance.parquet")
@@ -498,8 +531,10 @@ def test_e2e_missing_revision_keep_going_and_identical_weights(tmp_path):
     assert md.count("byte-identical weights") == 1
 
 
-def test_missing_local_revisions_are_warned_when_the_dag_is_built(checkpoint_at_top):
-    cfg = _local_cfg(checkpoint_at_top, ["rev-a", "rev-b"], 64)
-    (w,) = panel.missing_local_revisions(cfg)
-    assert "models.loc: revision 'rev-b'" in w and str(checkpoint_at_top / "rev-b") in w
-    assert panel.missing_local_revisions(_local_cfg(checkpoint_at_top, ["final"], 64, single_checkpoint=True)) == []
+def test_missing_local_revisions_are_refused_when_the_dag_is_built(checkpoint_at_top):
+    with pytest.raises(panel.ConfigError) as err:
+        local_weights.check(_local_cfg(checkpoint_at_top, ["rev-a", "rev-b"], 64))
+    msg = str(err.value)
+    assert "models.loc revision 'rev-b'" in msg and str(checkpoint_at_top / "rev-b") in msg
+    assert "nearest there: 'rev-a'" in msg and "no job has started" in msg
+    local_weights.check(_local_cfg(checkpoint_at_top, ["final"], 64, single_checkpoint=True))

@@ -3,6 +3,7 @@ every Hub failure of `revisions` and `audit` in one line that says what to do of
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,14 @@ def test_branch_names_from_a_file_say_the_audit_was_skipped(capsys, monkeypatch)
     monkeypatch.setattr(sys, "stdin", io.StringIO("step1\nstep2\nstep4\n"))
     rc, out, err = _cli(capsys, "revisions", "EleutherAI/pythia-14m", "--from-file", "-", "--log-spaced", "2")
     assert rc == 0 and "source: hub" in out and "not audited" in err
+
+
+def test_a_cut_short_config_json_is_not_listed_and_is_said(run, tmp_path, capsys):
+    root = tmp_path / "my-run"
+    shutil.copytree(run, root)
+    text = (root / "step1500" / "config.json").read_text()
+    (root / "step1500" / "config.json").write_text(text[:120])  # a copy that stopped
+    rc, out, err = _cli(capsys, "revisions", str(root))
+    assert rc == 0 and yaml.safe_load(out)["models"]["my-run"]["revisions"] == ["step100", "step400", "step6000"]
+    assert (f"headtrace: step1500 not listed: {root / 'step1500' / 'config.json'} is not valid JSON at line "
+            in err) and "(cut short?); copy or save that checkpoint again" in err

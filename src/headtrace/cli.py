@@ -99,6 +99,9 @@ def _local_revisions(args: argparse.Namespace) -> int:
         if left:
             print(f"headtrace: not listed under {root} (no step in the name, no config.json or no *.safetensors): "
                   + ", ".join(left[:8]) + (" …" if len(left) > 8 else ""), file=sys.stderr)
+        cut = [(n, rv.config_json_problem(root / n)) for n in left if (root / n / "config.json").is_file()]
+        for n, problem in [(n, p) for n, p in cut if p][:8]:  # there, but not read: say which and why
+            print(f"headtrace: {n} not listed: {problem}; copy or save that checkpoint again", file=sys.stderr)
     names = rv.sort_revisions(names)
     if args.list:
         sys.stdout.write("".join(f"{n}\n" for n in names))

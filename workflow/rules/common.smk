@@ -16,16 +16,18 @@ from headtrace.panel import local_weights
 from headtrace.panel import probe_shown
 from headtrace.panel import refine
 from headtrace.core import revisions
+from headtrace.runtime import locks
+
+if workflow.is_main_process:  # not in a job (it re-parses the workflow under its own run's lock)
+    locks.refuse_live_run()  # a run still working here: say so now, not Snakemake's --rerun-incomplete later
 
 config_keys.check(config)  # every unknown key with the closest valid one, in a few lines (not the schema)
 validate(config, "../../config/schema.yaml")
 panel.expand_revisions(config)  # live panel: revisions: {glob: ...} -> the checkpoint folders present now
 panel.derive_toy_tokens(config)  # toy: tokens_schedule from the recipe (batch x seq_len, phase by phase)
 experiments.expand_models(config)  # adds the seed / data-shift models of config["experiments"]
+local_weights.check(config)  # a local revision folder missing, cut short or without weights: refused now, not in its job
 panel.check(config)
-local_weights.check(config)  # a local revision folder without loadable weights: refused now, not in its job
-for _warning in panel.missing_local_revisions(config):  # their cells fail; say so up front
-    print(_warning, file=sys.stderr)
 refine.check(config)
 PROBES_SHOWN = probe_shown.shown(config)  # model -> its probe in words (the summaries' first screen)
 MODEL_NOTES = panel.model_notes(config)  # model -> the config's note on it (the summaries' first screen)

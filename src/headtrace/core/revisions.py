@@ -31,6 +31,7 @@ A model's config entry says how to get tokens (see :func:`tokens_for`)::
 """
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import re
@@ -377,9 +378,9 @@ def list_checkpoints(path, pattern: str = "*") -> list[str]:
     """Checkpoint folders under ``path`` whose names match the glob ``pattern`` (``checkpoint-*``,
     ``step*``) and have a step in the name, ordered by step (:func:`sort_revisions`).
 
-    A folder counts once it holds a ``config.json`` and a ``*.safetensors`` file, so a checkpoint
-    still being written (without its weights yet) is not picked up; names a revision cannot have
-    (outside ``[A-Za-z0-9._-]``) are skipped."""
+    A folder counts once it holds a ``config.json`` that parses and a ``*.safetensors`` file, so a
+    checkpoint still being written (without its weights yet, or its configuration cut short) is not
+    picked up; names a revision cannot have (outside ``[A-Za-z0-9._-]``) are skipped."""
 
     root = Path(path)
     if not root.is_dir():
@@ -387,9 +388,26 @@ def list_checkpoints(path, pattern: str = "*") -> list[str]:
     found = []
     for d in root.glob(pattern):
         if (d.is_dir() and re.fullmatch(r"[A-Za-z0-9._-]+", d.name) and parse_step(d.name) is not None
-                and (d / "config.json").is_file() and any(d.glob("*.safetensors"))):
+                and config_json_problem(d) is None and any(d.glob("*.safetensors"))):
             found.append(d.name)
     return sort_revisions(found)
+
+
+def config_json_problem(folder) -> str | None:
+    """What is wrong with a checkpoint folder's ``config.json`` (not there, unreadable, not valid JSON,
+    with "cut short?" when it stops before its closing brace, not an object), in a few words; None
+    when it parses to an object."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return f"no config.json in {folder}"
+    try:
+        parsed = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        cut = "" if err.doc.rstrip().endswith("}") else " (cut short?)"  # a copy or a save that stopped
+        return f"{path} is not valid JSON at line {err.lineno}, column {err.colno}{cut}"
+    except (OSError, UnicodeDecodeError) as err:
+        return f"{path} cannot be read ({err})"
+    return None if isinstance(parsed, dict) else f"{path} is not a JSON object"
 
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]*$")

@@ -378,6 +378,10 @@ def local_checkpoint_dir(load: dict, model: str, revision: str) -> str:
             else f"{parent} does not exist")
     how = ("models.{m}.path contains {{revision}}".format(m=model) if "{revision}" in base
            else f"looked in {base} for the sub-folder '{revision}'")
+    if "{revision}" in base:  # the layout is stated: only the name (or the path around it) can be wrong
+        raise CheckpointError(
+            f"local model '{model}' revision '{revision}': no checkpoint folder {folder} ({how}; {hint}). "
+            f"Fix the name in models.{model}.revisions or the path around {{revision}} in models.{model}.path")
     raise CheckpointError(
         f"local model '{model}' revision '{revision}': no checkpoint folder {folder} ({how}; {hint}). "
         f"headtrace does not fall back to {base} itself: fix models.{model}.revisions, put {{revision}} "

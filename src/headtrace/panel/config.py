@@ -267,23 +267,6 @@ def _check_repos(spec: dict, where: str) -> None:
                               "has no hf_id to read it from (add it to repos, or set hf_id)")
 
 
-def missing_local_revisions(config: dict) -> list[str]:
-    """One warning per configured ``local`` revision whose folder is not there when the DAG is
-    built (its cells will fail, naming the folder; ``--keep-going`` runs the others)."""
-
-    out = []
-    for model in model_names(config):
-        spec = model_spec(config, model)
-        if spec["source"] != "local":
-            continue
-        for revision in spec["revisions"]:
-            folder = local_checkpoint_path(spec, revision)
-            if not Path(folder).exists():
-                out.append(f"headtrace: warning: models.{model}: revision '{revision}' has no checkpoint "
-                           f"folder {folder}; its cells will fail (nothing falls back to another checkpoint)")
-    return out
-
-
 def check(config: dict) -> None:
     """Cross-field checks the schema cannot express. Raises ConfigError naming the key."""
     for model in model_names(config):

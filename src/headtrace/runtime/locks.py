@@ -19,6 +19,9 @@ the message says so.
 
 ``headtrace lock-check`` (``make demo`` calls it first; ``make unlock`` before unlocking) prints
 what to do and exits 0 (no lock), 1 (stale lock: run ``make unlock``) or 2 (a live run holds it).
+The workflow itself calls :func:`refuse_live_run` when it is parsed, so a plain ``snakemake`` (or
+``--profile slurm``) started where a run is still working stops with the same message before the
+DAG is built, not with Snakemake's advice to ``--rerun-incomplete`` the live run's outputs.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LockState", "check", "message", "snakemake_processes", "NO_LOCK", "STALE", "LIVE"]
+__all__ = ["LockState", "LiveRunError", "check", "message", "refuse_live_run", "snakemake_processes", "NO_LOCK",
+           "STALE", "LIVE"]
 
 NO_LOCK, STALE, LIVE = 0, 1, 2
 
@@ -165,13 +169,26 @@ def check(workdir: str | os.PathLike = ".", proc: str | os.PathLike = "/proc") -
     return state
 
 
+class LiveRunError(RuntimeError):
+    """A Snakemake run is still working in this folder: a second one must not start under it."""
+
+
+def refuse_live_run(workdir: str | os.PathLike = ".", proc: str | os.PathLike = "/proc") -> None:
+    """Raise :class:`LiveRunError` with :func:`message` when a live run holds ``workdir``'s lock; nothing
+    otherwise (no lock, or a stale one: Snakemake's own lock error follows, and ``make demo`` says more)."""
+    state = check(workdir, proc)
+    if state.status == LIVE:
+        raise LiveRunError(message(state))
+
+
 def message(state: LockState, unlock: str = "make unlock", rerun: str = "make demo") -> str:
     """What the user sees (empty when there is no lock)."""
     locks = ", ".join(str(p.relative_to(state.workdir)) for p in state.lock_files)
     if state.status == LIVE:
         procs = "\n".join(f"  pid {pid}: {cmd[:160]}" for pid, cmd in state.live)
         return (f"headtrace: a Snakemake run is still working in {state.workdir} ({locks}):\n{procs}\n"
-                "Wait for it to finish (or stop it: kill PID) and run again; do not unlock under a live run.")
+                "Wait for it to finish (or stop it: kill PID) and run again; do not unlock or --rerun-incomplete "
+                "under a live run (that redoes the outputs it is writing).")
     if state.status == STALE:
         inc = ""
         if state.incomplete:

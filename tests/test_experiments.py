@@ -124,31 +124,36 @@ def test_shift_train_kwargs_merges_defaults():
 
 def test_cross_seed_conditions_and_table():
     circuits = {"a": [(1, 0), (1, 1)], "b": [(1, 2)]}
-    conds = E.cross_seed_conditions(circuits, n_heads_per_layer=4, n_random=3, seed=0)
+    conds = E.cross_seed_conditions(circuits, n_heads_per_layer=4, n_random=3, seed=0, exact_max=10)
     names = [c.name for c in conds]
-    # a's 2 heads leave 2 free heads in the 4-head layer: one matched set (exact); b's 1 head leaves 3:
-    # three sets, all evaluated (K = 3) - distinct sets, as the verdict's controls
-    assert names[0] == "baseline" and names.count("random:a") == 1 and names.count("random:b") == 3
-    for c in conds:
-        if c.name == "random:a":
-            assert len(c.heads) == 2 and not set(c.heads) & {(1, 0), (1, 1)}
-    # fake results: baseline 0.5; own circuit a kills (0.0); b does nothing (0.5); random draws 0.4
+    # the reference sets in a 4-head layer: a's 2 heads are one of C(4, 2) = 6 pairs, b's head one of 4
+    assert names[0] == "baseline" and names.count("random:a") == 6 and names.count("random:b") == 4
+    assert ((1, 0), (1, 1)) in {c.heads for c in conds if c.name == "random:a"}
+    assert all(c.exact for c in conds if c.name.startswith("random:"))
+    # without exact_max, 3 uniform draws of each
+    sampled = E.cross_seed_conditions(circuits, n_heads_per_layer=4, n_random=3, seed=0)
+    assert [c.name for c in sampled].count("random:a") == 3 and not any(c.exact for c in sampled if c.draw)
+    # fake results: baseline 0.5; own circuit a kills (0.0); b does nothing (0.5); other sets 0.4 / 0.45, and
+    # a set equal to a circuit does what the circuit does
     top1 = {"baseline": 0.5, "circuit:a": 0.0, "circuit:b": 0.5, "random:a": 0.4, "random:b": 0.45}
-    results = [{"name": c.name, "draw": c.draw, "heads": c.heads, "top1": top1[c.name]} for c in conds]
+    own = {f"random:{k}": tuple(v) for k, v in circuits.items()}
+    results = [{"name": c.name, "draw": c.draw, "heads": c.heads, "n_sets": c.n_sets, "exact": c.exact,
+                "top1": top1["circuit:" + c.name.split(":")[1]] if own.get(c.name) == c.heads else top1[c.name]}
+               for c in conds]
     df = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1})
     tables.conform(df, "cross_seed_ablation")
     ra = df.filter(pl.col("circuit_model") == "a").row(0, named=True)
     rb = df.filter(pl.col("circuit_model") == "b").row(0, named=True)
-    assert ra["top1_drop"] == pytest.approx(0.5) and ra["top1_drop_vs_random"] == pytest.approx(0.4)
-    # one matched set, so p = (1 + 0) / (1 + 1), the verdict's rule (distinct sets), not 1/4 over
-    # three repeats of the same set.
-    assert ra["jaccard"] == 1.0 and ra["same_seed"] and ra["p_value"] == pytest.approx(1 / 2)
+    # a's six sets drop 0.5 (itself) and 0.1 (the five others): mean 1/6, excess 0.5 - 1/6
+    assert ra["top1_drop"] == pytest.approx(0.5) and ra["top1_drop_vs_random"] == pytest.approx(0.5 - 1 / 6)
+    # the circuit's exact rank among its 6 sets
+    assert ra["jaccard"] == 1.0 and ra["same_seed"] and ra["p_value"] == pytest.approx(1 / 6) and ra["control_exact"]
     assert ra["n_candidates"] is None
     df4 = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1}, n_heads_per_layer=4)
     assert df4["n_candidates"].to_list() == [4, 4]
-    assert rb["top1_drop"] == 0 and rb["top1_drop_vs_random"] == pytest.approx(-0.05) and rb["jaccard"] == 0
+    assert rb["top1_drop"] == 0 and rb["top1_drop_vs_random"] == pytest.approx(-0.0375) and rb["jaccard"] == 0
     rows, cols, m = E.cross_seed_matrix(df)
-    assert rows == [0, 1] and cols == [0] and m[0, 0] == pytest.approx(0.4)
+    assert rows == [0, 1] and cols == [0] and m[0, 0] == pytest.approx(0.5 - 1 / 6)
 
 
 def test_cross_seed_empty_circuit():

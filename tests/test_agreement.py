@@ -85,7 +85,7 @@ def test_verdict_words():
     low = ag.jaccard_null([(1, h) for h in range(11)], [(1, h) for h in range(2, 12)], 12)
     assert ag.verdict(low) == "0.75 (chance 0.78; no more than chance, P = 1)"
     pair = ag.jaccard_null(["L0H3", "L0H7"], ["L0H3", "L0H7"], 12)
-    assert ag.verdict(pair) == "1.00 (chance 0.12; beyond chance, P = 0.015)"  # 1/66; 20/66/3 + 1/66
+    assert ag.verdict(pair) == "1.00 (chance 0.12; beyond chance, P = 0.016)"  # 1/66 rounded up; 20/66/3 + 1/66
     assert ag.verdict({"jaccard": 0.5, "null_mean": None}) == "0.50"  # no null: the Jaccard alone
 
 

@@ -95,7 +95,8 @@ from headtrace.core import metrics, rounding, schema, tables
 from headtrace.core.metrics import damage, share_left  # noqa: F401 (re-exported: the verdict's effect and share left)
 
 VERDICTS = ("causal", "partial", "not_causal", "underpowered", "untested")
-ALPHA = 0.05
+ALPHA = 0.05  # the package's one significance level (fixed before any result): the verdict's default
+#              ablation.alpha, and the level of the agreement beyond chance (headtrace.findings.agreement)
 MAX_ABLATED_FRACTION = 0.5
 SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
 SHARE_SHOWN = 5.0  # a share of the behaviour left beyond ±500% is said as such, not printed (a boost near 0)

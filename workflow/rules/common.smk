@@ -270,6 +270,20 @@ def checkpoint_input_final(model):
     return []
 
 
+def train_priority(model):
+    """A toy's training job: ahead of the other jobs, the largest (most training tokens) first."""
+    return 10 + (panel.cell_tokens(config, model, panel.final_revision(config, model)) or 0) / 1e6
+
+
+def cell_priority(wildcards):
+    """Capture, screen and ablation of a model no job trains (local, hub) can start at once: ahead of the
+    trainings, so its chain runs on one core beside them rather than after them (the demo's trained
+    model: its ablation is the longest job). A toy's cells wait on its training anyway."""
+    if panel.model_spec(config, wildcards.model)["source"] == "toy":
+        return 0
+    return 1 + max((train_priority(m) for m in models_by_source("toy")), default=0)
+
+
 def load_params(wildcards):
     # per cell: of a models.{model}.repos map only this revision's entry (rules without a revision
     # wildcard get the whole map)

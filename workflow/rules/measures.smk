@@ -23,6 +23,7 @@ rule text_probe:
         load=lambda wc: panel.load_spec(config, wc.model, panel.revisions_of(config, wc.model)[0]),
         revision=lambda wc: panel.revisions_of(config, wc.model)[0],
         tokenizer=lambda wc: panel.text_tokenizer(config, wc.model),
+    priority: cell_priority
     resources:
         mem_mb=2000,
         runtime=10,

@@ -5,7 +5,7 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 
 import torch
 
-from headtrace import api
+from headtrace.causal import recipe
 from headtrace.cell import screen
 from headtrace.core import probe, tables
 from headtrace.models import hub
@@ -23,7 +23,7 @@ with logs.to_file(snakemake.log[0]):
     model, family, device, batch_size = hub.load_for_cell(load, wc.model, wc.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)
-    table, verdict = api.ablate_cell(
+    table, verdict = recipe.ablate_cell(
         model, family, batch, tables.read(snakemake.input.screen),
         screen.circuit_heads(tables.read(snakemake.input.final_screen)),
         n_random=p.n_random, batch_size=batch_size, device=device, name=wc.model, revision=wc.revision,

@@ -61,7 +61,7 @@ from headtrace.core.heads import Head
 from headtrace.models import families as _families
 from headtrace.models.families import Family
 
-# which probe sequences ran (headtrace.api.ablation_probe): the last columns of the ablation and verdict tables
+# which probe sequences ran (headtrace.causal.recipe.ablation_probe): the last columns of the ablation and verdict tables
 PROBE_RECORD = ("ablation_probe", "ablation_probe_seed", "ablation_probe_sha256", "ablation_probe_redrawn")
 
 # Keyword arguments of a decoder layer's forward, by name: "batch" = dim 0 is the batch (or 1,
@@ -492,7 +492,7 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
     against the baseline, and of the share of the behaviour it leaves (the halving rule's: over the
     baseline for top-1, over the in-context boost against the copy-null for the others); without, they
     are null. The copy-null row's effect interval is the boost's.
-    ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.api.ablation_probe``);
+    ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.causal.recipe.ablation_probe``);
     None (the published ablations) leaves them null."""
     have = all("per_sequence" in r for r in results) and results
     base_i = next((i for i, r in enumerate(results) if r["name"] == "baseline"), None)

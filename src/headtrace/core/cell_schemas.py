@@ -223,7 +223,7 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "reference_exact": pl.Boolean,
         # how a head is cut: zero | mean (ablation.method / ablation.second_method); null in the published ablations
         "method": pl.String,
-        # which probe sequences the ablation ran on (config ablation.probe; headtrace.api.ablation_probe):
+        # which probe sequences the ablation ran on (config ablation.probe; headtrace.causal.recipe.ablation_probe):
         # held_out | same, the seed of that draw, SHA-256 of its token ids (probe.tokens_sha256) and the
         # draws skipped as duplicates of a screen sequence (held_out); null in the published ablations
         "ablation_probe": pl.String,

@@ -214,19 +214,7 @@ def _config_jsons(config: dict, model: str) -> str:
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def probe_kwargs(settings: dict) -> dict:
-    """Probe settings -> keyword arguments of ``probe.make_batch``."""
-    return {
-        "n_sequences": settings["n_sequences"],
-        "seq_len": settings["seq_len"],
-        "token_low": settings["token_range"][0],
-        "token_high": settings["token_range"][1],
-        "seed": settings["seed"],
-        "ab_low": settings["ab_range"][0],
-        "ab_high": settings["ab_range"][1],
-        "prepend_bos": settings["prepend_bos"],
-        "bos_token_id": settings["bos_token_id"],
-    }
+probe_kwargs = probe_core.batch_kwargs  # the config's probe keys -> make_batch's arguments (core.probe)
 
 
 def load_spec(config: dict, model: str, revision: str | None = None) -> dict:

@@ -244,7 +244,7 @@ def test_milestones_are_said_in_words():
     from headtrace.report.format import milestone_words
 
     assert milestone_words("induction_3_heads") == "an induction circuit of at least 3 heads"
-    assert milestone_words("induction_1_head") == "an induction circuit of at least 1 head"
+    assert milestone_words("induction_1_heads") == "an induction circuit of at least 1 head"
     assert milestone_words("first_token_50pct") == "first-token heads on at least 50% of the heads"
     assert milestone_words("text_sink_50pct") == "a text sink rate of at least 50%"
     assert milestone_words("something_else") == "something else"

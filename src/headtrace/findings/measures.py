@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 
 from headtrace.cell import measures as formulas
+from headtrace.core import milestones
 from headtrace.core.tables import SCHEMAS, conform
 from headtrace.findings import agreement
 from headtrace.findings import trajectory as tr
@@ -169,8 +170,9 @@ def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
         return conform(pl.DataFrame(schema=SCHEMAS["f3_milestones"]), "f3_milestones")
     eps0 = over["eps"][0]
     o = tr.with_rev_index(over.filter(pl.col("eps") == eps0)).sort("model", "rev_index")
-    specs = ([(f"text_sink_{round(100 * p)}pct", "text_sink_rate", p - 1e-12) for p in fractions]
-             + [(f"prefix_{k}_heads", "n_prefix_heads", k) for k in induction_counts])
+    marks = ([milestones.parse(milestones.name_of("text_sink", p)) for p in fractions]
+             + [milestones.parse(milestones.name_of("prefix", k)) for k in induction_counts])
+    specs = [(m.name, m.column, m.minimum) for m in marks]
     for (model,), g in o.group_by("model", maintain_order=True):
         revs, toks = g["revision"].to_list(), g["tokens"].to_list()
         for name, col, thr in specs:
@@ -267,7 +269,7 @@ def comparison(over: pl.DataFrame, measure_onsets: pl.DataFrame, f3: pl.DataFram
                                          f"({rc['n_valid_resamples']} of {N_BOOT} resamples), permutation p "
                                          f"({'exact' if rc['n'] <= EXACT_PERM_MAX else f'{N_PERM} draws'})"))
         for p in fractions:
-            later, earlier = f"text_sink_{round(100 * p)}pct", f"first_token_{round(100 * p)}pct"
+            later, earlier = milestones.name_of("text_sink", p), milestones.name_of("first_token", p)
             m = both.filter(pl.col("model") == model)
             if not {later, earlier} <= set(m["milestone"].to_list()):
                 continue

@@ -25,12 +25,12 @@ Definitions (documented choices are marked *choice*):
 """
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import polars as pl
 
 from headtrace.cell.measures import SINK_EPS
+from headtrace.core import milestones
 from headtrace.core.revisions import training_order_key
 from headtrace.core.tables import SCHEMAS, conform
 from headtrace.findings import order as milestone_order
@@ -223,20 +223,19 @@ def milestone_specs(induction_counts: tuple[int, ...] = INDUCTION_COUNTS,
     """The F3 milestones as (name, column, minimum): ``induction_{k}_heads`` on ``n_induction_circuit``
     and ``first_token_{p}pct`` on ``bos_fraction`` (1e-12 tolerance). One definition for the point
     estimate (``f3_milestones``) and the bootstrap (``onsets.onset_intervals``)."""
-    return ([(f"induction_{k}_heads", "n_induction_circuit", k) for k in induction_counts]
-            + [(f"first_token_{round(100 * p)}pct", "bos_fraction", p - 1e-12) for p in first_token_fractions])
+    marks = ([milestones.parse(milestones.name_of("induction", k)) for k in induction_counts]
+             + [milestones.parse(milestones.name_of("first_token", p)) for p in first_token_fractions])
+    return [(m.name, m.column, m.minimum) for m in marks]
 
 
 def milestone_spec(name: str) -> tuple[str, str, float] | None:
     """(findings table, column, minimum) of one milestone named as :func:`milestone_specs` names them
     (``circuit_size.n_induction_circuit`` / ``f2_bos_fraction.bos_fraction``); None for another name."""
-    m = re.fullmatch(r"induction_(\d+)_heads", name)
-    if m:
-        return "circuit_size", "n_induction_circuit", int(m.group(1))
-    m = re.fullmatch(r"first_token_(\d+)pct", name)
-    if m:
-        return "f2_bos_fraction", "bos_fraction", int(m.group(1)) / 100 - 1e-12
-    return None
+    try:
+        m = milestones.parse(name)
+    except ValueError:
+        return None
+    return (m.table, m.column, m.minimum) if m.kind in ("induction", "first_token") else None
 
 
 def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_threshold: float = 50.0,

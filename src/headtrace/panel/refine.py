@@ -23,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from headtrace.core import durable, schema
+from headtrace.core import durable, milestones, schema
 from headtrace.core import revisions as revs
 from headtrace.core.errors import ConfigError
 from headtrace.core.tables import SCHEMAS, conform
@@ -31,7 +31,6 @@ from headtrace.findings import trajectory as trajectories
 from headtrace.findings.onsets import with_onset_columns
 
 DEFAULTS = schema.defaults("refine")  # config/schema.yaml: the one source
-_MILESTONE = re.compile(r"^(?:induction_(?P<k>[1-9]\d*)_heads|first_token_(?P<p>[1-9]\d?|100)pct)$")
 
 # Actions of one round per milestone, and the reasons f3_onsets gives for where a bracket stopped.
 ADDED = "added"
@@ -53,11 +52,11 @@ def parse_milestone(name: str) -> tuple[str, int]:
 
     The names are those of ``trajectories.f3_milestones``: induction circuit of at least k heads,
     first-token (BOS) fraction of at least p percent. Raises ValueError for anything else."""
-    m = _MILESTONE.match(str(name))
-    if not m:
-        raise ValueError(f"unknown milestone '{name}' (expected induction_<k>_heads or first_token_<p>pct, "
-                         f"e.g. induction_3_heads, first_token_50pct)")
-    return ("induction", int(m["k"])) if m["k"] else ("first_token", int(m["p"]))
+    m = milestones.parse(name)  # ValueError: not a milestone
+    if m.kind not in ("induction", "first_token"):
+        raise ValueError(f"unknown milestone '{name}' for refinement (expected induction_<k>_heads or "
+                         "first_token_<p>pct, the F3 milestones, e.g. induction_3_heads, first_token_50pct)")
+    return m.kind, m.level
 
 
 def settings(config: dict, model: str) -> dict:

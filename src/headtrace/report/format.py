@@ -8,28 +8,15 @@ written. Point values are rounded to the nearest (:func:`fmt_ratio`, :func:`fmt_
 from __future__ import annotations
 
 import math
-import re
 from decimal import Decimal
 
+from headtrace.core import milestones
 from headtrace.core.rounding import directed as _directed
 
 __all__ = ["fmt_tokens", "fmt_ratio", "fmt_bound", "fmt_interval", "fmt_token_bound"]
 
 
-def milestone_words(name: str) -> str:
-    """A milestone's name in words: ``induction_3_heads`` -> 'an induction circuit of at least 3 heads',
-    ``first_token_50pct`` -> 'first-token heads on at least 50% of the heads', ``text_sink_50pct`` -> 'a
-    text sink rate of at least 50%'; any other name with its underscores as spaces."""
-    m = re.fullmatch(r"induction_(\d+)_heads?", name)
-    if m:
-        return f"an induction circuit of at least {m.group(1)} head{'s' if m.group(1) != '1' else ''}"
-    m = re.fullmatch(r"first_token_(\d+)pct", name)
-    if m:
-        return f"first-token heads on at least {m.group(1)}% of the heads"
-    m = re.fullmatch(r"text_sink_(\d+)pct", name)
-    if m:
-        return f"a text sink rate of at least {m.group(1)}%"
-    return name.replace("_", " ")
+milestone_words = milestones.words  # a milestone's name in words (headtrace.core.milestones)
 
 
 def fmt_tokens(t: int | None) -> str:

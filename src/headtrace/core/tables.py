@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from safetensors.numpy import load_file, save_file
 
-from headtrace.core import durable
+from headtrace.core import durable, paths
 from headtrace.core.cell_schemas import CELL_KEY, CELL_SCHEMAS, CLASS_COLUMNS, HEAD_KEY  # noqa: F401 (re-exported)
 from headtrace.core.findings_schemas import FINDINGS_SCHEMAS
 from headtrace.core.heads import head_name  # noqa: F401  (re-exported: tables name heads)
@@ -66,26 +66,14 @@ def read_many(paths) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
-# Where each table lives (docs/outputs.md is generated from this and SCHEMAS).
+# Where each table lives in the default results folder (docs/outputs.md is generated from this and
+# SCHEMAS), from the one definition of the results layout (headtrace.core.paths.RELATIVE).
+_LOCATED = ("probe", "attention", "pr", "screen", "ablation", "verdict", "provenance", "fingerprint", "trajectory",
+            "lineage", "bootstrap", "bootstrap_milestones", "positional", "measures", "text_probe")
 LOCATIONS: dict[str, str] = {
-    "probe": "results/probes/{model}/induction_batch.parquet",
-    "attention": "results/cells/{model}/{revision}/attention.parquet",
-    "pr": "results/cells/{model}/{revision}/pr.parquet",
-    "screen": "results/cells/{model}/{revision}/screen.parquet",
-    "ablation": "results/cells/{model}/{revision}/ablation.parquet",
-    "verdict": "results/cells/{model}/{revision}/verdict.parquet",
-    "provenance": "results/cells/{model}/{revision}/provenance.parquet",
-    "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
-    "trajectory": "results/models/{model}/trajectory.parquet",
-    "lineage": "results/models/{model}/lineage.parquet",
-    "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
-    "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
-    "positional": "results/cells/{model}/{revision}/positional.parquet",
-    "measures": "results/cells/{model}/{revision}/measures.parquet",
-    "text_probe": "results/probes/{model}/text_batch.parquet",
-    "measures_over_training": "results/findings/measures/measures_over_training.parquet",
-    "measures_comparison": "results/findings/measures/measures_comparison.parquet",
-    "measures_circuit_copying": "results/findings/measures/measures_circuit_copying.parquet",
+    **{name: f"{paths.DEFAULT}/{paths.RELATIVE[name]}" for name in _LOCATED},
+    **{name: f"{paths.DEFAULT}/{paths.RELATIVE['measures_findings']}/{name}.parquet"
+       for name in ("measures_over_training", "measures_comparison", "measures_circuit_copying")},
 }
 
 

@@ -194,10 +194,10 @@ localrules:
 
 def panel_record():
     """What RESULTS/panel.json says: this config's models (their configured revisions), their sources, its
-    seed groups (headtrace.core.manifest)."""
+    seed groups, the family each headline row names (headtrace.core.manifest)."""
     return {"models": {m: panel.revisions_of(config, m) for m in MODELS},
             "sources": {m: panel.model_spec(config, m)["source"] for m in MODELS},
-            "groups": list(GROUPS)}
+            "groups": list(GROUPS), "families": model_families()}
 
 
 rule panel:

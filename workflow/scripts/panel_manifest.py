@@ -6,4 +6,5 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 # headtrace summary and headtrace compare read, and no cell of another panel left in the folder.
 from headtrace.core import manifest
 
-manifest.write(snakemake.output[0], snakemake.params.models, snakemake.params.sources, snakemake.params.groups)
+manifest.write(snakemake.output[0], snakemake.params.models, snakemake.params.sources, snakemake.params.groups,
+               snakemake.params.families)

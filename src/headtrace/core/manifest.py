@@ -20,10 +20,12 @@ __all__ = ["Panel", "write", "read"]
 @dataclass(frozen=True)
 class Panel:
     """A panel as its config named it: each model's source and configured revisions (refinement may
-    add revisions, which the model's trajectory holds) and the seed groups."""
+    add revisions, which the model's trajectory holds), the seed groups and each model's family as the
+    headline names it."""
     models: dict[str, list[str]]
     sources: dict[str, str] = field(default_factory=dict)
     groups: list[str] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)  # model -> the family its headline row names
 
     @property
     def names(self) -> list[str]:
@@ -31,10 +33,10 @@ class Panel:
 
 
 def write(path: str | os.PathLike, models: dict[str, list[str]], sources: dict[str, str] | None = None,
-          groups=()) -> None:
+          groups=(), families: dict[str, str] | None = None) -> None:
     """Write a panel's manifest atomically (``models``: name -> configured revisions, in config order)."""
     record = {"models": {m: list(r) for m, r in models.items()}, "sources": dict(sources or {}),
-              "groups": list(groups)}
+              "groups": list(groups), "families": dict(families or {})}
     durable.write_text(json.dumps(record, indent=1) + "\n", path)
 
 
@@ -45,4 +47,4 @@ def read(results: str | os.PathLike) -> Panel | None:
         return None
     record = json.loads(p.read_text(encoding="utf-8"))
     return Panel(models={m: list(r) for m, r in record["models"].items()}, sources=record.get("sources", {}),
-                 groups=list(record.get("groups", [])))
+                 groups=list(record.get("groups", [])), families=dict(record.get("families", {})))

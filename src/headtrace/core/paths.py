@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import posixpath
 
-__all__ = ["DEFAULT", "RELATIVE", "SHARED", "MANIFEST", "normalize", "results_paths", "logs_root", "at"]
+__all__ = ["DEFAULT", "RELATIVE", "SHARED", "MANIFEST", "normalize", "results_paths", "logs_root", "at", "of_config"]
 
 DEFAULT = "results"
 MANIFEST = "panel.json"  # the panel a results folder holds: its models and groups (headtrace.report.panel_manifest)
@@ -102,3 +102,33 @@ def logs_root(results: str | None = DEFAULT) -> str:
 def at(results, key: str, **wildcards) -> str:
     """One path of a results folder (a ``pathlib.Path`` or string), wildcards filled in."""
     return posixpath.join(str(results), RELATIVE[key].format(**wildcards) if wildcards else RELATIVE[key])
+
+
+def of_config(configfiles=(), override: str | None = None, embedded: str = "config/config.yaml") -> str:
+    """The results folder a run writes to: ``override`` (``--config results=DIR``, ``make demo RESULTS=DIR``),
+    else the ``results`` key of the config files (later files win, as Snakemake merges them; none: the
+    embedded default config), else :data:`DEFAULT`."""
+    if override:
+        return normalize(override)
+    import yaml  # pyyaml: only this helper reads a config file
+
+    found = None
+    for f in list(configfiles) or [embedded]:
+        try:
+            with open(f, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+        except OSError:
+            continue  # the workflow says what is wrong with a missing config file
+        if isinstance(data, dict) and data.get("results"):
+            found = data["results"]
+    return normalize(found)
+
+
+if __name__ == "__main__":  # `python -m headtrace.core.paths CONFIG... [--results DIR]`: what make reads
+    import sys
+
+    args, override = sys.argv[1:], None
+    if "--results" in args:
+        i = args.index("--results")
+        override, args = (args[i + 1] if i + 1 < len(args) else None), args[:i] + args[i + 2:]
+    print(of_config(args, override))

@@ -60,6 +60,14 @@ def read(path: str | os.PathLike) -> pl.DataFrame:
     return pl.read_parquet(path)
 
 
+def only_models(df: pl.DataFrame | None, models) -> pl.DataFrame | None:
+    """The rows of ``models`` only (a table without a ``model`` column, or ``models`` None, as it is): what a
+    panel reads of a table that may hold another panel's rows (a results folder shared or copied)."""
+    if df is None or models is None or "model" not in df.columns:
+        return df
+    return df.filter(pl.col("model").is_in(list(models)))
+
+
 def read_many(paths) -> pl.DataFrame:
     """Concatenate tables of one schema (e.g. every cell of a model)."""
     frames = [pl.read_parquet(p) for p in paths]

@@ -36,11 +36,7 @@ def trajectory_paths(results: str | Path) -> list[Path]:
     return sorted(p for m in models if (p := Path(paths.at(results, "trajectory", model=m))).is_file())
 
 
-def _only_panel(df: pl.DataFrame | None, models: list[str] | None) -> pl.DataFrame | None:
-    """Rows of the panel's models only (tables without a model column as they are)."""
-    if df is None or models is None or "model" not in df.columns:
-        return df
-    return df.filter(pl.col("model").is_in(models))
+_only_panel = tables.only_models  # rows of the panel's models only (tables without a model column as they are)
 
 
 def _findings(results: Path) -> dict[str, pl.DataFrame]:
@@ -187,6 +183,8 @@ def first_screen(results: str | Path = "results", *, families: Mapping[str, str]
 
 
 def _screen(results: Path, families, suspect) -> tuple[list[dict], FS.FirstScreen | None]:
+    if families is None and (record := manifest.read(results)) is not None:
+        families = record.families or None  # as the workflow's summaries name them
     F = _findings(results)
     trajectories = trajectory_paths(results)
     if "f3_milestones" not in F or not trajectories:

@@ -63,7 +63,7 @@ from headtrace.core.errors import ConfigError
 from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
 from headtrace.models import context, reach
 from headtrace.models.layout import REPO_PATTERN
-from headtrace.report import console
+from headtrace.report import compare, console
 from headtrace.runtime import locks, warm
 
 
@@ -205,8 +205,6 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from headtrace.report import compare
-
     text, problems = compare.compare(args.runs)
     for p in problems:
         print(f"headtrace compare: {p}", file=sys.stderr)

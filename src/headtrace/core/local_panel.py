@@ -3,6 +3,8 @@
 ``--log-spaced N``) and the token axis, as ``config/examples/local.yaml`` writes them. No network."""
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from headtrace.core import revisions as rv
@@ -61,8 +63,6 @@ def skip_reason(folder: str | Path) -> str:
     """Why a sub-folder of a run is not a revision, the first reason that holds: a name that cannot be a
     revision, no step in the name, no or a broken ``config.json``, no ``*.safetensors`` (and what is there
     instead, e.g. only optimizer state or pickle weights)."""
-    import re
-
     d = Path(folder)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", d.name):
         return "a name a revision cannot have (letters, digits, . _ - only)"
@@ -90,8 +90,6 @@ def proposed_tokens_per_step(root: str | Path, revisions: list[str]) -> tuple[in
     gradient accumulation) times the context length of its ``config.json``, with the words that say what it
     assumes; None where either is missing. It is exact only for sequences packed to the full context, one
     process and no gradient accumulation (``training_args.bin``, a pickle, is not read)."""
-    import json
-
     root = Path(root)
     for name in reversed(revisions):
         try:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import posixpath
 
+import yaml
+
 __all__ = ["DEFAULT", "RELATIVE", "SHARED", "MANIFEST", "normalize", "results_paths", "logs_root", "at", "of_config"]
 
 DEFAULT = "results"
@@ -110,8 +112,6 @@ def of_config(configfiles=(), override: str | None = None, embedded: str = "conf
     embedded default config), else :data:`DEFAULT`."""
     if override:
         return normalize(override)
-    import yaml  # pyyaml: only this helper reads a config file
-
     found = None
     for f in list(configfiles) or [embedded]:
         try:

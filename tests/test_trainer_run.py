@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
+
 from headtrace import cli
 from headtrace.core import local_panel
 
@@ -68,3 +70,20 @@ def test_revisions_help_names_folders_too(capsys):
         pass
     text = capsys.readouterr().out
     assert "SOURCE" in text and "folder of your own run's checkpoints" in text
+
+
+def test_the_lineage_warning_of_a_trainer_run_says_it_has_no_step_0_unless_one_is_on_disk(tmp_path):
+    from headtrace.findings import lineage
+    from headtrace.panel import config as panel
+
+    root = trainer_run(tmp_path / "run")
+    spec = {"source": "local", "path": str(root / "{revision}"), "revisions": ["checkpoint-500", "checkpoint-1500"]}
+    assert panel.init_published({"models": {"run": spec}}, "run") is False  # the Trainer saved none
+    (root / "checkpoint-0").mkdir()  # the init, saved before trainer.train()
+    assert panel.init_published({"models": {"run": spec}}, "run") is True
+    other = {"source": "local", "path": str(tmp_path / "other"), "revisions": ["step100", "step400"]}
+    assert panel.init_published({"models": {"x": other}}, "x") is None  # not known
+    rows = [{"model": "run", "revision": "checkpoint-500", "order": 0, "reference": "checkpoint-500", "reference_is_init": False,
+             "continues": None, "init_published": False}]
+    (warning,) = lineage.reference_warnings(pl.DataFrame(rows))
+    assert "publishes no step 0 to add" in warning

@@ -89,10 +89,10 @@ def markdown() -> str:
     """The output-schema section of docs/outputs.md: one line per table, columns with dtypes, in schema order."""
     lines = []
     for name, spec in SCHEMAS.items():
-        where = LOCATIONS.get(name, f"results/groups/{{group}}/{name}.parquet" if name.startswith("group_")
-                              else f"results/findings/{name}.parquet")
-        if name not in LOCATIONS and name not in _FINDINGS_TABLES and not name.startswith("group_"):
-            where = f"results/experiments/{name}.parquet"
+        folder = ("groups" if name.startswith("group_") else "findings" if name in _FINDINGS_TABLES
+                  else "experiments")  # the folder of the results layout (headtrace.core.paths) it lives in
+        sub = "{group}/" if folder == "groups" else ""
+        where = LOCATIONS.get(name, f"{paths.DEFAULT}/{folder}/{sub}{name}.parquet")
         cols = ", ".join(f"`{c}` {_dtype_name(t)}" for c, t in spec.items())
         lines.append(f"- **`{where}`** — {cols}")
     return "\n".join(lines)

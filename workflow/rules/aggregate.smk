@@ -213,6 +213,8 @@ rule panel:
 
 
 onstart:
-    # A run that does any job states its panel even where the rule above would not rerun (a results
-    # folder copied or written by another config, whose panel.json Snakemake has no record of).
-    manifest.write(PATHS["manifest"], **panel_record())
+    # A run that does any job states its panel even where the rule above would not rerun it (a results
+    # folder copied or written by another config, whose panel.json Snakemake has no record of); a missing
+    # one is the rule's to write.
+    if Path(PATHS["manifest"]).exists():
+        manifest.write(PATHS["manifest"], **panel_record())

@@ -81,7 +81,11 @@ def test_a_dry_run_writes_every_output_under_the_results_folder(tmp_path):
 @pytest.mark.slow
 def test_two_panels_in_two_folders_each_summary_names_only_its_models(tmp_path, monkeypatch):
     snakemake(tmp_path, panel("runs/a", "pythia", PYTHIA))
+    first = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "a").rglob("*") if p.is_file()}
     snakemake(tmp_path, panel("runs/b", "olmo", OLMO))
+    # the second panel, in the same working folder (one .snakemake/), touched nothing of the first's
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "a").rglob("*") if p.is_file()} == first
+    assert "Nothing to be done" in snakemake(tmp_path, panel("runs/a", "pythia", PYTHIA), "-n")
     for folder, mine, other in (("runs/a", "pythia", "olmo"), ("runs/b", "olmo", "pythia")):
         results = tmp_path / folder
         assert manifest.read(results).names == [mine]

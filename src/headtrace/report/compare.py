@@ -65,7 +65,7 @@ def compare(args: list[str] | list[Side]) -> tuple[str, list[str]]:
     for side in sides:
         rows, bad = _rows(side)
         problems += bad
-        entries += [(side.label, r) for r in rows]
+        entries += [(str(side.results), r) for r in rows]  # the model is the next column
     if not entries:
         return "", problems
     lab = max(len(s) for s, _ in entries)

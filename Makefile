@@ -6,6 +6,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CORES ?= all
 CONFIG ?= config/config.yaml
+# RESULTS=DIR: the panel's results folder (snakemake --config results=DIR); default: the config's
+# `results` key, else results/. R is the folder in use, read from the config when RESULTS is not given.
+RESULTS ?=
+R = $(or $(shell $(BIN)/python -m headtrace.core.paths $(CONFIG) $(if $(RESULTS),--results $(RESULTS))),results)
+SET_RESULTS = $(if $(RESULTS),--config results=$(RESULTS))
+LOGDIR = $(if $(filter results,$(R)),logs,$(R)/logs)
+# VERBOSE=1: Snakemake's own console (every job's block); by default one progress line per finished job
+# with an estimate (headtrace.runtime.progress), the full output in $(LOGDIR)/snakemake.log either way
+VERBOSE ?=
+RERUN = make demo$(if $(filter config/config.yaml,$(CONFIG)),, CONFIG=$(CONFIG))$(if $(RESULTS), RESULTS=$(RESULTS))
 # KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
 KEEP_GOING ?=
 
@@ -31,12 +41,13 @@ $(STAMP): requirements.txt requirements-models.txt pyproject.toml
 # lock-check first: after a killed run it names the stale lock and the commands that recover
 # (make unlock; make demo) instead of Snakemake's generic lock error; it never unlocks by itself.
 demo: $(STAMP)
-	@$(BIN)/headtrace lock-check $(if $(filter config/config.yaml,$(CONFIG)),,--rerun-command "make demo CONFIG=$(CONFIG)")
-	@start=$$(date +%s); export SLURM_CONF=$${SLURM_CONF:-/dev/null}; \
-	$(BIN)/headtrace warm --log logs/warm.log -- $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --rerun-incomplete $(if $(KEEP_GOING),--keep-going) && \
-	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html && \
-	$(BIN)/headtrace summary results && \
-	echo "make demo: $$(( $$(date +%s) - start )) s; report: results/report.html"
+	@$(BIN)/headtrace lock-check --rerun-command "$(RERUN)"
+	@set -o pipefail; start=$$(date +%s); export SLURM_CONF=$${SLURM_CONF:-/dev/null}; mkdir -p $(LOGDIR); \
+	$(BIN)/headtrace warm --log $(LOGDIR)/warm.log -- $(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) $(SET_RESULTS) --rerun-incomplete $(if $(KEEP_GOING),--keep-going) 2>&1 \
+	  | tee $(LOGDIR)/snakemake.log | $(if $(VERBOSE),cat,$(BIN)/python -m headtrace.runtime.progress) && \
+	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) $(SET_RESULTS) --report $(R)/report.html && \
+	$(BIN)/headtrace summary $(R) && \
+	echo "make demo: $$(( $$(date +%s) - start )) s; report: $(R)/report.html; Snakemake's full output: $(LOGDIR)/snakemake.log"
 
 # The browser test (tests/test_report_browser.py) renders results/findings/summary.html in headless
 # Chromium: `browser` installs Debian's chromium where apt-get exists (as root, as CI runs), else the
@@ -86,17 +97,17 @@ verify-pages: $(STAMP)
 # Remove a stale lock left by a killed run; refuses while a Snakemake run works in this folder.
 unlock: $(STAMP)
 	@$(BIN)/headtrace lock-check --before-unlock
-	$(BIN)/snakemake --unlock --configfile $(CONFIG)
+	$(BIN)/snakemake --unlock --configfile $(CONFIG) $(SET_RESULTS)
 
 lint: $(STAMP)
 	$(BIN)/snakemake --lint
 
 # SLURM_CONF as for the demo: a dry run on a machine with Slurm installed but not running needs no controller
 dag: $(STAMP)
-	SLURM_CONF=$${SLURM_CONF:-/dev/null} $(BIN)/snakemake -n --configfile $(CONFIG)
+	SLURM_CONF=$${SLURM_CONF:-/dev/null} $(BIN)/snakemake -n --configfile $(CONFIG) $(SET_RESULTS)
 
 report: $(STAMP)
-	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) --report results/report.html
+	$(BIN)/snakemake --cores 1 --configfile $(CONFIG) $(SET_RESULTS) --report $(R)/report.html
 
 # `snakemake --profile slurm` resolves bare names in ~/.config/snakemake, not in profiles/.
 install-profile:
@@ -105,5 +116,7 @@ install-profile:
 	  echo "refusing to overwrite existing profile $$dest" >&2; exit 1; fi; \
 	mkdir -p "$$(dirname "$$dest")" && ln -sfn "$$(pwd)/profiles/slurm" "$$dest" && echo "linked $$dest -> profiles/slurm"
 
+# The default panel: results/, logs/ and Snakemake's records (.snakemake/); another panel's folder alone
+# (its logs are in it; .snakemake/ is shared by every panel of this working folder)
 clean-results:
-	rm -rf results logs .snakemake
+	$(if $(filter results,$(R)),rm -rf results logs .snakemake,rm -rf $(R))

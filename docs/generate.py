@@ -43,9 +43,14 @@ def render_config(schema: dict) -> str:
             prefix = name
         out.append(f"### `{prefix}`\n")
         about = _text(prop.get("description") or node.get("description"))
-        if about:
+        if about and node.get("type") == "object":  # a scalar setting says it in its row
             out.append(about + "\n")
         out.append("| key | type | default | meaning |\n|---|---|---|---|")
+        if node.get("type") != "object":  # a top-level setting of its own (results): one row, itself
+            out.append(f"| `{name}` | {_cell(_type(schema, prop))} | {_cell(_default(prop, node))} | "
+                       f"{_cell(_text(prop.get('description')))} |")
+            out.append("")
+            continue
         out.extend(_rows(schema, node, prefix, inline_refs=(name == "models")))
         out.append("")
     return "\n".join(out).rstrip() + "\n"

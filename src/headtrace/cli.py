@@ -20,7 +20,13 @@ exit 1 when any branch is flagged.
 
     headtrace summary [RESULTS]
 
-prints the one-screen summary of a finished run (:func:`headtrace.report.console.summary`).
+prints the one-screen summary of a finished run (:func:`headtrace.report.console.summary`): the models
+of the panel that folder holds (its ``panel.json``), no other.
+
+    headtrace compare RESULTS[:MODEL] RESULTS[:MODEL] ...
+
+puts finished runs (or models of one run) side by side: each headline question, then each one's
+answer (:mod:`headtrace.report.compare`).
 
     headtrace cell CHECKPOINT [--revision R] [--out DIR] [--no-ablate] [--n-sequences N] [--probe auto] ...
 
@@ -57,7 +63,7 @@ from headtrace.core.errors import ConfigError
 from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
 from headtrace.models import context, reach
 from headtrace.models.layout import REPO_PATTERN
-from headtrace.report import console
+from headtrace.report import compare, console
 from headtrace.runtime import locks, warm
 
 
@@ -96,12 +102,13 @@ def _local_revisions(args: argparse.Namespace) -> int:
     else:
         names = [one] if one else rv.list_checkpoints(root)
         left = local_panel.skipped(root, names) if not one else []
-        if left:
-            print(f"headtrace: not listed under {root} (no step in the name, no config.json or no *.safetensors): "
-                  + ", ".join(left[:8]) + (" …" if len(left) > 8 else ""), file=sys.stderr)
-        cut = [(n, rv.config_json_problem(root / n)) for n in left if (root / n / "config.json").is_file()]
-        for n, problem in [(n, p) for n, p in cut if p][:8]:  # there, but not read: say which and why
-            print(f"headtrace: {n} not listed: {problem}; copy or save that checkpoint again", file=sys.stderr)
+        for n in left[:8]:  # each with its own reason, not the list of every possible one
+            reason = local_panel.skip_reason(root / n)
+            again = "; copy or save that checkpoint again" if (root / n / "config.json").is_file() \
+                and rv.config_json_problem(root / n) else ""
+            print(f"headtrace: {n} not listed: {reason}{again}", file=sys.stderr)
+        if len(left) > 8:
+            print(f"headtrace: … and {len(left) - 8} more folders not listed under {root}", file=sys.stderr)
     names = rv.sort_revisions(names)
     if args.list:
         sys.stdout.write("".join(f"{n}\n" for n in names))
@@ -117,6 +124,9 @@ def _local_revisions(args: argparse.Namespace) -> int:
     limits = context.limits_of((context.read_config(root / r / "config.json"), str(root / r / "config.json"))
                                for r in chosen)
     small = not limits.known or context.misfit("m", schema.defaults("$defs", "probe"), limits) is not None
+    if args.tokens_per_step is None and (proposal := local_panel.proposed_tokens_per_step(root, chosen)):
+        print(f"headtrace: tokens_per_step {proposal[0]} is a proposal, commented out in the block: {proposal[1]}",
+              file=sys.stderr)
     sys.stdout.write(local_panel.config_block(root, args.name, chosen, family=args.family,
                                               tokens_per_step=args.tokens_per_step, derive_probe=small))
     return 0
@@ -194,6 +204,14 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    text, problems = compare.compare(args.runs)
+    for p in problems:
+        print(f"headtrace compare: {p}", file=sys.stderr)
+    sys.stdout.write(text)
+    return 2 if problems else 0
+
+
 def _cmd_cell(args: argparse.Namespace) -> int:
     from headtrace import api  # imports torch and transformers: only `headtrace cell` needs them
     from headtrace.models import gguf, hub
@@ -264,17 +282,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("revisions", help="print a config block of log-spaced checkpoints of a Hub model or of a folder "
-                                         "of your own run's checkpoints")
-    r.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-160m, or a folder of "
+                                         "of your own run's checkpoints",
+                       description="Print a ready models: block. SOURCE is a Hub model id (its branches, listed from "
+                                   "the Hub) or a folder of your own run's checkpoints (its step<N> / checkpoint-<N> "
+                                   "sub-folders with config.json and *.safetensors, read from disk, no network; each "
+                                   "folder left out is named with its reason).")
+    r.add_argument("hf_id", metavar="SOURCE", help="Hub model id, e.g. EleutherAI/pythia-160m, or a folder of "
                    "your own run's checkpoints (a source: local block)")
     r.add_argument("--log-spaced", type=int, metavar="N",
                    help="choose N log-spaced revisions (first and last included); default: all")
-    r.add_argument("--name", help="model name in the config (default: from HF_ID)")
+    r.add_argument("--name", help="model name in the config (default: the Hub id's name or the folder's)")
     r.add_argument("--from-file", metavar="FILE",
                    help="read branch names from FILE (one per line, '-' = stdin) instead of the Hub")
     r.add_argument("--family", default="auto", help="model family (default: auto, from config.json)")
     r.add_argument("--tokens-per-step", type=rv.parse_count, metavar="N",
-                   help="tokens per training step, e.g. 2097152 or 2M (written to the block)")
+                   help="tokens per training step, e.g. 2097152 or 2M (written to the block; without it, a folder "
+                        "of Trainer checkpoints gets a proposal from trainer_state.json and config.json, commented out)")
     r.add_argument("--by", choices=("auto", "step", "tokens"), default="auto",
                    help="space by step or tokens (auto: tokens when every name has them)")
     r.add_argument("--list", action="store_true",
@@ -292,10 +315,17 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--recorded", metavar="FILE",
                    help="read the branches' file metadata from a recording instead of the Hub (offline)")
     a.set_defaults(func=_cmd_audit)
-    s = sub.add_parser("summary", help="one-screen summary of a finished run (results/models/*/trajectory.parquet)")
-    s.add_argument("results", nargs="?", default="results", help="results folder (default: results)")
+    s = sub.add_parser("summary", help="one-screen summary of a finished run: the models of its panel.json")
+    s.add_argument("results", nargs="?", default="results",
+                   help="results folder, the config's `results` key (default: results)")
     s.add_argument("--class-threshold", type=float, default=30.0)
     s.set_defaults(func=_cmd_summary)
+    m = sub.add_parser("compare", help="two finished runs side by side: each headline question, each panel's answers "
+                                       "(RESULTS folders, or RESULTS:MODEL for one model of a folder)")
+    m.add_argument("runs", nargs="+", metavar="RESULTS[:MODEL]",
+                   help="results folders (each config's `results`), e.g. results runs/my-run; "
+                        "results:toy-olmo results:toy-neox-seed1 compares two models of one panel")
+    m.set_defaults(func=_cmd_compare)
     c = sub.add_parser("cell", help="run the per-cell recipe on one checkpoint folder or Hub id")
     c.add_argument("checkpoint", metavar="CHECKPOINT", help="folder with config.json + safetensors, or a Hub id")
     c.add_argument("--revision", help="Hub revision (branch, tag or commit) to pin")

@@ -30,7 +30,7 @@ rule trajectory:
         mem_mb=4000,
         runtime=30,
     log:
-        "logs/trajectory/{model}.log",
+        f"{LOGS}/trajectory/{{model}}.log",
     script:
         f"{SCRIPTS}/trajectory.py"
 
@@ -67,7 +67,7 @@ rule findings:
         mem_mb=4000,
         runtime=30,
     log:
-        "logs/findings/findings.log",
+        f"{LOGS}/findings/findings.log",
     script:
         f"{SCRIPTS}/findings.py"
 
@@ -91,7 +91,7 @@ rule onset_bootstrap:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/onset_bootstrap/onset_bootstrap.log",
+        f"{LOGS}/onset_bootstrap/onset_bootstrap.log",
     script:
         f"{SCRIPTS}/onset_bootstrap.py"
 
@@ -120,7 +120,7 @@ rule figures:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/figures/figures.log",
+        f"{LOGS}/figures/figures.log",
     script:
         f"{SCRIPTS}/figures.py"
 
@@ -142,7 +142,7 @@ rule ablation_figure:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/figures/ablation.log",
+        f"{LOGS}/figures/ablation.log",
     script:
         f"{SCRIPTS}/ablation_figure.py"
 
@@ -183,6 +183,38 @@ rule summary_html:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/summary_html/summary_html.log",
+        f"{LOGS}/summary_html/summary_html.log",
     script:
         f"{SCRIPTS}/summary_html.py"
+
+
+localrules:
+    panel,
+
+
+def panel_record():
+    """What RESULTS/panel.json says: this config's models (their configured revisions), their sources, its
+    seed groups, the family each headline row names (headtrace.core.manifest)."""
+    return {"models": {m: panel.revisions_of(config, m) for m in MODELS},
+            "sources": {m: panel.model_spec(config, m)["source"] for m in MODELS},
+            "groups": list(GROUPS), "families": model_families()}
+
+
+rule panel:
+    """RESULTS/panel.json: the models (with their configured revisions) and seed groups of this config,
+    which headtrace summary and headtrace compare read, so that no cell of another panel left in the
+    same results folder enters this panel's answers (headtrace.core.manifest)."""
+    output:
+        PATHS["manifest"],
+    params:
+        **panel_record(),
+    script:
+        f"{SCRIPTS}/panel_manifest.py"
+
+
+onstart:
+    # A run that does any job states its panel even where the rule above would not rerun it (a results
+    # folder copied or written by another config, whose panel.json Snakemake has no record of); a missing
+    # one is the rule's to write.
+    if Path(PATHS["manifest"]).exists():
+        manifest.write(PATHS["manifest"], **panel_record())

@@ -20,7 +20,7 @@ rule probe:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/probe/{model}.log",
+        f"{LOGS}/probe/{{model}}.log",
     script:
         f"{SCRIPTS}/probe.py"
 

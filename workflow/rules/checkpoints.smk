@@ -26,9 +26,9 @@ rule train_toy:
         mem_mb=4000,
         runtime=60,
     benchmark:
-        "results/benchmarks/train_toy/{model}.tsv"
+        f"{RESULTS}/benchmarks/train_toy/{{model}}.tsv"
     log:
-        "logs/train_toy/{model}.log",
+        f"{LOGS}/train_toy/{{model}}.log",
     script:
         f"{SCRIPTS}/train_toy.py"
 

@@ -16,6 +16,8 @@ from headtrace.panel import keys as config_keys
 from headtrace.panel import local_weights
 from headtrace.panel import probe_shown
 from headtrace.panel import refine
+from headtrace.core import manifest
+from headtrace.core import paths
 from headtrace.core import revisions
 from headtrace.runtime import locks
 
@@ -41,56 +43,12 @@ CONDA_ENV = "../envs/headtrace.yaml"
 # The published panel ships with the workflow (not the working directory).
 REFERENCE_DIR = str(Path(workflow.basedir) / "resources" / "reference" / "spectral-probe-circuits")
 
-# Every output path is built here, so renaming a folder is a one-line change.
-PATHS = {
-    "checkpoints": "resources/checkpoints/{model}",
-    "fetched": "results/fetch/{model}/{revision}.done",
-    "probe": "results/probes/{model}/induction_batch.parquet",
-    "head_outputs": "results/cells/{model}/{revision}/head_outputs.safetensors",
-    "attention": "results/cells/{model}/{revision}/attention.parquet",
-    "pr": "results/cells/{model}/{revision}/pr.parquet",
-    "screen": "results/cells/{model}/{revision}/screen.parquet",
-    "class_masses": "results/cells/{model}/{revision}/class_masses.safetensors",
-    "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
-    "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
-    "positional": "results/cells/{model}/{revision}/positional.parquet",
-    "measures": "results/cells/{model}/{revision}/measures.parquet",  # the field's own measures (docs/measures.md)
-    "text_probe": "results/probes/{model}/text_batch.parquet",
-    "measures_findings": "results/findings/measures",  # measures.smk: over training, onsets, comparisons
-    "onset_bootstrap": "results/findings/f3_onset_bootstrap.parquet",
-    "ablation": "results/cells/{model}/{revision}/ablation.parquet",
-    "verdict": "results/cells/{model}/{revision}/verdict.parquet",
-    "provenance": "results/cells/{model}/{revision}/provenance.parquet",
-    "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
-    "trajectory": "results/models/{model}/trajectory.parquet",
-    "lineage": "results/models/{model}/lineage.parquet",  # lineage.smk: is each revision the checkpoint it says
-    "findings": "results/findings",
-    "summary": "results/findings/summary.md",
-    "summary_html": "results/findings/summary.html",
-    "figures": "results/figures",
-    # Adaptive refinement (refine.smk): one record per model and round, the hub pool, the onsets.
-    "refine_round": "results/refine/{model}/round{round}.json",
-    "branches": "resources/branches/{model}.txt",
-    "onsets": "results/findings/f3_onsets.parquet",
-    # Paper A's method experiments (experiments.smk)
-    "exp_cross_seed_model": "results/experiments/cross_seed/{model}.parquet",
-    "exp_cross_seed": "results/experiments/cross_seed_ablation.parquet",
-    "exp_data_shift": "results/experiments/data_shift.parquet",
-    "exp_data_shift_heads": "results/experiments/data_shift_heads.parquet",
-    "exp_composition": "results/experiments/composition.parquet",
-    "exp_shuffled": "results/experiments/shuffled/{model}/{revision}/attention.parquet",
-    "exp_noise_floor": "results/experiments/noise_floor.parquet",
-    "exp_noise_floor_null": "results/experiments/noise_floor_null.parquet",
-    "exp_summary": "results/experiments/summary.md",
-    "exp_figure": "results/experiments/figures/exp_{name}.png",
-    # Seed groups (groups.smk): the group tables, the group cross-seed ablation, the group figures
-    "groups": "results/groups",
-    "group_cross_seed_model": "results/groups/{group}/cross_seed/{model}.parquet",
-    "group_cross_seed": "results/groups/{group}/group_cross_seed.parquet",
-    "group_figure": "results/groups/{group}/figures/{name}.png",
-    # Wall time and memory of every model pass (Snakemake's benchmark files).
-    "benchmark": "results/benchmarks/{rule}/{model}/{revision}.tsv",
-}
+# Every output path is built in one place (headtrace.core.paths), under the panel's results folder
+# (the config's `results` key), so renaming a folder is a one-line change and two panels in two
+# folders never write into each other's. Logs: logs/ beside the default results/, else RESULTS/logs/.
+RESULTS = paths.normalize(config.get("results"))
+PATHS = paths.results_paths(RESULTS)
+LOGS = paths.logs_root(RESULTS)
 
 # The ablation block as the ablate job's params, less batch_size: like capture.device and
 # capture.batch_size it is read by the job itself, so moving a run from CPU to GPU (or resizing
@@ -222,7 +180,7 @@ def ablation_enabled():
 
 
 def all_targets():
-    targets = [PATHS["trajectory"].format(model=m) for m in MODELS]
+    targets = [PATHS["manifest"]] + [PATHS["trajectory"].format(model=m) for m in MODELS]
     for m in models_by_source("toy", "hub", "local"):
         if ablation_enabled():
             targets += cell_paths("verdict", m)
@@ -344,7 +302,7 @@ def measures_params(wildcards):
 
 
 def log_path(rule_name, per_cell=True):
-    return f"logs/{rule_name}/{{model}}/{{revision}}.log" if per_cell else f"logs/{rule_name}/{{model}}.log"
+    return f"{LOGS}/{rule_name}/{{model}}/{{revision}}.log" if per_cell else f"{LOGS}/{rule_name}/{{model}}.log"
 
 
 # ---- aggregation ---------------------------------------------------------------------------

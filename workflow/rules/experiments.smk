@@ -45,7 +45,7 @@ rule train_shift:
         mem_mb=2000,
         runtime=60,
     log:
-        "logs/train_shift/{model}.log",
+        f"{LOGS}/train_shift/{{model}}.log",
     script:
         f"{SCRIPTS}/exp_train_shift.py"
 
@@ -81,9 +81,9 @@ rule cross_seed_ablation:
         mem_mb=32000,
         runtime=180,
     benchmark:
-        "results/benchmarks/cross_seed_ablation/{model}.tsv"
+        f"{RESULTS}/benchmarks/cross_seed_ablation/{{model}}.tsv"
     log:
-        "logs/cross_seed_ablation/{model}.log",
+        f"{LOGS}/cross_seed_ablation/{{model}}.log",
     script:
         f"{SCRIPTS}/exp_cross_seed.py"
 
@@ -102,7 +102,7 @@ rule cross_seed_table:
     conda:
         CONDA_ENV
     log:
-        "logs/experiments/cross_seed.log",
+        f"{LOGS}/experiments/cross_seed.log",
     script:
         f"{SCRIPTS}/exp_cross_seed_table.py"
 
@@ -125,7 +125,7 @@ rule data_shift:
     conda:
         CONDA_ENV
     log:
-        "logs/experiments/data_shift.log",
+        f"{LOGS}/experiments/data_shift.log",
     script:
         f"{SCRIPTS}/exp_data_shift.py"
 
@@ -148,7 +148,7 @@ rule composition:
     conda:
         CONDA_ENV
     log:
-        "logs/experiments/composition.log",
+        f"{LOGS}/experiments/composition.log",
     script:
         f"{SCRIPTS}/exp_composition.py"
 
@@ -176,7 +176,7 @@ rule shuffled_capture:
     benchmark:
         benchmark_path("shuffled_capture")
     log:
-        "logs/shuffled_capture/{model}/{revision}.log",
+        f"{LOGS}/shuffled_capture/{{model}}/{{revision}}.log",
     script:
         f"{SCRIPTS}/exp_shuffled_capture.py"
 
@@ -205,7 +205,7 @@ rule noise_floor:
     conda:
         CONDA_ENV
     log:
-        "logs/experiments/noise_floor.log",
+        f"{LOGS}/experiments/noise_floor.log",
     script:
         f"{SCRIPTS}/exp_noise_floor.py"
 
@@ -225,6 +225,6 @@ rule experiments_summary:
     conda:
         CONDA_ENV
     log:
-        "logs/experiments/summary.log",
+        f"{LOGS}/experiments/summary.log",
     script:
         f"{SCRIPTS}/exp_summary.py"

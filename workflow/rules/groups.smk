@@ -39,9 +39,9 @@ rule group_cross_seed_ablation:
         mem_mb=32000,
         runtime=180,
     benchmark:
-        "results/benchmarks/group_cross_seed_ablation/{group}/{model}.tsv"
+        f"{RESULTS}/benchmarks/group_cross_seed_ablation/{{group}}/{{model}}.tsv"
     log:
-        "logs/group_cross_seed_ablation/{group}/{model}.log",
+        f"{LOGS}/group_cross_seed_ablation/{{group}}/{{model}}.log",
     script:
         f"{SCRIPTS}/exp_cross_seed.py"
 
@@ -63,6 +63,6 @@ rule group_cross_seed_table:
     conda:
         CONDA_ENV
     log:
-        "logs/groups/{group}/cross_seed.log",
+        f"{LOGS}/groups/{{group}}/cross_seed.log",
     script:
         f"{SCRIPTS}/exp_cross_seed_table.py"

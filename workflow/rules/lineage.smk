@@ -32,6 +32,6 @@ rule lineage:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/lineage/{model}.log",
+        f"{LOGS}/lineage/{{model}}.log",
     script:
         f"{SCRIPTS}/lineage.py"

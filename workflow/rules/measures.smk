@@ -28,7 +28,7 @@ rule text_probe:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/text_probe/{model}.log",
+        f"{LOGS}/text_probe/{{model}}.log",
     script:
         f"{SCRIPTS}/text_probe.py"
 
@@ -54,7 +54,7 @@ rule measures_findings:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/measures_findings/measures_findings.log",
+        f"{LOGS}/measures_findings/measures_findings.log",
     script:
         f"{SCRIPTS}/measures_findings.py"
 
@@ -74,6 +74,6 @@ rule measures_figures:
         mem_mb=2000,
         runtime=10,
     log:
-        "logs/measures_figures/measures_figures.log",
+        f"{LOGS}/measures_figures/measures_figures.log",
     script:
         f"{SCRIPTS}/measures_figures.py"

@@ -25,7 +25,7 @@ rule hub_branches:
         mem_mb=500,
         runtime=10,
     log:
-        "logs/hub_branches/{model}.log",
+        f"{LOGS}/hub_branches/{{model}}.log",
     script:
         f"{SCRIPTS}/hub_branches.py"
 
@@ -54,7 +54,7 @@ checkpoint refine:
         mem_mb=1000,
         runtime=10,
     log:
-        "logs/refine/{model}/round{round}.log",
+        f"{LOGS}/refine/{{model}}/round{{round}}.log",
     script:
         f"{SCRIPTS}/refine_round.py"
 
@@ -85,6 +85,6 @@ rule onsets:
         mem_mb=1000,
         runtime=10,
     log:
-        "logs/onsets/onsets.log",
+        f"{LOGS}/onsets/onsets.log",
     script:
         f"{SCRIPTS}/onsets.py"

@@ -34,8 +34,11 @@ with logs.to_file(snakemake.log[0]):
             tables.write(df, Path(snakemake.output.summary).parents[1] / "groups" / g / f"{name}.parquet", schema=name)
     cross_seed = {g: tables.read(p) for g, p in cross_seed_of.items()}
     groups = answers.group_answers(group_tables, families=families, cross_seed=cross_seed)
-    findings["f3_onset_bootstrap"] = tables.read(snakemake.input.onset_bootstrap)  # rule onset_bootstrap's
-    findings["f3_onsets"] = tables.read(snakemake.input.onsets)
+    # rules onset_bootstrap's and onsets': of this panel's models only (a results folder copied from another
+    # panel keeps those tables where Snakemake has no record to rerun them by)
+    models = traj["model"].unique().to_list()
+    findings["f3_onset_bootstrap"] = tables.only_models(tables.read(snakemake.input.onset_bootstrap), models)
+    findings["f3_onsets"] = tables.only_models(tables.read(snakemake.input.onsets), models)
     findings.update({Path(p).stem: tables.read(p) for p in snakemake.input.measures})  # the text sink rate
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
     # the checkpoint-lineage tables: a banner naming every flagged revision above the answers, and

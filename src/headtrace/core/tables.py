@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from safetensors.numpy import load_file, save_file
 
-from headtrace.core import durable
+from headtrace.core import durable, paths
 from headtrace.core.cell_schemas import CELL_KEY, CELL_SCHEMAS, CLASS_COLUMNS, HEAD_KEY  # noqa: F401 (re-exported)
 from headtrace.core.findings_schemas import FINDINGS_SCHEMAS
 from headtrace.core.heads import head_name  # noqa: F401  (re-exported: tables name heads)
@@ -60,32 +60,28 @@ def read(path: str | os.PathLike) -> pl.DataFrame:
     return pl.read_parquet(path)
 
 
+def only_models(df: pl.DataFrame | None, models) -> pl.DataFrame | None:
+    """The rows of ``models`` only (a table without a ``model`` column, or ``models`` None, as it is): what a
+    panel reads of a table that may hold another panel's rows (a results folder shared or copied)."""
+    if df is None or models is None or "model" not in df.columns:
+        return df
+    return df.filter(pl.col("model").is_in(list(models)))
+
+
 def read_many(paths) -> pl.DataFrame:
     """Concatenate tables of one schema (e.g. every cell of a model)."""
     frames = [pl.read_parquet(p) for p in paths]
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
-# Where each table lives (docs/outputs.md is generated from this and SCHEMAS).
+# Where each table lives in the default results folder (docs/outputs.md is generated from this and
+# SCHEMAS), from the one definition of the results layout (headtrace.core.paths.RELATIVE).
+_LOCATED = ("probe", "attention", "pr", "screen", "ablation", "verdict", "provenance", "fingerprint", "trajectory",
+            "lineage", "bootstrap", "bootstrap_milestones", "positional", "measures", "text_probe")
 LOCATIONS: dict[str, str] = {
-    "probe": "results/probes/{model}/induction_batch.parquet",
-    "attention": "results/cells/{model}/{revision}/attention.parquet",
-    "pr": "results/cells/{model}/{revision}/pr.parquet",
-    "screen": "results/cells/{model}/{revision}/screen.parquet",
-    "ablation": "results/cells/{model}/{revision}/ablation.parquet",
-    "verdict": "results/cells/{model}/{revision}/verdict.parquet",
-    "provenance": "results/cells/{model}/{revision}/provenance.parquet",
-    "fingerprint": "results/cells/{model}/{revision}/fingerprint.parquet",
-    "trajectory": "results/models/{model}/trajectory.parquet",
-    "lineage": "results/models/{model}/lineage.parquet",
-    "bootstrap": "results/cells/{model}/{revision}/bootstrap.parquet",
-    "bootstrap_milestones": "results/cells/{model}/{revision}/bootstrap_milestones.parquet",
-    "positional": "results/cells/{model}/{revision}/positional.parquet",
-    "measures": "results/cells/{model}/{revision}/measures.parquet",
-    "text_probe": "results/probes/{model}/text_batch.parquet",
-    "measures_over_training": "results/findings/measures/measures_over_training.parquet",
-    "measures_comparison": "results/findings/measures/measures_comparison.parquet",
-    "measures_circuit_copying": "results/findings/measures/measures_circuit_copying.parquet",
+    **{name: f"{paths.DEFAULT}/{paths.RELATIVE[name]}" for name in _LOCATED},
+    **{name: f"{paths.DEFAULT}/{paths.RELATIVE['measures_findings']}/{name}.parquet"
+       for name in ("measures_over_training", "measures_comparison", "measures_circuit_copying")},
 }
 
 
@@ -93,10 +89,10 @@ def markdown() -> str:
     """The output-schema section of docs/outputs.md: one line per table, columns with dtypes, in schema order."""
     lines = []
     for name, spec in SCHEMAS.items():
-        where = LOCATIONS.get(name, f"results/groups/{{group}}/{name}.parquet" if name.startswith("group_")
-                              else f"results/findings/{name}.parquet")
-        if name not in LOCATIONS and name not in _FINDINGS_TABLES and not name.startswith("group_"):
-            where = f"results/experiments/{name}.parquet"
+        folder = ("groups" if name.startswith("group_") else "findings" if name in _FINDINGS_TABLES
+                  else "experiments")  # the folder of the results layout (headtrace.core.paths) it lives in
+        sub = "{group}/" if folder == "groups" else ""
+        where = LOCATIONS.get(name, f"{paths.DEFAULT}/{folder}/{sub}{name}.parquet")
         cols = ", ".join(f"`{c}` {_dtype_name(t)}" for c, t in spec.items())
         lines.append(f"- **`{where}`** — {cols}")
     return "\n".join(lines)

@@ -85,12 +85,31 @@ def final_revision(config: dict, model: str) -> str:
 
 def init_published(config: dict, model: str) -> bool | None:
     """Whether ``model``'s run has a step 0 its panel could add (the lineage check's reference warning):
-    True for a toy (train_toy saves any step listed, step 0 included), False for a single checkpoint (no
-    run around it), None otherwise (a hub or local run may or may not publish its init)."""
+    True for a toy (train_toy saves any step listed, step 0 included) and for a local run with a step-0 folder
+    on disk, False for a single checkpoint (no run around it) and a Trainer run without one, None otherwise
+    (a hub or other local run may or may not publish its init)."""
     spec = model_spec(config, model)
     if spec.get("source") == "toy":
         return True
     if spec.get("single_checkpoint"):
+        return False
+    if spec.get("source") == "local":
+        return _local_init(spec)
+    return None
+
+
+def _local_init(spec: dict) -> bool | None:
+    """A local run's step 0: True where a step-0 folder is on disk (``checkpoint-0``, ``step0``) though not
+    listed; False for a Hugging Face ``Trainer`` run (``checkpoint-N`` folders) without one, since the Trainer
+    saves none (docs/own-run.md: save the init before training); None otherwise (not known)."""
+    revisions = list(spec.get("revisions") or [])
+    for name in ("checkpoint-0", "step0", "step-0"):
+        try:
+            if Path(local_checkpoint_path(spec, name)).exists():
+                return True
+        except (KeyError, TypeError, ValueError):
+            return None
+    if revisions and all(str(r).startswith("checkpoint-") for r in revisions):
         return False
     return None
 

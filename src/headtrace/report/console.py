@@ -9,7 +9,7 @@ import polars as pl
 
 from headtrace.causal import verdict as V
 from headtrace.cell import positional
-from headtrace.core import probe_text, tables
+from headtrace.core import manifest, paths, probe_text, tables
 from headtrace.report import answers as A
 from headtrace.report import copying
 from headtrace.report import first_screen as FS
@@ -19,25 +19,50 @@ from headtrace.report import strongest
 from headtrace.report.verdicts import METRIC_SAY, say, untested_why, upper_bound_text
 
 
+def panel_models(results: str | Path) -> list[str] | None:
+    """The models of the panel a results folder holds (its ``panel.json``, :mod:`headtrace.core.manifest`);
+    None for a folder written before the manifest existed (every model found there is read)."""
+    record = manifest.read(results)
+    return record.names if record is not None else None
+
+
+def trajectory_paths(results: str | Path) -> list[Path]:
+    """The trajectory tables of the panel's models (every one found, without a manifest), in name order:
+    never a model of another panel left in the same folder."""
+    results = Path(results)
+    models = panel_models(results)
+    if models is None:
+        return sorted(results.glob(paths.RELATIVE["trajectory"].format(model="*")))
+    return sorted(p for m in models if (p := Path(paths.at(results, "trajectory", model=m))).is_file())
+
+
+_only_panel = tables.only_models  # rows of the panel's models only (tables without a model column as they are)
+
+
 def _findings(results: Path) -> dict[str, pl.DataFrame]:
     """The findings tables the headline reads (empty when the findings job has not run)."""
+    findings = results / paths.RELATIVE["findings"]
     found = {name: pl.read_parquet(p) for name in ("circuit_size", "f3_milestones", "f3_onsets", "f3_gaps",
                                                     "f2_layer_spread", "f1_bos_floor", "f1_floor")
-             if (p := results / "findings" / f"{name}.parquet").exists()}
+             if (p := findings / f"{name}.parquet").exists()}
     # the text sink rate's statement, as on the first screen of summary.md (measures_findings' tables)
-    return found | {p.stem: pl.read_parquet(p) for p in sorted((results / "findings" / "measures").glob("measures_*.parquet"))
-                    if p.stem in ("measures_over_training", "measures_onsets")}
+    found |= {p.stem: pl.read_parquet(p) for p in sorted((results / paths.RELATIVE["measures_findings"]).glob("measures_*.parquet"))
+              if p.stem in ("measures_over_training", "measures_onsets")}
+    models = panel_models(results)  # the panel's findings job wrote them; a failed later run may have left others'
+    return {name: _only_panel(df, models) for name, df in found.items()}
 
 
 def _groups(results: Path, families: Mapping[str, str] | None) -> list[A.GroupAnswer]:
     """The seed groups' answers from results/groups/{group}/ (none when the run has no groups)."""
     tables: dict[str, dict[str, pl.DataFrame]] = {}
-    for p in sorted(results.glob("groups/*/group_*.parquet")):
-        tables.setdefault(p.parent.name, {})[p.stem] = pl.read_parquet(p)
+    record = manifest.read(results)
+    for p in sorted((results / paths.RELATIVE["groups"]).glob("*/group_*.parquet")):
+        if record is None or p.parent.name in record.groups:  # never a group of another panel left here
+            tables.setdefault(p.parent.name, {})[p.stem] = pl.read_parquet(p)
     tables = {g: t for g, t in tables.items() if {"group_members", "group_summary", "group_gaps",
                                                     "group_milestones"} <= set(t)}
     cross = {g: t.pop("group_cross_seed") for g, t in tables.items() if "group_cross_seed" in t}
-    exp = results / "experiments" / "cross_seed_ablation.parquet"
+    exp = Path(paths.at(results, "exp_cross_seed"))
     if exp.exists():  # a group whose cross-seed ablation is the seed experiment's (as the workflow reads it)
         e = pl.read_parquet(exp)
         ran = dict(zip(e["model"].to_list(), e["model_seed"].to_list()))
@@ -54,10 +79,13 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     above it, the first screen's sentences, flag notes and selectivity baseline (:func:`first_screen`:
     the words of summary.md and summary.html)."""
     results = Path(results)
-    trajectories = sorted(results.glob("models/*/trajectory.parquet"))
+    trajectories = trajectory_paths(results)
     if not trajectories:
         return f"no trajectories under {results}/models: has the workflow run?"
-    lines = ["headtrace summary", ""]
+    models = panel_models(results)
+    lines = [f"headtrace summary of {results}"
+             + (f" ({len(models)} model{'s' if len(models) != 1 else ''} of its panel.json)" if models is not None
+                else " (no panel.json: every model found there, whichever config wrote it)"), ""]
     vtable = _verdict_table(results)
     run = None
     rows, fs = _screen(results, families, suspect)
@@ -78,7 +106,7 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
     head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'first-token heads':>17}"
     lines += [head, "-" * len(head)]
     verdicts = _verdicts(vtable)
-    best = results / "findings" / "strongest_trend.parquet"  # the strongest head per class (findings job)
+    best = Path(paths.at(results, "findings")) / "strongest_trend.parquet"  # the strongest head per class (findings job)
     best = pl.read_parquet(best) if best.exists() else None
     for path in trajectories:
         t = pl.read_parquet(path)
@@ -128,7 +156,7 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
                 lines.append(f"{'':<4}final ablation: " + verdict_line(v))
         if a is not None and a.decided:
             lines.append(f"{'':<4}where the causal test decided: {HL.decided_text(a)}")
-        pos = results / "cells" / model / final["revision"] / "positional.parquet"
+        pos = Path(paths.at(results, "positional", model=model, revision=final["revision"]))
         if circuit and pos.exists():
             flags = positional.circuit_flags(pl.read_parquet(pos), t.filter(pl.col("revision") == final["revision"]))
             flagged = flags.filter(pl.col("positional_induction")).select(
@@ -139,9 +167,9 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
         pv = verdicts.get((model, final["revision"], "previous_token_circuit"))
         if pv is not None and pv["n_heads"]:
             lines.append(f"{'':<4}previous-token circuit ({pv['n_heads']} heads): " + verdict_line(pv))
-    summary_md = results / "findings" / "summary.md"
+    summary_md = Path(paths.at(results, "summary"))
     lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]
-    report = results / "report.html"
+    report = Path(paths.at(results, "report"))
     if report.exists():
         lines.append(f"report:   {report}")
     return "\n".join(lines)
@@ -155,11 +183,13 @@ def first_screen(results: str | Path = "results", *, families: Mapping[str, str]
 
 
 def _screen(results: Path, families, suspect) -> tuple[list[dict], FS.FirstScreen | None]:
+    if families is None and (record := manifest.read(results)) is not None:
+        families = record.families or None  # as the workflow's summaries name them
     F = _findings(results)
-    trajectories = sorted(results.glob("models/*/trajectory.parquet"))
+    trajectories = trajectory_paths(results)
     if "f3_milestones" not in F or not trajectories:
         return [], None
-    lineage = RL.read(results)  # the checkpoint-lineage tables the workflow wrote (none: nothing flagged)
+    lineage = _only_panel(RL.read(results), panel_models(results))  # the checkpoint-lineage tables (none: nothing flagged)
     if suspect is None:
         suspect = RL.suspect(lineage)
     rows = HL.headline_rows(F, _verdict_table(results), families=families, suspect=suspect,
@@ -170,8 +200,10 @@ def _screen(results: Path, families, suspect) -> tuple[list[dict], FS.FirstScree
 def _probe_lines(results: Path) -> list[str]:
     """The probe each model's screens read, from its probe table (``results/probes/*/``), models that
     share one on one line; a blank line after (none without probe tables: a reference-only run)."""
+    models = panel_models(results)
     shown = {p.parent.name: probe_text.from_table(pl.read_parquet(p))
-             for p in sorted(results.glob("probes/*/induction_batch.parquet"))}
+             for p in sorted(results.glob(paths.RELATIVE["probe"].format(model="*")))
+             if models is None or p.parent.name in models}
     return [textwrap.fill(line, 110, subsequent_indent="  ") for line in probe_text.lines(shown)] + [""] if shown else []
 
 
@@ -314,10 +346,19 @@ def cell_lines(screen: pl.DataFrame, positional_table: pl.DataFrame | None = Non
 
 
 def _verdict_table(results: Path) -> pl.DataFrame | None:
-    paths = sorted(results.glob("cells/*/*/verdict.parquet"))
-    if not paths:
+    """The verdicts of the panel's cells: of each model of its ``panel.json``, the revisions its config
+    names and those its trajectory holds (refined ones), never a cell of another panel, or of a revision
+    no longer configured, left in the same folder; every verdict found, without a manifest."""
+    record = manifest.read(results)
+    found = sorted(results.glob(paths.RELATIVE["verdict"].format(model="*", revision="*")))
+    if record is not None:
+        cells = {(m, r) for m, revs in record.models.items() for r in revs}
+        for p in trajectory_paths(results):
+            cells |= set(pl.read_parquet(p, columns=["model", "revision"]).unique().iter_rows())
+        found = [p for p in found if (p.parent.parent.name, p.parent.name) in cells]
+    if not found:
         return None
-    return pl.concat([pl.read_parquet(p) for p in paths], how="diagonal_relaxed")
+    return pl.concat([pl.read_parquet(p) for p in found], how="diagonal_relaxed")
 
 
 def _verdicts(v: pl.DataFrame | None) -> dict:

@@ -92,7 +92,7 @@ def headline_fragment(rows: list[dict], sents: list[str], *, link_models: bool =
     return FS.html(FS.build(rows, sents), link_models=link_models)
 
 
-def brief_fragment(rows: list[dict], sents: list[str]) -> str:
+def brief_fragment(rows: list[dict], sents: list[str], page: str = "results/findings/summary.html") -> str:
     """The sentences and a four-column table, for the report's front page (a narrow column beside
     the rule graph): model, first induction circuit, first-token 50%, verdict."""
     body = "".join(
@@ -110,7 +110,7 @@ def brief_fragment(rows: list[dict], sents: list[str]) -> str:
             "<th>first-token 50%</th><th>verdict</th></tr></thead><tbody>" + body + "</tbody></table>"
             '<p class="note">The full table (brackets, gap intervals, circuit heads, verdict reasons, sink spread): '
             "<b>Results → Answers</b>; with figures and a section per model: "
-            "<code>results/findings/summary.html</code>.</p></div>")
+            f"<code>{_e(page)}</code>.</p></div>")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,8 +316,8 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
         frag = FS.html(screen, link_models=False)
         tables.write_text(f'<meta charset="utf-8"><title>headtrace headline</title><style>{HEADLINE_CSS}</style>\n'
                           f'<div class="ht"><h3>What this run found</h3></div>\n{frag}\n<p class="note">Figures and a '
-                          "section per model: <code>results/findings/summary.html</code> (opens on its own).</p>\n",
+                          f"section per model: <code>{_e(str(out_html))}</code> (opens on its own).</p>\n",
                           headline_html)
     if brief_html is not None:
-        tables.write_text(brief_fragment(rows, sents) + "\n", brief_html)
+        tables.write_text(brief_fragment(rows, sents, str(out_html)) + "\n", brief_html)
     return rows

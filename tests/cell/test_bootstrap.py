@@ -187,7 +187,7 @@ def test_milestones_figure_draws_intervals(tmp_path):
 
 def test_f3_onsets_gets_the_bootstrap_columns():
     """refine.onsets fills onset_lo/hi_revision from f3_onset_bootstrap (null for a reference model)."""
-    from test_refine import traj
+    from helpers.trajectories import one_layer_trajectory as traj
 
     from headtrace.panel import refine
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_capture import _sharpen
+from helpers.capture import eager_patterns as _eager_patterns
+from helpers.capture import sharpen as _sharpen
 from tiny import FAMILY_NAMES, tiny_model
 
 from headtrace.cell import measures, patterns
@@ -17,18 +18,6 @@ from headtrace.models import families
 def tokens() -> np.ndarray:
     return probe.repeated_random(n_sequences=6, length=20, repeats=3, token_low=2, token_high=128, seed=3,
                                  prepend_bos=True, bos_token_id=0)
-
-
-def _eager_patterns(model, family, tokens) -> np.ndarray:
-    """(N, L, H, T, T) full eager attention maps."""
-    impl = model.config._attn_implementation
-    model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            out = family.backbone(model)(input_ids=torch.from_numpy(tokens), output_attentions=True, use_cache=False)
-    finally:
-        model.set_attn_implementation(impl)
-    return torch.stack(out.attentions, dim=1).double().numpy()
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)

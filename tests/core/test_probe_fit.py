@@ -24,6 +24,8 @@ import pytest
 import transformers
 import yaml
 from snakemake.utils import validate
+from helpers.checkpoints import add_revision as _add_revision
+from tiny import tiny_config, tiny_model
 
 import headtrace
 from headtrace import api, cli, experiments
@@ -33,11 +35,8 @@ from headtrace.core.errors import ConfigError
 from headtrace.models import context, hub
 from headtrace.panel import config as panel
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_hub import _add_revision  # noqa: E402
-from tiny import tiny_config, tiny_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 CONTEXT, VOCAB = 160, 256
 REVISIONS = ("step100", "step200")

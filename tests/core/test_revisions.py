@@ -195,7 +195,7 @@ def test_cli_summary_empty(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------ every public suite (issue 27)
 
-SUITES = Path(__file__).parent / "fixtures" / "suites"
+SUITES = Path(__file__).parents[1] / "fixtures" / "suites"
 
 
 @pytest.mark.parametrize("name, step, tokens", [
@@ -314,7 +314,7 @@ def test_olmo3_panel_follows_its_manifest_fixture(capsys, monkeypatch):
                      "--from-file", "-"]) == 0
     chosen = yaml.safe_load(capsys.readouterr().out)["models"]["m"]["revisions"]
 
-    suite = yaml.safe_load((Path(__file__).parents[1] / "config" / "suites" / "olmo3.yaml").read_text())
+    suite = yaml.safe_load((Path(__file__).parents[2] / "config" / "suites" / "olmo3.yaml").read_text())
     spec = suite["models"]["olmo3-7b"]
     assert spec["hf_id"] == "allenai/Olmo-3-1025-7B" and spec["family"] == "olmo3"
     assert spec["revisions"] == chosen + [later[2][-1], later[3][-1]]

@@ -24,7 +24,7 @@ from headtrace.models import tokenize
 from headtrace.panel import config as panel
 from headtrace.report import answers, statements
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = " ".join(["the first token of the text is a sink for every head of the model"] * 20)
 BYTES = tokenize.ByteTokenizer()
 

@@ -18,44 +18,11 @@ import math
 
 import polars as pl
 import pytest
+from helpers.trajectories import MEMBERS, PAIRS
+from helpers.trajectories import seed_group_trajectory as _traj
 
-from headtrace.core.tables import CLASS_COLUMNS, SCHEMAS
 from headtrace.findings import groups
 from headtrace.findings.compute import all_findings
-
-TOKENS = {"step1": 100, "step2": 200, "step3": 400, "step4": 800, "step5": 1600}
-SINK_SLOTS = [(2, 0), (2, 1), (2, 2), (2, 3), (3, 0), (3, 1), (3, 2), (3, 3), (3, 0)]
-SPEC = {  # member: (revisions, induction onset, circuit, sink counts per revision, extra L0 sink at)
-    "A": (["step1", "step2", "step3", "step4", "step5"], "step2", [(1, 0), (1, 1), (2, 0)], [0, 0, 0, 8, 8], None),
-    "B": (["step1", "step2", "step3", "step4", "step5"], "step1", [(1, 0), (2, 1), (2, 2)], [0, 3, 6, 8, 9], None),
-    "C": (["step1", "step2", "step3", "step5"], "step3", [(1, 0), (1, 1), (2, 3)], [0, 0, 4, 4], "step5"),
-}
-MEMBERS = {"A": 0, "B": 1, "C": 2}
-PAIRS = [("first_token_50pct", "induction_3_heads")]
-
-
-def _traj() -> pl.DataFrame:
-    rows = []
-    for m, (revs, onset, circuit, sinks, l0_at) in SPEC.items():
-        for i, r in enumerate(revs):
-            on = revs.index(r) >= revs.index(onset)
-            n_sink = sinks[i]
-            sink = set(SINK_SLOTS[:min(n_sink, 8)])
-            if n_sink == 9:  # B's ninth sink head sits in layer 1, a floor layer: B's F1 floor fails
-                sink = set(SINK_SLOTS[:8]) | {(1, 3)}
-            if l0_at == r:
-                sink |= {(0, 3)}
-            for layer in range(4):
-                for head in range(4):
-                    ind = 100.0 if on and (layer, head) in circuit else 0.0
-                    ft = 40.0 if (layer, head) in sink else 0.0
-                    sel = {f"sel_{c}": 0.0 for c in CLASS_COLUMNS}
-                    sel.update(sel_induction=ind, sel_first_token=ft)
-                    best = max(ind, ft)
-                    rows.append(dict(model=m, revision=r, tokens=TOKENS[r], layer=layer, head=head, pr=1.0, **sel,
-                                     best_class="induction" if ind >= ft and ind else ("first-token" if ft else "none"),
-                                     best_selectivity=best, classification="x", in_induction_circuit=ind >= 50))
-    return pl.DataFrame(rows, schema=SCHEMAS["trajectory"])
 
 
 @pytest.fixture(scope="module")

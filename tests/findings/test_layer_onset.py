@@ -270,7 +270,7 @@ def test_a_model_in_two_families_is_an_error():
     on = LO.f2_layer_onset(traj_from_onsets(MIDDLE_OUT))
     with pytest.raises(ValueError, match="one family at most"):
         LO.f2_layer_spread(on, families={"x": ["m"], "y": ["m"]})
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     cfg = experiments.expand_models(copy.deepcopy(yaml.safe_load((root / "config" / "config.yaml").read_text())))
     panel.check(cfg)  # the shipped family passes
     cfg["findings"]["spread_families"]["again"] = ["olmo-1b-0724-published"]

@@ -14,7 +14,7 @@ from headtrace import cli
 from headtrace.core import revisions as rv
 from headtrace.models import audit
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).parents[1] / "fixtures"
 R28 = FIX / "audit" / "pythia-2.8b-like.json"
 R12 = FIX / "audit" / "pythia-12b-like.json"
 PROPOSED = ["step0", "step4", "step32", "step128", "step1000", "step5000", "step26000"]

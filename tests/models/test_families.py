@@ -2,10 +2,9 @@
 family, ``family=`` for a relative's ``model_type``, the schema's enum, and BLOOM's sliced-dense configuration
 refused by name.
 Correctness per family (eager attention, out_proj slices, ablation vs a plain forward) is in
-tests/test_capture.py and tests/test_ablation.py, parametrized over ``tiny.FAMILY_NAMES``."""
+tests/cell/test_capture.py and tests/causal/test_ablation.py, parametrized over ``tiny.FAMILY_NAMES``."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +12,15 @@ import pytest
 import torch
 import transformers
 import yaml
+from tiny import FAMILY_NAMES, tiny_config, tiny_model
 
 import headtrace
 from headtrace import api
 from headtrace.core import tables
 from headtrace.models import families
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import FAMILY_NAMES, tiny_config, tiny_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBE = {"n_sequences": 12, "seq_len": 64, "token_range": [2, 128], "seed": 1, "ab_range": [20, 40]}
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
-from test_weights import save_pickle_copy
+from helpers.checkpoints import save_pickle_copy
 from tiny import tiny_model
 
 from headtrace.core import tables

@@ -6,33 +6,16 @@ different weights, so the test checks that a branch name pins the right snapshot
 """
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 import torch
+from helpers.checkpoints import add_revision as _add_revision
+from helpers.checkpoints import commit as _commit
+from helpers.checkpoints import same_weights as _same
 from tiny import tiny_model
 
 from headtrace.models import hub
 
 REPO = "org/tiny"
-
-
-def _commit(name: str) -> str:
-    return hashlib.sha1(name.encode()).hexdigest()
-
-
-def _add_revision(cache, repo: str, branch: str, model: torch.nn.Module, *, safetensors: bool = True) -> str:
-    storage = cache / ("models--" + repo.replace("/", "--"))
-    commit = _commit(repo + branch)
-    snap = storage / "snapshots" / commit
-    model.save_pretrained(snap)
-    if not safetensors:  # transformers 5 always writes safetensors: turn it into a pickle-only repo
-        for f in snap.glob("*.safetensors"):
-            f.unlink()
-        torch.save(model.state_dict(), snap / "pytorch_model.bin")
-    (storage / "refs").mkdir(parents=True, exist_ok=True)
-    (storage / "refs" / branch).write_text(commit)
-    return commit
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +26,6 @@ def cache(tmp_path_factory):
         _add_revision(root, REPO, branch, m)
     _add_revision(root, "org/binonly", "main", tiny_model("gpt_neox", seed=2), safetensors=False)
     return root, models
-
-
-def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
 @pytest.mark.parametrize("branch", ["step0", "step1000"])

@@ -12,8 +12,9 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from helpers.capture import MASS_FIELDS
+from helpers.capture import eager_masses as _eager_masses
 from naive_ablation import run_naive
-from test_capture import MASS_FIELDS, _eager_masses
 from tiny import SMOLLM2_GGUF
 
 from headtrace.causal import ablation
@@ -52,7 +53,7 @@ def test_masses_match_eager_attention(real):
     batch = probe.make_batch(n_sequences=4, seq_len=64, token_low=100, token_high=10000, ab_low=10, ab_high=32)
     result = capture.run(model, family, batch, batch_size=4, progress=False)
     ref = _eager_masses(model, family, batch)
-    for field in MASS_FIELDS:  # the family tolerance of tests/test_capture.py
+    for field in MASS_FIELDS:  # the family tolerance of tests/cell/test_capture.py
         np.testing.assert_allclose(result.mass(field), ref[field], rtol=1e-4, atol=1e-6, err_msg=field)
 
 

@@ -1,7 +1,7 @@
 """A hub revision that names its own repository (TinyLlama's milestone checkpoints): the config's
 ``models.{m}.repos`` map, its checks, and its resolution in the fetch rule, the cell and provenance.
 
-The Hugging Face cache is laid out as huggingface_hub writes it (tests/test_hub.py); the download
+The Hugging Face cache is laid out as huggingface_hub writes it (tests/models/test_hub.py); the download
 is stubbed, so nothing reaches the network.
 """
 from __future__ import annotations
@@ -12,14 +12,16 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from test_hub import _add_revision, _commit, _same
+from helpers.checkpoints import add_revision as _add_revision
+from helpers.checkpoints import commit as _commit
+from helpers.checkpoints import same_weights as _same
 from tiny import tiny_model
 
 from headtrace.models import hub, layout, provenance
 from headtrace.panel import config as panel
 from headtrace.panel import refine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BRANCHES = "org/llama-intermediate"
 MILESTONE = "org/llama-step-955k-token-2T"
 PINNED = "org/llama-step-1431k-3T"

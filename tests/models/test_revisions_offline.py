@@ -6,17 +6,14 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
+from tiny import tiny_model
 
 from headtrace import cli
 from headtrace.models import reach
 from headtrace.panel import config as panel
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model  # noqa: E402
 
 STEPS = (100, 400, 1500, 6000)
 

@@ -7,61 +7,19 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import pickle
-from pathlib import Path
 
 import pytest
 import torch
+from helpers.checkpoints import Payload, save_pickle_copy
+from helpers.checkpoints import same_weights as _same
 from safetensors.torch import load_file, save_file
 from tiny import FAMILY_NAMES, tiny_model
 
 from headtrace.models import hub, weights
 
 
-class Payload:
-    """Unpickling this calls os.system: creates the marker file if anything runs it."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (os.system, (f"touch {self.marker}",))
-
-
 Point = collections.namedtuple("Point", "x")  # a harmless class, still not a tensor or plain container
-
-
-def _same(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
-
-
-def save_pickle_copy(src: Path, dst: Path, shards: int = 1, **save_kw) -> list[Path]:
-    """``dst``: ``src``'s config and its safetensors weights as ``pytorch_model.bin`` (``shards=1``)
-    or ``shards`` shard files with a ``pytorch_model.bin.index.json``, as transformers lays them out."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for f in src.iterdir():
-        if f.suffix == ".json" and not f.name.endswith(".index.json"):
-            (dst / f.name).write_bytes(f.read_bytes())
-    sd = {}
-    for f in sorted(src.glob("*.safetensors")):
-        sd.update(load_file(f))
-    if shards == 1:
-        torch.save(sd, dst / weights.PICKLE_SINGLE, **save_kw)
-        return [dst / weights.PICKLE_SINGLE]
-    keys = sorted(sd)
-    weight_map, files = {}, []
-    for i in range(shards):
-        name = f"pytorch_model-{i + 1:05d}-of-{shards:05d}.bin"
-        part = {k: sd[k] for k in keys[i::shards]}
-        torch.save(part, dst / name, **save_kw)
-        weight_map.update(dict.fromkeys(part, name))
-        files.append(dst / name)
-    total = sum(t.numel() * t.element_size() for t in sd.values())
-    (dst / weights.PICKLE_INDEX).write_text(json.dumps({"metadata": {"total_size": total},
-                                                         "weight_map": weight_map}))
-    return files
 
 
 @pytest.fixture(scope="module")

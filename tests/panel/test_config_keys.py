@@ -13,7 +13,7 @@ import yaml
 from headtrace.core.errors import ConfigError
 from headtrace.panel import keys
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 LOCAL = yaml.safe_load((ROOT / "config" / "examples" / "local.yaml").read_text())
 

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tiny import tiny_model
 
 from headtrace.core.errors import ConfigError
 from headtrace.panel import local_weights
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 

@@ -7,7 +7,7 @@ import yaml
 from headtrace import experiments
 from headtrace.panel import config as panel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(name):

@@ -11,16 +11,15 @@ import pytest
 import torch
 import transformers
 import yaml
+from tiny import tiny_config
 
 from headtrace.core import probe as probe_core
 from headtrace.core import probe_text, tables
 from headtrace.panel import probe_shown
 from headtrace.report import console
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_config  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers.trajectories import one_layer_trajectory as traj
 
 from headtrace.core import revisions as revs
 from headtrace.core.tables import SCHEMAS
@@ -13,31 +14,13 @@ from headtrace.models.layout import local_checkpoint_path
 from headtrace.panel import config as panel
 from headtrace.panel import refine
 
-FIXTURE = Path(__file__).parent / "fixtures" / "pythia_branches.txt"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "pythia_branches.txt"
 PYTHIA_TPS = 2_097_152
 
 
 def pythia_schedule() -> list[str]:
     """Pythia's published checkpoint branches: step0, 1, 2, 4 ... 512, then every 1000 to 143000."""
     return ["step0"] + [f"step{2 ** i}" for i in range(10)] + [f"step{k * 1000}" for k in range(1, 144)]
-
-
-def traj(model: str, revisions: list[tuple[str, int]], n_induction: dict[str, int],
-         bos: dict[str, int] | None = None, n_heads: int = 8) -> pl.DataFrame:
-    """A trajectory of one layer of ``n_heads`` heads: at each revision the first n_induction[rev]
-    heads have induction selectivity 100 (others 1), the last bos[rev] heads first-token 100."""
-    rows = []
-    for rev, tokens in revisions:
-        k, b = n_induction.get(rev, 0), (bos or {}).get(rev, 0)
-        for h in range(n_heads):
-            ind, first = (100.0 if h < k else 1.0), (100.0 if h >= n_heads - b else 1.0)
-            best = "induction" if ind >= first else "first_token"
-            rows.append(dict(model=model, revision=rev, tokens=tokens, layer=0, head=h, pr=None,
-                             sel_induction=ind, sel_duplicate_token=1.0, sel_previous_token=1.0,
-                             sel_first_token=first, sel_self=1.0, sel_local=1.0, best_class=best,
-                             best_selectivity=max(ind, first), classification=best if max(ind, first) >= 30 else "unclassified",
-                             in_induction_circuit=ind >= 50))
-    return pl.DataFrame(rows, schema=SCHEMAS["trajectory"])
 
 
 def test_recorded_pythia_branch_list_is_the_published_schedule():

@@ -16,7 +16,8 @@ from html.parser import HTMLParser
 
 import polars as pl
 import pytest
-from test_groups import MEMBERS, PAIRS, _traj
+from helpers.trajectories import MEMBERS, PAIRS
+from helpers.trajectories import seed_group_trajectory as _traj
 
 from headtrace.core import tables
 from headtrace.findings import groups as group_stats
@@ -30,7 +31,7 @@ from headtrace.report import lineage as RL
 from headtrace.report import summary
 
 NOTES = {"A": "a toy trained here; its `step5` is the last checkpoint."}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBES = {"A": "8 sequences of 40 tokens, seed 1, no BOS", "B": "8 sequences of 40 tokens, seed 1, no BOS",
           "C": "16 sequences of 40 tokens, seed 2, no BOS"}
 

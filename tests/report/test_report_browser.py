@@ -4,7 +4,7 @@ every image loads, nothing is wider than the window. Skipped where no Chromium i
 from __future__ import annotations
 
 import pytest
-from test_report_headline import findings, verdicts
+from helpers.headline_tables import findings, verdicts
 
 from headtrace.report import browser, html
 from headtrace.report.plotting import plt, save

@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 import pytest
 import yaml
+from tiny import tiny_model
 
 from headtrace import experiments
 from headtrace.core import durable, tables
@@ -34,10 +35,8 @@ from headtrace.panel import local_weights
 from headtrace.report import summary
 from headtrace.runtime import locks
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def config(name="config.yaml"):

@@ -5,7 +5,7 @@ GPT-2 (Conv1D, learned positions) and SmolLM3 (no-rotary layers), one model each
 Every cell must get its screen and verdict tables (the per-cell jobs: capture, pr, screen,
 ablate) and every model a trajectory over both revisions, in training order, with the weights
 each cell ran (provenance). The per-cell numbers themselves are checked elsewhere: against eager
-attention per family (tests/test_families.py), against ``headtrace.analyze`` per family on one
+attention per family (tests/models/test_families.py), against ``headtrace.analyze`` per family on one
 revision (tests/test_api.py).
 """
 from __future__ import annotations
@@ -17,14 +17,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+import tiny
 import yaml
 
 from headtrace.core import tables
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tiny  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 FAMILIES = ("llama", "qwen3", "olmo3", "gpt2", "smollm3")
 REVISIONS = {"step100": 100 * 4096, "step900": 900 * 4096}

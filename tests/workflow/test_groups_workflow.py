@@ -14,16 +14,12 @@ non-empty circuits of the tiny model's heads.
 from __future__ import annotations
 
 import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
+from helpers.workflow import PROBE, ROOT, SNAKEMAKE, job_counts, snakemake
 from polars.testing import assert_frame_equal
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_workflow import PROBE, ROOT, SNAKEMAKE, job_counts, snakemake  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -13,15 +13,14 @@ import polars as pl
 import pytest
 import torch
 import yaml
+from helpers.checkpoints import Payload, save_pickle_copy
+from tiny import tiny_model
 
 from headtrace.core import tables
 from headtrace.models import weights
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_weights import Payload, save_pickle_copy  # noqa: E402
-from tiny import tiny_model  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 GOOD = ("st", "pk1", "pk3")
 REVISIONS = (*GOOD, "evil", "broken")

@@ -19,23 +19,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+import tiny
 import torch
 import yaml
+from helpers.workflow import job_counts, snakemake
 
 from headtrace.cell import capture, screen
 from headtrace.core import probe, schema
 from headtrace.models import hub
 from headtrace.panel import config as panel
 from headtrace.panel import refine
-
-sys.path.insert(0, str(Path(__file__).parent))
-import tiny  # noqa: E402
-from test_workflow import job_counts, snakemake  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -188,7 +185,7 @@ def test_live_panel_schedules_only_a_new_checkpoint(full, work):
 def test_hub_pool_is_cached_by_a_local_rule_offline(tmp_path):
     """A hub model's pool: the recorded branch list (branch_list) through the hub_branches rule, no
     network; the refinement rounds read the cached file (resources/branches/{model}.txt)."""
-    fixture = Path(__file__).parent / "fixtures" / "pythia_branches.txt"
+    fixture = Path(__file__).parents[1] / "fixtures" / "pythia_branches.txt"
     cfg = {"models": {"pythia": {"source": "hub", "hf_id": "EleutherAI/pythia-14m", "family": "gpt_neox",
                                  "tokens_per_step": 2097152, "revisions": ["step512", "step3000"],
                                  "branch_list": str(fixture)}},

@@ -8,25 +8,18 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+import tiny
 import yaml
+from helpers.workflow import PROBE, ROOT, SNAKEMAKE, job_counts, snakemake
 
 from headtrace.core import tables
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tiny  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
-HEADTRACE = str(Path(sys.executable).parent / "headtrace")
-
 pytestmark = pytest.mark.slow
 
-PROBE = {"n_sequences": 24, "seq_len": 64, "token_range": [2, 128], "seed": 42, "ab_range": [20, 40]}
 TOY_TRAIN = {
     "arch": {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": 128, "max_position_embeddings": 128},
     "optim": {"batch_size": 4, "seq_len": 64},
@@ -67,23 +60,6 @@ def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
         "repeated_probe": {"n_sequences": 6, "length": 16},
         "text_probe": {"file": "text/*.txt", "split": "paragraph", "seq_len": 32, "n_sequences": 6},
     }
-
-
-def snakemake(workdir: Path, *args: str, warm: bool = False) -> str:
-    cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile",
-           str(workdir / "config.yaml"), "--cores", "2", *args]
-    if warm:  # as make demo runs it: the jobs in forks of one warm process (headtrace.runtime.warm)
-        cmd = [HEADTRACE, "warm", "--log", str(workdir / "logs" / "warm.log"), "--", *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
-    return proc.stdout + proc.stderr
-
-
-def job_counts(dry_run_output: str) -> dict[str, int]:
-    """Rule -> job count from the 'Job stats' table of a dry run."""
-    block = dry_run_output.split("Job stats:")[1].split("\n\n")[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", block, re.M) if m.group(1) != "total"}
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ demo: $(STAMP)
 	$(BIN)/headtrace summary results && \
 	echo "make demo: $$(( $$(date +%s) - start )) s; report: results/report.html"
 
-# The browser test (tests/test_report_browser.py) renders results/findings/summary.html in headless
+# The browser test (tests/report/test_report_browser.py) renders results/findings/summary.html in headless
 # Chromium: `browser` installs Debian's chromium where apt-get exists (as root, as CI runs), else the
 # test skips and says why (or set HEADTRACE_CHROMIUM to a Chromium binary).
 test: $(STAMP) browser

@@ -9,7 +9,7 @@ CONFIG ?= config/config.yaml
 # KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
 KEEP_GOING ?=
 
-.PHONY: demo unlock test test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot mutation
+.PHONY: demo unlock test test-fast test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot mutation
 
 venv: $(STAMP)
 
@@ -43,6 +43,12 @@ demo: $(STAMP)
 # test skips and says why (or set HEADTRACE_CHROMIUM to a Chromium binary).
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The unit tests alone (CONTRIBUTING.md, Tests): everything but the tests marked slow (the end-to-end Snakemake
+# runs, trained or real models); under 2 minutes on an idle 2-core machine (docs/performance.md). make test runs all.
+test-fast: $(STAMP)
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not slow" && \
+	echo "make test-fast: $$(( $$(date +%s) - start )) s"
 
 browser:
 	@command -v chromium >/dev/null 2>&1 || [ -n "$${HEADTRACE_CHROMIUM:-}" ] || { command -v apt-get >/dev/null 2>&1 \

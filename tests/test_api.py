@@ -209,6 +209,7 @@ def test_analyze_ablates_by_default_on_sequences_the_screen_did_not_read():
     assert cell.verdict["baseline_top1"][0] == pytest.approx(base)
 
 
+@pytest.mark.slow
 def test_same_keeps_the_screens_batch_and_its_numbers():
     """ablation.probe: same is the earlier protocol: the first n sequences of the screen's batch, the
     same ablation and verdict numbers as conditions -> engine.run -> ablation_table -> verdict on them."""

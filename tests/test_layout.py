@@ -123,6 +123,7 @@ def _dry_run(config: Path, tmp_path: Path, importtime: bool = False, overlay: bo
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", SHIPPED, ids=lambda p: str(p.relative_to(ROOT / "config")))
 def test_every_shipped_config_validates_and_dry_runs_offline(config, tmp_path):
     """Every config under config/ (the demo, the published panel, the examples, the suites, ...)
@@ -141,6 +142,7 @@ def test_every_shipped_config_validates_and_dry_runs_offline(config, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_the_experiments_overlay_dry_runs_over_the_demo(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
            "--configfile", str(ROOT / "config/config.yaml"), str(ROOT / "config/experiments.yaml"), "--cores", "1"]
@@ -149,6 +151,7 @@ def test_the_experiments_overlay_dry_runs_over_the_demo(tmp_path):
     assert "noise_floor" in proc.stdout and "composition" in proc.stdout  # the overlay turns them on
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["config/config.yaml", "config/paper-panel.yaml"])
 def test_parsing_the_workflow_imports_neither_torch_nor_transformers(config, tmp_path):
     proc = _dry_run(ROOT / config, tmp_path, importtime=True)

@@ -36,6 +36,7 @@ def assert_same(fast, naive, atol=1e-5):
 # ------------------------------------------------------------------------------ engine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_batched_equals_naive(family):
     model, fam, batch = boosted(family), families.get(family), small_batch()

@@ -100,6 +100,7 @@ def old_rule_rate(n_heads: int, per_layer: dict[int, int], trials: int = TRIALS,
     return hits / trials
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_the_reference_set_rule_holds_its_size(name):
     n_heads, per_layer, n_draws = LAYOUTS[name]

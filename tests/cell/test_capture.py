@@ -95,6 +95,7 @@ def test_masses_match_eager_with_yarn_on_olmo3_full_layers(batch):
         np.testing.assert_allclose(result.mass(field), ref[field], rtol=1e-4, atol=1e-6, err_msg=field)
 
 
+@pytest.mark.slow
 def test_restores_implementation_and_logits(batch):
     for name in FAMILY_NAMES:
         model = _sharpen(tiny_model(name))

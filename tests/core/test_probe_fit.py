@@ -226,6 +226,7 @@ def test_hub_checkpoint_refused_before_its_weights_are_read(tmp_path, monkeypatc
                           cache_dir=str(root), seq_len=64, token_range=(2, 300))
 
 
+@pytest.mark.slow
 def test_toy_vocabulary_from_the_recipe_or_the_arch():
     cfg = experiments.expand_models(copy.deepcopy(yaml.safe_load((ROOT / "config" / "config.yaml").read_text())))
     panel.check(cfg)

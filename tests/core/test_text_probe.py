@@ -218,6 +218,7 @@ def test_config_fails_before_any_job_on_an_empty_file_too_few_documents_or_no_to
         panel.check(config)
 
 
+@pytest.mark.slow
 def test_the_demo_probe_is_100_document_starts_for_the_toys_and_the_trained_model():
     """The demo's text_probe block on its shipped corpus: 100 sequences, each a different paragraph's
     first 64 tokens, with bytes (the toys) and with SmolLM2's own tokenizer; every paragraph long enough

@@ -136,6 +136,7 @@ def test_console_and_html_say_it_per_model(tmp_path):
     assert "<b>Strongest head per class</b>, first → last revision: induction 1.02× → 1.3×" in page
 
 
+@pytest.mark.slow
 def test_the_figure(tmp_path):
     Fg.plot_strongest_heads(F["strongest_head"], tmp_path / "strongest.png")
     assert (tmp_path / "strongest.png").stat().st_size > 10_000

@@ -45,6 +45,7 @@ def _family_enum(node):
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_analyze_runs_on_every_family(family):
     model = tiny_model(family, n_layers=2)
@@ -59,6 +60,7 @@ def test_analyze_runs_on_every_family(family):
     assert np.isfinite(cell.attention["attn_first_token"].to_numpy()).all()
 
 
+@pytest.mark.slow
 def test_family_argument_for_a_relative_model_type():
     """Mistral is Llama's module layout under another model_type: refused by auto, run with family='llama'."""
     torch.manual_seed(0)

@@ -377,6 +377,7 @@ def test_the_architectures_written_out_are_those_transformers_maps():
     assert gguf.SUPPORTED_ARCHITECTURES == set(ggml.GGUF_CONFIG_MAPPING) - {"general", "tokenizer"}
 
 
+@pytest.mark.slow
 def test_a_gguf_file_loads_for_the_notebook_api(written):
     """headtrace.load reads a GGUF as the workflow does; analyze runs the cell's recipe on it."""
     import headtrace

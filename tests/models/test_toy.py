@@ -95,6 +95,7 @@ def test_build_model_family(family):
         assert torch.equal(v, w), k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_train_saves_loadable_deterministic_checkpoints(family, tmp_path):
     steps = toy_recipe.checkpoint_steps(6, 4)
@@ -149,6 +150,7 @@ def test_pool_steps_rejects_bad_input(revs, pool):
         toy_recipe.pool_steps(1000 if revs != ["step10"] else 10, revs, pool)
 
 
+@pytest.mark.slow
 def test_train_revisions_saves_the_pool(tmp_path):
     over = {"arch": TINY_ARCH, "data": TINY_DATA, "optim": TINY_OPTIM}
     dirs = toy.train_revisions("gpt_neox", tmp_path, revisions=["step0", "step5", "step8"], overrides=over,

@@ -61,6 +61,7 @@ def test_every_shipped_config_with_models_passes(path):
         assert keys.problems(cfg) == []
 
 
+@pytest.mark.slow
 def test_snakemake_says_a_typo_in_a_few_lines_before_any_job(tmp_path):
     cfg = _local()
     cfg["models"]["my-run"]["tokens_per_stpe"] = cfg["models"]["my-run"].pop("tokens_per_step")

@@ -98,6 +98,7 @@ def test_missing_folders_are_named_in_step_order_with_the_nearest_name(run, tmp_
         local_weights.check(cfg)
 
 
+@pytest.mark.slow
 def test_snakemake_refuses_a_missing_folder_and_a_cut_short_config_before_any_job(run, tmp_path):
     _copy(run, tmp_path, "step100")
     _copy(run, tmp_path, "step400", cut=150)

@@ -76,6 +76,7 @@ def test_headtrace_summary_states_the_probe_as_drawn(tmp_path):
     assert "first-token heads" in out and "BOS heads" not in out
 
 
+@pytest.mark.slow
 def test_the_dag_build_prints_the_probe(small_run, tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(_cfg(small_run, n_sequences=64)))
     proc = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",

@@ -72,6 +72,7 @@ def test_zero_floor():
     assert plotting.zero_floor([0, None]) == 1.0
 
 
+@pytest.mark.slow
 def test_panel_figures(panel, tmp_path):
     paths = Fg.plot_all(panel, tmp_path, all_findings(panel), ablation=toy_ablation())
     assert set(paths) == {"bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall",
@@ -80,6 +81,7 @@ def test_panel_figures(panel, tmp_path):
         _png_ok(p)
 
 
+@pytest.mark.slow
 def test_toy_figures_zero_tokens_and_missing_pr(tmp_path):
     t = toy_traj()
     paths = Fg.plot_all(t, tmp_path, all_findings(t), ablation=toy_ablation())
@@ -87,6 +89,7 @@ def test_toy_figures_zero_tokens_and_missing_pr(tmp_path):
         _png_ok(p)
 
 
+@pytest.mark.slow
 def test_figures_from_the_findings_jobs_tables_compute_nothing(tmp_path, monkeypatch):
     from headtrace.findings import compute
     t = toy_traj()

@@ -276,6 +276,7 @@ def test_live_real_process_is_found_in_proc(tmp_path):
     assert locks.check(work).status == locks.STALE
 
 
+@pytest.mark.slow
 def test_a_second_workflow_under_a_live_run_is_refused_before_the_dag_is_built(tmp_path):
     """A plain ``snakemake`` (not ``make demo``) started where a run still works stops when the workflow
     is parsed, naming the live run, not with Snakemake's advice to --rerun-incomplete its outputs."""

@@ -17,14 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tiny import tiny_model
 
 from headtrace.models import provenance, weights
 from headtrace.panel import identity
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 

@@ -19,7 +19,7 @@ RERUN = make demo$(if $(filter config/config.yaml,$(CONFIG)),, CONFIG=$(CONFIG))
 # KEEP_GOING=1: a failed cell stops only the jobs that need it (snakemake --keep-going)
 KEEP_GOING ?=
 
-.PHONY: demo unlock test test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot mutation
+.PHONY: demo unlock test test-fast test-slurm pages verify-pages lint dag report install-profile clean-results venv browser report-shot mutation
 
 venv: $(STAMP)
 
@@ -49,11 +49,17 @@ demo: $(STAMP)
 	$(BIN)/headtrace summary $(R) && \
 	echo "make demo: $$(( $$(date +%s) - start )) s; report: $(R)/report.html; Snakemake's full output: $(LOGDIR)/snakemake.log"
 
-# The browser test (tests/test_report_browser.py) renders results/findings/summary.html in headless
+# The browser test (tests/report/test_report_browser.py) renders results/findings/summary.html in headless
 # Chromium: `browser` installs Debian's chromium where apt-get exists (as root, as CI runs), else the
 # test skips and says why (or set HEADTRACE_CHROMIUM to a Chromium binary).
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# The unit tests alone (CONTRIBUTING.md, Tests): everything but the tests marked slow (the end-to-end Snakemake
+# runs, trained or real models); under 2 minutes on an idle 2-core machine (docs/performance.md). make test runs all.
+test-fast: $(STAMP)
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -m "not slow" && \
+	echo "make test-fast: $$(( $$(date +%s) - start )) s"
 
 browser:
 	@command -v chromium >/dev/null 2>&1 || [ -n "$${HEADTRACE_CHROMIUM:-}" ] || { command -v apt-get >/dev/null 2>&1 \

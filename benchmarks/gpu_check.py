@@ -4,13 +4,13 @@ For every family of tests/tiny.py (the tiny random models the CPU tests use, sha
 there), the path under test runs on ``--device`` and its reference runs in fp32 on the CPU:
 
   capture    headtrace.cell.capture.run masses (every class, both baselines) against full eager
-             attention maps reduced by hand (tests/test_capture.py's reference); rtol 1e-4, atol 1e-5
+             attention maps reduced by hand (tests/helpers/capture.py); rtol 1e-4, atol 1e-5
   ablation   headtrace.causal.ablation.run against the naive engine (tests/naive_ablation.py), the
              naive one both on the CPU and on ``--device``: every metric, abs 1e-5 (as the tests) on
              the same device; across devices the continuous ones (ce, logit_b) within
              1e-4 x max(1, |value|) (the top-k counts may flip on a near tie; their difference is printed)
   measures   headtrace.cell.patterns.run (sink alpha, prefix matching) against the formulas on eager
-             maps (tests/test_patterns.py's reference); atol 1e-5
+             maps (tests/helpers/capture.py); atol 1e-5
 
 then, for the three families of the paper (gpt_neox, olmo, olmoe) at a moderate width (``--width``
 hidden, 8 heads, 4 layers, vocab 1024, a 64 x 256 probe), fp16 and bf16 against fp32 on ``--device``:
@@ -37,10 +37,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
+from helpers.ablation import boosted, engine_conditions, small_batch  # noqa: E402  (the tests' setting)
+from helpers.capture import MASS_FIELDS  # noqa: E402  (the tests' references)
+from helpers.capture import eager_masses as _eager_masses  # noqa: E402
+from helpers.capture import eager_patterns as _eager_patterns  # noqa: E402
+from helpers.capture import sharpen as _sharpen  # noqa: E402
 from naive_ablation import run_naive  # noqa: E402  (the test oracle)
-from test_capture import MASS_FIELDS, _eager_masses, _sharpen  # noqa: E402
-from test_patterns import _eager_patterns  # noqa: E402
-from test_ablation import boosted, engine_conditions, small_batch  # noqa: E402
 from tiny import CLASSES, FAMILY_NAMES, tiny_config, tiny_model  # noqa: E402
 
 from headtrace.causal import ablation  # noqa: E402

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+import tiny
 import torch
 import yaml
 from polars.testing import assert_frame_equal
@@ -21,8 +22,6 @@ from headtrace import api
 from headtrace.core import probe, tables
 from headtrace.models import hub
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tiny  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = {"n_sequences": 24, "seq_len": 64, "token_range": [2, 128], "seed": 42, "ab_range": [20, 40]}
@@ -210,6 +209,7 @@ def test_analyze_ablates_by_default_on_sequences_the_screen_did_not_read():
     assert cell.verdict["baseline_top1"][0] == pytest.approx(base)
 
 
+@pytest.mark.slow
 def test_same_keeps_the_screens_batch_and_its_numbers():
     """ablation.probe: same is the earlier protocol: the first n sequences of the screen's batch, the
     same ablation and verdict numbers as conditions -> engine.run -> ablation_table -> verdict on them."""

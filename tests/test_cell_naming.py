@@ -2,15 +2,10 @@
 checkpoint folder, as a local config names them (not model 'step1500' with an empty revision)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import polars as pl
+from tiny import tiny_model
 
 from headtrace import cli
-
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny import tiny_model  # noqa: E402
 
 
 def test_a_checkpoint_folder_is_revision_of_its_run(tmp_path, capsys):

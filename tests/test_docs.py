@@ -284,6 +284,7 @@ def test_demo_facts_are_read_from_the_tables(tmp_path):
 # ---- the notebook API page ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_api_page_example_runs_as_written(tmp_path):
     """docs/api.md's first example, run as a fresh clone would (no network: a random checkpoint it saves
     itself): it loads, analyses and prints the cell's one screen, and writes the workflow's tables."""

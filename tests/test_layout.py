@@ -1,6 +1,6 @@
 """The package's layout and the workflow's hygiene: layers, no import cycle, function-local imports
 only for heavy optional dependencies, a Snakefile that parses without torch, every shipped config
-valid and dry-runnable offline, and resources declared once."""
+valid and dry-runnable offline, resources declared once, and tests that mirror the package."""
 from __future__ import annotations
 
 import ast
@@ -123,6 +123,7 @@ def _dry_run(config: Path, tmp_path: Path, importtime: bool = False, overlay: bo
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", SHIPPED, ids=lambda p: str(p.relative_to(ROOT / "config")))
 def test_every_shipped_config_validates_and_dry_runs_offline(config, tmp_path):
     """Every config under config/ (the demo, the published panel, the examples, the suites, ...)
@@ -141,6 +142,7 @@ def test_every_shipped_config_validates_and_dry_runs_offline(config, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_the_experiments_overlay_dry_runs_over_the_demo(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", "-n", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
            "--configfile", str(ROOT / "config/config.yaml"), str(ROOT / "config/experiments.yaml"), "--cores", "1"]
@@ -149,6 +151,7 @@ def test_the_experiments_overlay_dry_runs_over_the_demo(tmp_path):
     assert "noise_floor" in proc.stdout and "composition" in proc.stdout  # the overlay turns them on
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", ["config/config.yaml", "config/paper-panel.yaml"])
 def test_parsing_the_workflow_imports_neither_torch_nor_transformers(config, tmp_path):
     proc = _dry_run(ROOT / config, tmp_path, importtime=True)
@@ -198,3 +201,26 @@ def test_every_workflow_script_first_offers_its_job_to_the_warm_server():
         body = ast.parse(script.read_text()).body
         first = [ast.unparse(node) for node in body[:2]]
         assert first == ["from headtrace.runtime import warm", "warm.delegate()"], script.name
+
+
+# The tests of api.py and cli.py and of the repository as a whole stay at the top of tests/ (CONTRIBUTING.md, Tests).
+TOP_TESTS = {"test_api.py", "test_cell_naming.py", "test_contributing_layout.py", "test_docs.py", "test_layout.py",
+             "test_readme.py"}
+
+
+def test_the_tests_mirror_the_package_and_import_no_test_module():
+    """A test file sits in its package room's folder (tests/cell for headtrace.cell, ...) or in tests/workflow,
+    and takes what it shares with other files from tests/helpers, never from another test module."""
+    tests = ROOT / "tests"
+    rooms = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.parent.name for p in tests.glob("*/**/test_*.py")}
+    assert folders <= rooms | {"workflow"}, f"test folders that mirror no package room: {sorted(folders - rooms)}"
+    top = {p.name for p in tests.glob("test_*.py")}
+    assert top <= TOP_TESTS, (f"{sorted(top - TOP_TESTS)}: move to the folder of the room it tests "
+                              "(tests/cell, tests/panel, ...; end-to-end runs: tests/workflow)")
+    for path in sorted(tests.glob("**/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            bad = [n for n in names if n.split(".")[0].startswith("test_")]
+            assert not bad, f"{path.relative_to(ROOT)} imports the test module {bad[0]}: move what it needs to tests/helpers"

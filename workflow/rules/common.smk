@@ -396,7 +396,7 @@ def group_table_paths():
 def group_cross_seed_paths():
     """Group -> the cross-seed ablation table its answers read: its own (groups.smk), or, where its
     own is off and its members and seeds are the seed experiment's, that experiment's table (the same
-    computation over the same inputs: tests/test_groups_workflow.py). Groups with neither: absent."""
+    computation over the same inputs: tests/workflow/test_groups_workflow.py). Groups with neither: absent."""
     out = {g: PATHS["group_cross_seed"].format(group=g) for g in CROSS_SEED_GROUPS}
     seed_models = experiments.seed_models(config)
     seeds = {m: experiments.model_seed(config, m) for m in seed_models}

@@ -36,7 +36,7 @@ its first ablated one, up to the query; the benchmark reports the engine against
 
 **Layer keyword arguments.** Stacking conditions tiles the batch-shaped keyword arguments the
 decoder layers receive. Which ones are batch-shaped is explicit (``LAYER_KWARGS``, by argument
-name); an argument not listed there is an error naming it, and ``tests/test_ablation.py`` checks
+name); an argument not listed there is an error naming it, and ``tests/causal/test_ablation.py`` checks
 the exact set each family's layers receive, so a transformers change fails loudly.
 """
 from __future__ import annotations

@@ -28,7 +28,7 @@ exchangeable), the circuit is a uniform member of its reference set, so its rank
 valid p (``headtrace.causal.verdict.reference_p``). The sets the paper draws, from the heads the
 circuit leaves free, are not: the circuit's effect is not exchangeable with theirs, and under i.i.d.
 additive head effects a circuit reaches p <= 0.05 3-9x too often (docs/statistics.md, measured by
-``tests/test_reference_size.py``).
+``tests/causal/test_reference_size.py``).
 
 ``reference_sets`` returns what to evaluate: every set when the reference set holds at most
 ``max(n_draws, exact_max)`` (*exact*, lexicographic order; p is the circuit's rank over all N),

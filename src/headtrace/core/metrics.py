@@ -6,7 +6,7 @@ the verdict decides on it and says it in words (``headtrace.causal.verdict``), i
 follow its interval rule (``headtrace.causal.intervals``) and the pages print it in its unit
 (``headtrace.report.verdicts``). Adding a metric is one :class:`Metric` entry here and, where it can
 decide, its name in the ``ablation.metric`` (and ``ablation.fallback_metric``) enum of
-``config/schema.yaml``; ``tests/test_metrics.py`` checks the two agree.
+``config/schema.yaml``; ``tests/core/test_metrics.py`` checks the two agree.
 
 It lives in ``core`` because the table schemas do, and every layer above may read it. It imports no
 torch: a ``measure`` only calls methods of the tensors it is given.

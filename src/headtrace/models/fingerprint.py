@@ -31,7 +31,7 @@ and, for fully random ``h`` and ``s``, ``Var ||S(v)||^2 = (2/k) (||v||_2^4 - ||v
 deviation) of the true one for a single tensor; summing squared sketch distances over the ``n``
 tensors of a model averages these errors (roughly ``0.18 / sqrt(n_eff)`` for the squared total,
 where ``n_eff`` counts tensors of comparable contribution). The relative error is tested in
-``tests/test_fingerprint.py`` (unbiasedness over many seeds, spread against ``sqrt(2/k)``).
+``tests/models/test_fingerprint.py`` (unbiasedness over many seeds, spread against ``sqrt(2/k)``).
 ``||a||`` is recorded exactly (``norm``), so relative distances ``||a - b|| / ||a||`` can be formed.
 
 A GGUF file's tensors are fingerprinted as dequantized (float32, :func:`headtrace.models.gguf.tensors`):

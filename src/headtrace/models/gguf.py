@@ -91,7 +91,7 @@ def locate(path: str | Path) -> Path | None:
 # The model types transformers' GGUF loader builds a config for: the keys of
 # transformers.integrations.ggml.GGUF_CONFIG_MAPPING in the pinned transformers (5.24), less 'general'
 # and 'tokenizer'. Written out so that parsing the workflow imports no transformers;
-# tests/test_gguf.py checks it against the installed transformers.
+# tests/models/test_gguf.py checks it against the installed transformers.
 SUPPORTED_ARCHITECTURES = frozenset({
     "bloom", "deci", "falcon", "gemma2", "gemma3", "gemma4", "gpt2", "gpt_oss", "lfm2", "llama", "mamba",
     "minimax_m2", "mistral", "nemotron", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "stablelm",

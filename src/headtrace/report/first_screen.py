@@ -5,7 +5,7 @@ selectivity baseline of each model's screens, identical-weights warnings, the ch
 banner, the config's notes, the probe, the run's sentences, the headline table's cells (the
 verdict's effect and interval as text), the flag notes and the legend (the sink-rate definition,
 the tables' paths) — into a :class:`FirstScreen`. :func:`markdown` and :func:`html` lay it out;
-neither adds a fact of its own, so the two pages say the same things (``tests/test_parity.py``
+neither adds a fact of its own, so the two pages say the same things (``tests/report/test_parity.py``
 compares their fact lists). Texts carry a small inline markup: ```code``` and ``**bold**``, which
 the markdown renderer keeps and the HTML renderer turns into ``<code>`` and ``<b>``.
 """

@@ -1,0 +1,39 @@
+"""The batched ablation engine's test setting: tiny random models with boosted weights, a small probe batch,
+and the head sets every family is ablated on (tests/causal/test_ablation.py; benchmarks/gpu_check.py runs the
+same on a GPU)."""
+from __future__ import annotations
+
+import torch
+from tiny import tiny_model
+
+from headtrace.causal.ablation import Condition
+from headtrace.core import probe
+
+
+def small_batch(n=6, seq_len=40, vocab=128):
+    return probe.make_batch(n_sequences=n, seq_len=seq_len, token_low=2, token_high=vocab, ab_low=5, ab_high=30)
+
+
+def boosted(family, n_layers=3, seed=0):
+    """A tiny random model with larger weights, so ablations move the metrics visibly."""
+    model = tiny_model(family, seed=seed, n_layers=n_layers)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(8.0)
+    return model
+
+
+def engine_conditions() -> list[Condition]:
+    """Head sets in one layer, several, the first, all of them and none, on the 3 x 4 tiny models
+    (benchmarks/gpu_check.py runs the same on CUDA)."""
+    return [
+        Condition("baseline"),
+        Condition("last", 0, ((2, 1),)),
+        Condition("mid", 0, ((1, 0), (1, 3))),
+        Condition("two_layers", 0, ((0, 2), (2, 0), (2, 3))),
+        Condition("first", 1, ((0, 0),)),
+        Condition("first", 2, ((0, 1), (1, 1))),
+        Condition("all", 0, tuple((l, h) for l in range(3) for h in range(4))),
+        Condition("empty", 0, ()),
+    ]

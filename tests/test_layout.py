@@ -204,7 +204,7 @@ def test_every_workflow_script_first_offers_its_job_to_the_warm_server():
 
 
 # The tests of api.py and cli.py and of the repository as a whole stay at the top of tests/ (CONTRIBUTING.md, Tests).
-TOP_TESTS = {"test_api.py", "test_cell_naming.py", "test_contributing_layout.py", "test_docs.py", "test_layout.py",
+TOP_TESTS = {"test_api.py", "test_cell_naming.py", "test_contributing_layout.py", "test_docs.py", "test_layout.py", "test_own_run_doc.py",
              "test_readme.py"}
 
 

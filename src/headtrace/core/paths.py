@@ -4,7 +4,7 @@ A panel writes into one results folder (the config's ``results`` key, default ``
 panels in two folders never replace each other's findings. The workflow's ``PATHS``
 (``workflow/rules/common.smk``), the table locations of docs/outputs.md (``headtrace.core.tables.LOCATIONS``)
 and the readers of a finished run (``headtrace summary``, ``headtrace compare``) all build their paths
-from :data:`RELATIVE` here (``tests/test_results_folder.py`` ties them together).
+from :data:`RELATIVE` here (``tests/workflow/test_results_folder.py`` ties them together).
 
 Besides its results folder a panel writes its logs (``logs/`` beside the default ``results/``, else
 ``RESULTS/logs/``: :func:`logs_root`) and two caches shared by every panel of a working folder:

@@ -16,7 +16,7 @@ import yaml
 from headtrace.core import manifest, paths, tables
 from headtrace.report import compare, console
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 PYTHIA = {"source": "reference", "published": "pythia1b", "tokens_per_step": 2097152,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import polars as pl
 import pytest
 from lineage_fingerprints import drift as _drift
@@ -258,3 +260,155 @@ def test_tables_without_digests_and_the_init_by_tokens():
     assert lineage.declared_pairs(old) == [] and lineage.across_models(None) is None
     assert not lineage.is_init("step0", 768000) and lineage.is_init("step0") and lineage.is_init("step0", 0)
 
+
+
+# ---- sharing, frozen modules and the evidence in words: hand-built tables of named tensors --------
+
+def _table(revisions: list[dict], model: str = "hb") -> pl.DataFrame:
+    """Fingerprint rows of revisions step0..stepN, each ``{"files": {file: sha256}, "tensors": [(name, file,
+    sha256, 64-long vector or None for a vector tensor)]}``; a matrix's sketch is its vector (as in
+    lineage_fingerprints.synthetic), so equal sha256s are given equal vectors by the caller."""
+    rows = []
+    for k, rev in enumerate(revisions):
+        for name, sha in rev["files"].items():
+            rows.append(dict(model=model, revision=f"step{k}", kind="file", name=name, file=name, format="safetensors",
+                             sha256=sha, dtype=None, shape=None, numel=None, norm=None, sketch=None))
+        for name, file, sha, v in rev["tensors"]:
+            matrix = v is not None
+            rows.append(dict(model=model, revision=f"step{k}", kind="tensor", name=name, file=file,
+                             format="safetensors", sha256=sha, dtype="F32", shape=[8, 8] if matrix else [8],
+                             numel=64 if matrix else 8, norm=float(np.linalg.norm(v)) if matrix else 1.0,
+                             sketch=[float(x) for x in v] if matrix else None))
+    return tables.conform(pl.DataFrame(rows), "fingerprint")
+
+
+def _run(n: int, seed: int, modules: int = 6):
+    """``n`` revisions of a drifting run, ``modules`` modules ``l{t}`` of a weight (a matrix) and a bias
+    each, modules 0-2 in file a.st and the rest in b.st: ``[{name: (sha256, vector)}]`` per revision,
+    every tensor new at every revision."""
+    chain = _drift(n - 1, keep=0.9, seed=seed)
+    out = []
+    for k, mats in enumerate(chain):
+        rev = {}
+        for t in range(modules):
+            rev[f"l{t}.weight"] = (f"w{t}-{k}", mats[t])
+            rev[f"l{t}.bias"] = (f"b{t}-{k}", None)
+        out.append(rev)
+    return out
+
+
+def _fps(run, file_sha=None) -> pl.DataFrame:
+    """``run`` (:func:`_run`, possibly edited) as a fingerprint table; ``file_sha[k]``: revision k's file
+    digests (default: each file its own digest per revision)."""
+    revisions = []
+    for k, rev in enumerate(run):
+        files = (file_sha or {}).get(k) or {"a.st": f"a-{k}", "b.st": f"b-{k}"}
+        revisions.append({"files": files, "tensors": [
+            (name, "a.st" if int(name[1]) < 3 else "b.st", sha, v) for name, (sha, v) in rev.items()]})
+    return _table(revisions)
+
+
+def _hold(run, names, src: int, into: list[int]):
+    """Revisions ``into`` carry revision ``src``'s tensors ``names`` (same sha256, same values)."""
+    for k in into:
+        run[k] = {**run[k], **{n: run[src][n] for n in names}}
+    return run
+
+
+def _flags(table: pl.DataFrame) -> dict[str, list[str]]:
+    return {r: f for r, f in table.select("revision", "flags").iter_rows() if f}
+
+
+def _lineage(fp: pl.DataFrame) -> pl.DataFrame:
+    revs = fp["revision"].unique().to_list()
+    return lineage.model_lineage(fp, {r: int(r[4:]) for r in revs})
+
+
+def test_a_healthy_hand_built_run_raises_no_flag():
+    table = _lineage(_fps(_run(6, seed=11)))
+    assert no_flags(table) and table["n_matrices"].to_list() == [6] * 6
+    assert table["shares"].to_list() == [[]] * 6
+
+
+def test_a_shard_equal_to_a_later_revisions_file_is_shared_and_named():
+    run = _hold(_run(6, seed=12), [f"l{t}.{p}" for t in range(3) for p in ("weight", "bias")], src=4, into=[1])
+    files = {1: {"a.st": "a-4", "b.st": "b-1"}}  # step1's a.st is step4's file, byte for byte
+    table = _lineage(_fps(run, files))
+    row = table.row(1, named=True)
+    assert row["flags"][0] == "shares_shard_with" and row["shares_shard_with"] == ["step4"]
+    assert row["detail"].split("; ")[0] == "a.st = step4's"  # the file, not its matrices one by one
+    assert row["shares"] == ["step4"] and table.row(4, named=True)["shares"] == ["step1"]
+    assert table.row(4, named=True)["flags"] == [] and row["duplicate_of"] == []
+    # the same matrices re-saved into another file (another digest): the matrices tell, naming their file
+    table = _lineage(_fps(run))
+    row = table.row(1, named=True)
+    assert row["shares_shard_with"] == ["step4"]
+    assert row["detail"].split("; ")[0] == "3 of 6 matrices (in a.st) = step4's"
+
+
+def test_matrices_from_two_files_and_one_of_unknown_file():
+    run = _hold(_run(6, seed=13), ["l0.weight", "l4.weight", "l0.bias"], src=5, into=[2])
+    fp = _fps(run)
+    row = _lineage(fp).row(2, named=True)
+    assert row["flags"][0] == "shares_shard_with" and row["shares_shard_with"] == ["step5"]
+    assert row["detail"].split("; ")[0] == "2 of 6 matrices (in a.st, b.st) = step5's"
+    unnamed = fp.with_columns(pl.when((pl.col("revision") == "step2") & (pl.col("name") == "l4.weight"))
+                              .then(None).otherwise(pl.col("file")).alias("file"))
+    assert _lineage(unnamed).row(2, named=True)["detail"].split("; ")[0] == "2 of 6 matrices (in ?, a.st) = step5's"
+
+
+def test_three_holders_of_one_file_name_the_latest():
+    run = _run(7, seed=14)
+    files = {k: {"a.st": "a-shared", "b.st": f"b-{k}"} for k in (1, 3, 5)}
+    table = _lineage(_fps(run, files))
+    by = {r["revision"]: r for r in table.iter_rows(named=True)}
+    assert by["step1"]["shares_shard_with"] == ["step5"] and by["step3"]["shares_shard_with"] == ["step5"]
+    assert by["step5"]["shares_shard_with"] == [] and "shares_shard_with" not in by["step5"]["flags"]
+    assert by["step1"]["shares"] == ["step3", "step5"] and by["step5"]["shares"] == ["step1", "step3"]
+    assert by["step3"]["shares"] == ["step1", "step5"]
+    assert by["step1"]["detail"].startswith("a.st = step5's") and by["step3"]["detail"].startswith("a.st = step5's")
+
+
+def test_a_module_frozen_from_the_start_or_over_two_steps_is_no_sharing():
+    module = ["l1.weight", "l1.bias"]
+    assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=0, into=[1]))))  # from the start, one step
+    assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=4, into=[2, 3]))))  # two steps: 2 -> 3 -> 4
+    assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=5, into=[1, 2, 3, 4]))))
+    # one step, not from the start: a copy of the later revision's module, the earlier one flagged
+    one = _lineage(_fps(_hold(_run(6, seed=15), module, src=4, into=[3])))
+    assert _flags(one) == {"step3": ["shares_shard_with"]} and one.row(3, named=True)["shares_shard_with"] == ["step4"]
+    assert one.row(3, named=True)["detail"] == "1 of 6 matrices (in a.st) = step4's"
+    # the module back after a revision that changed it: no freeze over the revisions between
+    back = _lineage(_fps(_hold(_run(6, seed=15), module, src=4, into=[1, 2])))
+    assert _flags(back) == {"step1": ["shares_shard_with"], "step2": ["shares_shard_with"]}
+    gap = _lineage(_fps(_hold(_hold(_run(6, seed=15), module, src=4, into=[1]), module, src=4, into=[3])))
+    assert set(_flags(gap)) == {"step1", "step3"}  # step2 changed it: step1's is no freeze
+
+
+def test_a_matrix_held_while_its_bias_moves_is_no_freeze():
+    weight = ["l1.weight"]
+    half = _lineage(_fps(_hold(_run(6, seed=16), weight, src=4, into=[1, 2, 3])))
+    assert _flags(half) == {f"step{k}": ["shares_shard_with"] for k in (1, 2, 3)}
+    assert all(r["shares_shard_with"] == ["step4"] for r in half.filter(pl.col("flags").list.len() > 0)
+               .iter_rows(named=True))
+    start = _lineage(_fps(_hold(_run(6, seed=16), weight, src=1, into=[0])))  # from the start: still no freeze
+    assert _flags(start) == {"step0": ["shares_shard_with"]}
+    # a module whose later revision has no bias at all: no freeze either
+    run = _hold(_run(6, seed=16), ["l1.weight", "l1.bias"], src=4, into=[2, 3])
+    run[4] = {n: v for n, v in run[4].items() if n != "l1.bias"}
+    assert set(_flags(_lineage(_fps(run)))) == {"step2", "step3"}
+
+
+def test_drop_flagged_removes_the_flagged_revisions_only():
+    table = pl.DataFrame({"model": ["toy", "toy", "toy", "other"], "revision": ["step2", "step4", "step8", "step4"],
+                          "flags": [[], ["duplicate_of"], [], ["discontinuous"]]})
+    traj = pl.DataFrame({"model": ["toy"] * 3 + ["other", "other"], "revision": ["step2", "step4", "step8", "step4", "x"],
+                         "v": [1, 2, 3, 4, 5]})
+    assert lineage.drop_flagged(traj, table).rows() == [("toy", "step2", 1), ("toy", "step8", 3), ("other", "x", 5)]
+    assert lineage.drop_flagged(traj, None) is traj and lineage.drop_flagged(traj, table.clear()) is traj
+    calm = table.with_columns(pl.lit([], dtype=pl.List(pl.String)).alias("flags"))
+    assert lineage.drop_flagged(traj, calm) is traj  # nothing flagged: the table as it was
+    empty = traj.clear()
+    assert lineage.drop_flagged(empty, table) is empty
+    assert lineage.flagged(table)["revision"].to_list() == ["step4", "step4"]
+    assert lineage.flagged(table.clear()).columns == list(tables.SCHEMAS["lineage"])

@@ -66,6 +66,9 @@ def test_on_suspect_lines_and_the_failure_message_in_words():
     assert str(failed.value) == ("provenance.on_suspect is 'fail' and the lineage check flagged these revisions "
                                  "(docs/integrity.md: dropping or replacing a flagged revision):\n  " + "\n  ".join(lines))
     assert lineage.check_on_suspect(table.filter(pl.col("revision") == "s1"), "fail") == []
+    with pytest.raises(ValueError) as bad:
+        lineage.check_on_suspect(table, "ignore")
+    assert str(bad.value) == "provenance.on_suspect must be warn, drop or fail, got 'ignore'"
 
 
 def test_flags_in_words():

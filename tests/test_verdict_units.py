@@ -149,3 +149,13 @@ def test_chance_and_induction_at_their_boundaries():
     assert V.destroys_induction("causal", 2.5, 0.25) and not V.destroys_induction("causal", 2.5, 0.25, 20.0)
     assert not V.destroys_induction("not_causal", 2.5, 0.25)
     assert V._layers({3: 2, 1: 4}) == "L1: 4, L3: 2"
+
+
+def test_the_boost_not_shown_in_words():
+    tail = ("(the probe against the same sequences with B replaced), an interval that does not lie above 0, so an "
+            "ablation could not tell removing induction from other damage")
+    assert V.Boost("logit_b", 1.0, -0.1, -0.2, 0.05).reason() == (
+        "the model shows no induction on this probe: the earlier B adds -0.1 [-0.2, 0.05] to the logit of B " + tail)
+    assert V.Boost("top1", 0.5, 0.0123456, math.nan, math.nan).reason() == (
+        "the model shows no induction on this probe: the earlier B adds 0.0123 to top-1 " + tail)
+    assert V.Boost("some_metric", 0.5, 0.0, math.nan, math.nan).reason().endswith(" adds 0 to some_metric " + tail)

@@ -18,7 +18,7 @@ from tiny import FAMILY_NAMES, tiny_model
 from headtrace.causal import ablation, conditions
 from headtrace.causal import verdict as V
 from headtrace.causal.ablation import Condition
-from headtrace.core import probe, tables
+from headtrace.core import metrics, probe, tables
 from headtrace.models import families
 
 METRICS = ablation.METRICS
@@ -591,7 +591,7 @@ def test_bootstrap_interval_known_answers():
     assert a["logit_b_hi"] - a["logit_b_lo"] > 0.2  # the unpaired mean is uncertain
     assert b["top1_effect_lo"] == b["top1_effect_hi"] == 0.0  # baseline vs itself
     for row, ps in ((b, base), (a, abl)):
-        for m in V.CI_METRICS:
+        for m in metrics.interval_metrics():
             assert row[f"{m}_lo"] <= ps[m].mean() <= row[f"{m}_hi"]
 
 
@@ -607,7 +607,7 @@ def test_engine_keeps_per_sequence_metrics_and_intervals():
     t = ablation.ablation_table(res, "m", "r", 0, n_boot=200, seed=1)
     assert t.equals(ablation.ablation_table(res, "m", "r", 0, n_boot=200, seed=1))
     for row in t.iter_rows(named=True):
-        for m in V.CI_METRICS:
+        for m in metrics.interval_metrics():
             assert row[f"{m}_lo"] <= row[m] <= row[f"{m}_hi"]
             eff = float(V.damage(m, t[m][0], row[m]))
             assert row[f"{m}_effect_lo"] <= eff + 1e-12 and eff <= row[f"{m}_effect_hi"] + 1e-12

@@ -9,6 +9,7 @@ import pytest
 
 from headtrace.core import revisions as revs
 from headtrace.core.tables import SCHEMAS
+from headtrace.models.layout import local_checkpoint_path
 from headtrace.panel import config as panel
 from headtrace.panel import refine
 
@@ -206,6 +207,23 @@ def test_live_panel_glob_errors_name_the_key(tmp_path):
     cfg = {"models": {"t": {"source": "toy", "family": "olmo", "revisions": {"glob": "step*"}}}}
     with pytest.raises(panel.ConfigError, match=r"models\.t\.revisions: a glob needs a local model"):
         panel.expand_revisions(cfg)
+    cfg = {"models": {"live": {"source": "local", "path": str(tmp_path / "{revision}" / "hf"),
+                               "revisions": {"glob": "step*"}}}}
+    with pytest.raises(panel.ConfigError, match=r"models\.live\.revisions: .* has \{revision\} elsewhere: list the "
+                                                r"revisions by name instead of a glob"):
+        panel.expand_revisions(cfg)
+
+
+def test_live_panel_glob_takes_the_path_headtrace_revisions_writes(tmp_path):
+    """``headtrace revisions`` writes ``path: RUN/{revision}``; a glob over it lists RUN's folders, and each
+    cell reads the same folder as with ``path: RUN``."""
+    for name in ("checkpoint-20", "checkpoint-3"):
+        _ckpt(tmp_path / name)
+    for path in (str(tmp_path / "{revision}"), str(tmp_path / "{revision}") + "/", str(tmp_path)):
+        cfg = {"models": {"live": {"source": "local", "path": path, "revisions": {"glob": "checkpoint-*"}}}}
+        panel.expand_revisions(cfg)
+        assert cfg["models"]["live"]["revisions"] == ["checkpoint-3", "checkpoint-20"], path
+        assert local_checkpoint_path(cfg["models"]["live"], "checkpoint-20").rstrip("/") == str(tmp_path / "checkpoint-20")
 
 
 def test_cli_lists_branches_as_a_recorded_branch_list(tmp_path, capsys):

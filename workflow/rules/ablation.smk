@@ -33,6 +33,7 @@ rule ablate:
         # ablation.probe: held_out redraws from the model's probe settings (per model: a new revision reruns nothing)
         probe=lambda wc: panel.probe_settings(config, wc.model),
     threads: 1
+    priority: cell_priority
     resources:
         mem_mb=32000,
         runtime=180,

@@ -15,6 +15,7 @@ rule probe:
         PATHS["probe"],
     params:
         probe=lambda wc: panel.probe_kwargs(panel.probe_settings(config, wc.model)),
+    priority: cell_priority
     resources:
         mem_mb=2000,
         runtime=10,
@@ -49,6 +50,7 @@ rule capture:
         tokens=tokens_param,
         measures=measures_params,
     threads: 1
+    priority: cell_priority
     resources:
         mem_mb=32000,
         runtime=120,
@@ -97,6 +99,7 @@ rule screen:
         baseline=config["screen"]["baseline"],
         class_threshold=config["screen"]["class_threshold"],
         induction_threshold=config["screen"]["induction_threshold"],
+    priority: cell_priority
     resources:
         mem_mb=2000,
         runtime=10,

@@ -17,10 +17,11 @@ rule train_toy:
         # ... and saves a denser pool (toy.pool_steps) in the same directory, for refinement.
         pool=lambda wc: panel.model_spec(config, wc.model).get("pool", 30),
     threads: 1
-    # Trainings are the long jobs every cell of their model waits on: start them first, the
-    # largest (most training tokens) first, so the cells of models already trained fill the
-    # other cores instead of leaving a long training last.
-    priority: lambda wc: 10 + (panel.cell_tokens(config, wc.model, panel.final_revision(config, wc.model)) or 0) / 1e6
+    # Trainings are the long jobs every cell of their model waits on: start them first (after the
+    # jobs of models no job trains, which can start at once: cell_priority), the largest (most
+    # training tokens) first, so the cells of models already trained fill the other cores instead
+    # of leaving a long training last.
+    priority: lambda wc: train_priority(wc.model)
     resources:
         mem_mb=4000,
         runtime=60,

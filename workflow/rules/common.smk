@@ -11,6 +11,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from headtrace import experiments  # noqa: E402
 from headtrace.panel import config as panel
+from headtrace.panel import identity
 from headtrace.panel import keys as config_keys
 from headtrace.panel import local_weights
 from headtrace.panel import probe_shown
@@ -270,10 +271,33 @@ def checkpoint_input_final(model):
     return []
 
 
-def load_params(wildcards):
-    # per cell: of a models.{model}.repos map only this revision's entry (rules without a revision
-    # wildcard get the whole map)
-    return panel.load_spec(config, wildcards.model, getattr(wildcards, "revision", None))
+def train_priority(model):
+    """A toy's training job: ahead of the other jobs, the largest (most training tokens) first."""
+    return 10 + (panel.cell_tokens(config, model, panel.final_revision(config, model)) or 0) / 1e6
+
+
+def cell_priority(wildcards):
+    """Capture, screen and ablation of a model no job trains (local, hub) can start at once: ahead of the
+    trainings, so its chain runs on one core beside them rather than after them (the demo's trained
+    model: its ablation is the longest job). A toy's cells wait on its training anyway."""
+    if panel.model_spec(config, wildcards.model)["source"] == "toy":
+        return 0
+    return 1 + max((train_priority(m) for m in models_by_source("toy")), default=0)
+
+
+WEIGHT_HASHES = identity.HashCache()  # one cache per DAG: each weight file stat-ed, and hashed once if new
+
+
+def load_params(wildcards, revision=None):
+    """What a model-loading job's parameters say it loads (``panel.identity``): the load spec, a local
+    checkpoint named by its weights' content rather than its path, so moving or re-listing a run reruns
+    nothing and new weights under an old name rerun their cells. Of a models.{model}.repos map only
+    this revision's entry. ``revision``: for rules without a revision wildcard."""
+    return identity.identity(config, wildcards.model, revision or wildcards.revision, WEIGHT_HASHES)
+
+
+def final_load_params(wildcards):
+    return load_params(wildcards, panel.final_revision(config, wildcards.model))
 
 
 def tokens_param(wildcards):

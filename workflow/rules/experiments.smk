@@ -66,7 +66,7 @@ rule cross_seed_ablation:
     wildcard_constraints:
         model=_alternation(SEED_MODELS),
     params:
-        load=load_params,
+        load=final_load_params,
         revision=lambda wc: panel.final_revision(config, wc.model),
         models=SEED_MODELS,
         seeds={m: experiments.model_seed(config, m) for m in SEED_MODELS},

@@ -25,7 +25,7 @@ rule group_cross_seed_ablation:
     wildcard_constraints:
         group=_alternation(CROSS_SEED_GROUPS),
     params:
-        load=lambda wc: panel.load_spec(config, wc.model, panel.final_revision(config, wc.model)),
+        load=final_load_params,
         revision=lambda wc: panel.final_revision(config, wc.model),
         models=lambda wc: list(GROUPS[wc.group]),
         seeds=lambda wc: GROUPS[wc.group],

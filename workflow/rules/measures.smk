@@ -20,9 +20,10 @@ rule text_probe:
         PATHS["text_probe"],
     params:
         text=TEXT_PROBE,
-        load=lambda wc: panel.load_spec(config, wc.model, panel.revisions_of(config, wc.model)[0]),
+        load=lambda wc: load_params(wc, panel.revisions_of(config, wc.model)[0]),
         revision=lambda wc: panel.revisions_of(config, wc.model)[0],
         tokenizer=lambda wc: panel.text_tokenizer(config, wc.model),
+    priority: cell_priority
     resources:
         mem_mb=2000,
         runtime=10,

@@ -5,10 +5,11 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 
 import torch
 
-from headtrace import api
+from headtrace.causal import recipe
 from headtrace.cell import screen
 from headtrace.core import probe, tables
 from headtrace.models import hub
+from headtrace.panel import identity
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -17,11 +18,12 @@ RUN_ON = (snakemake.config["capture"]["device"], snakemake.config["ablation"]["b
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
+    load = identity.located(snakemake.config, wc.model, wc.revision, p.load)  # the weights it was scheduled for
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
-    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, *RUN_ON,
+    model, family, device, batch_size = hub.load_for_cell(load, wc.model, wc.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)
-    table, verdict = api.ablate_cell(
+    table, verdict = recipe.ablate_cell(
         model, family, batch, tables.read(snakemake.input.screen),
         screen.circuit_heads(tables.read(snakemake.input.final_screen)),
         n_random=p.n_random, batch_size=batch_size, device=device, name=wc.model, revision=wc.revision,

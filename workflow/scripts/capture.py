@@ -8,6 +8,7 @@ import torch
 from headtrace.cell import capture, patterns
 from headtrace.core import probe, tables
 from headtrace.models import fingerprint, hub, provenance, tokenize
+from headtrace.panel import identity
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -16,8 +17,9 @@ RUN_ON = (snakemake.config["capture"]["device"], snakemake.config["capture"]["ba
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
+    load = identity.located(snakemake.config, wc.model, wc.revision, p.load)  # the weights it was scheduled for
     batch = probe.batch_from_table(tables.read(snakemake.input.probe))
-    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, wc.revision, *RUN_ON,
+    model, family, device, batch_size = hub.load_for_cell(load, wc.model, wc.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)
     result = capture.run(model, family, batch, batch_size=batch_size, device=device)
@@ -30,7 +32,7 @@ with logs.to_file(snakemake.log[0]):
         if snakemake.input.text_probe:
             probe_table = tables.read(str(snakemake.input.text_probe))
             tokenize.check_revision(probe_table, p.measures["tokenizer"], hub.cell_checkpoint(
-                p.load, wc.model, wc.revision)[1], f"model '{wc.model}' revision '{wc.revision}'")
+                load, wc.model, wc.revision)[1], f"model '{wc.model}' revision '{wc.revision}'")
             text = tokenize.tokens_of(probe_table)
         tables.write(patterns.cell_measures(model, family, repeated=probe.repeated_random(**p.measures["repeated"]),
                                             text=text, batch_size=batch_size, device=device, name=wc.model,
@@ -38,8 +40,8 @@ with logs.to_file(snakemake.log[0]):
                      snakemake.output.measures, schema="measures")
     # each weight file hashed once, for both tables; the tensors are read again as stored (mmap,
     # the pages the load just read), one at a time
-    hashes = provenance.file_hashes(hub.cell_checkpoint(p.load, wc.model, wc.revision)[1])
-    tables.write(provenance.cell_table(p.load, wc.model, wc.revision, p.tokens, hashes=hashes),
+    hashes = provenance.file_hashes(hub.cell_checkpoint(load, wc.model, wc.revision)[1])
+    tables.write(provenance.cell_table(load, wc.model, wc.revision, p.tokens, hashes=hashes),
                  snakemake.output.provenance, schema="provenance")
     fmt, files, per_file = hashes
     tables.write(fingerprint.fingerprint_rows(files, wc.model, wc.revision, fmt, per_file),

@@ -5,10 +5,11 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 
 import torch
 
-from headtrace import api, experiments
-from headtrace.causal import ablation
+from headtrace import experiments
+from headtrace.causal import ablation, recipe
 from headtrace.core import probe, tables
 from headtrace.models import families, hub
+from headtrace.panel import identity
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -17,9 +18,10 @@ RUN_ON = (snakemake.config["capture"]["device"], snakemake.config["ablation"]["b
 with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
+    load = identity.located(snakemake.config, wc.model, p.revision, p.load)  # the weights it was scheduled for
     # the circuits were chosen on the probe batch: ablate where the ablate rule does (ablation.probe)
-    batch, _ = api.ablation_probe(probe.batch_from_table(tables.read(snakemake.input.probe)), p.probe, p.ablation)
-    model, family, device, batch_size = hub.load_for_cell(p.load, wc.model, p.revision, *RUN_ON,
+    batch, _ = recipe.ablation_probe(probe.batch_from_table(tables.read(snakemake.input.probe)), p.probe, p.ablation)
+    model, family, device, batch_size = hub.load_for_cell(load, wc.model, p.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)
     circuits = {m: experiments.circuit_of(tables.read(s)) for m, s in zip(p.models, snakemake.input.screens)}

@@ -3,10 +3,11 @@
 **Ablation.** A head is ablated by zeroing its slice of the *input* to the attention output
 projection (``Family.out_proj``), i.e. its output before it is mixed into the residual stream.
 The output projection's bias (if any) stays. The measurement is the induction task at the query
-(the last position, target B), per probe sequence: ``top1`` (B is the arg-max logit), ``top5`` (B
-among the 5 largest logits), ``ce`` (cross-entropy of B, nats) and ``logit_b`` (logit of B), logits
+(the last position, target B), per probe sequence, every metric of the registry
+(``headtrace.core.metrics``, each measured by its record): ``top1`` (B is the arg-max logit), ``top5`` (B
+among the 5 largest logits), ``logit_b`` (logit of B) and ``ce`` (cross-entropy of B, nats), logits
 in fp32; a condition's value is the mean over *all* sequences of the batch (valid or not), and the
-per-sequence values are kept (``per_sequence``) for the bootstrap intervals of ``headtrace.causal.verdict``.
+per-sequence values are kept (``per_sequence``) for the bootstrap intervals of ``headtrace.causal.intervals``.
 Two more say what the top-1 is when it is not B, for the copying null of the composition experiment:
 ``top1_control`` (the top-1 is the sequence's shuffled-B control token, ``core.probe.control_targets``)
 and ``top1_context`` (the top-1 is some token of the sequence other than B).
@@ -52,16 +53,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from headtrace.causal.conditions import Condition, build_conditions  # noqa: F401 (re-exported: ablation.build_conditions)
-from headtrace.causal.verdict import (CI_METRICS, COPY_NULL, FRACTION_METRICS, METHODS,  # noqa: F401 (verdict re-exported)
-                                     bootstrap_intervals, verdict)
-from headtrace.core import probe, tables
+from headtrace.causal.intervals import bootstrap_intervals
+from headtrace.causal.verdict import COPY_NULL, METHODS, verdict  # noqa: F401 (verdict re-exported)
+from headtrace.core import metrics, probe, tables
+from headtrace.core.metrics import METRICS  # noqa: F401 (re-exported: the registry; iterating it gives the names)
 from headtrace.core.heads import Head
 from headtrace.models import families as _families
 from headtrace.models.families import Family
 
-METRICS = ("top1", "top5", "ce", "logit_b", "top1_control", "top1_context")
-
-# which probe sequences ran (headtrace.api.ablation_probe): the last columns of the ablation and verdict tables
+# which probe sequences ran (headtrace.causal.recipe.ablation_probe): the last columns of the ablation and verdict tables
 PROBE_RECORD = ("ablation_probe", "ablation_probe_seed", "ablation_probe_sha256", "ablation_probe_redrawn")
 
 # Keyword arguments of a decoder layer's forward, by name: "batch" = dim 0 is the batch (or 1,
@@ -113,21 +113,13 @@ def _layer_kwargs(layer: nn.Module, args: tuple, kwargs: dict) -> dict:
 
 def _metrics(logits: torch.Tensor, target: torch.Tensor, control: torch.Tensor,
              context: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-row ``METRICS`` of (rows, vocab) logits, fp32, for (rows,) targets B, (rows,) control
-    tokens (-1: none) and the (rows, T) token ids of each row's sequence."""
+    """Per-row values (float64) of every metric of the registry (``headtrace.core.metrics``, each its
+    ``measure``) from (rows, vocab) logits, fp32, for (rows,) targets B, (rows,) control tokens (-1: none)
+    and the (rows, T) token ids of each row's sequence."""
     logits = logits.float()
-    lb = logits.gather(1, target[:, None])[:, 0]
-    k = min(5, logits.shape[1])
-    top5 = (logits.topk(k, dim=1).indices == target[:, None]).any(dim=1)
-    top = logits.argmax(dim=1)
-    return {
-        "top1": (top == target).double(),
-        "top5": top5.double(),
-        "ce": (torch.logsumexp(logits, dim=1) - lb).double(),
-        "logit_b": lb.double(),
-        "top1_control": (top == control).double(),
-        "top1_context": ((context == top[:, None]).any(dim=1) & (top != target)).double(),
-    }
+    q = metrics.Query(logits=logits, target=target, control=control, context=context, top=logits.argmax(dim=1),
+                      target_logit=logits.gather(1, target[:, None])[:, 0])
+    return {m.name: m.measure(q).double() for m in METRICS.values()}
 
 
 def _head_mask(sets: Sequence[tuple[Head, ...]], layer: int, n_heads: int, d_head: int, rows_per: int,
@@ -495,11 +487,12 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
                    n_boot: int = 1000, seed: int = 0, level: float = 0.95,
                    probe_record: Mapping | None = None) -> pl.DataFrame:
     """The ``ablation`` table (tables.SCHEMAS) of one cell. With ``per_sequence`` in the results
-    (``run``), each condition gets seeded bootstrap intervals (``headtrace.causal.verdict``) of its top1 /
-    logit_b / ce, of its paired effect against the baseline, and of the share of the behaviour it leaves
-    (the halving rule's: over the baseline for top-1, over the in-context boost against the copy-null
-    for the others); without, they are null. The copy-null row's effect interval is the boost's.
-    ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.api.ablation_probe``);
+    (``run``), each condition gets seeded bootstrap intervals (``headtrace.causal.intervals``) of each
+    metric with an ``interval`` (top1 / logit_b / ce, ``headtrace.core.metrics``), of its paired effect
+    against the baseline, and of the share of the behaviour it leaves (the halving rule's: over the
+    baseline for top-1, over the in-context boost against the copy-null for the others); without, they
+    are null. The copy-null row's effect interval is the boost's.
+    ``probe_record``: which sequences ran (the ``ablation_probe*`` columns, ``headtrace.causal.recipe.ablation_probe``);
     None (the published ablations) leaves them null."""
     have = all("per_sequence" in r for r in results) and results
     base_i = next((i for i, r in enumerate(results) if r["name"] == "baseline"), None)
@@ -509,8 +502,9 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
                                  level=level, null_index=null_i)
     else:
         ci = [{} for _ in results]
-    ci_cols = [f"{m}{suffix}" for m in CI_METRICS for suffix in ("_lo", "_hi", "_effect_lo", "_effect_hi")]
-    ci_cols += [f"{m}{suffix}" for m in FRACTION_METRICS for suffix in ("_fraction_lo", "_fraction_hi")]
+    ci_cols = [f"{m}{suffix}" for m in metrics.interval_metrics() for suffix in ("_lo", "_hi", "_effect_lo",
+                                                                                  "_effect_hi")]
+    ci_cols += [f"{m}{suffix}" for m in metrics.fraction_metrics() for suffix in ("_fraction_lo", "_fraction_hi")]
     df = pl.DataFrame(
         {
             "model": [model_name] * len(results),

@@ -6,8 +6,10 @@ over per-sequence metric arrays. docs/statistics.md#the-causal-verdict says what
 
 **Effect** on a metric (``damage``): how much an ablation hurts, positive = hurts:
 ``baseline - ablated`` for ``top1``, ``top5`` and ``logit_b``; ``ablated - baseline`` for ``ce``
-(the cross-entropy of B, i.e. minus its log-probability). The decision metric is ``metric``
-(``top1`` by default), or the ``fallback_metric`` where top-1 is at its floor (below).
+(the cross-entropy of B, i.e. minus its log-probability): each metric's ``direction`` in its record
+(``headtrace.core.metrics``, the one place a metric is defined). The decision metric is ``metric``
+(``top1`` by default; a metric whose record ``decides``), or the ``fallback_metric`` where top-1 is at
+its floor (below).
 
 **The behaviour first** (``boost``): the unablated model on the probe against the same sequences with
 the earlier B replaced by another token of the probe's range (the ``copy_null`` condition,
@@ -68,10 +70,9 @@ mean is positive (null elsewhere: a ratio to a non-positive mean says nothing).
 ``upper_bound_saturates`` (at most ``saturation_fraction`` (0.1) of the baseline). Reported, never
 required; ``upper_bound_share_note`` says where the share informs nothing.
 
-**Intervals** (``bootstrap_counts`` / ``bootstrap_intervals``): the probe sequences are resampled
-with replacement ``n_boot`` times (1000) from ``numpy.random.default_rng([seed, crc32("bootstrap")])``;
-every condition of a cell uses the *same* resamples, so effects, the boost and the shares left are
-paired. Percentile intervals at ``level`` (0.95), widened to contain the point estimate.
+**Intervals** (``headtrace.causal.intervals``, re-exported here): paired bootstrap intervals over the
+probe sequences, the same resamples for every condition of a cell, so effects, the boost and the shares
+left are paired.
 
 **Composition** (``induction_present`` / ``destroys_induction``): induction is present when the
 baseline top-1 is at least ``min_baseline_ratio x chance``, chance = 1 / (number of distinct probe
@@ -82,18 +83,20 @@ copying null on top of this rule.
 from __future__ import annotations
 
 import math
-import zlib
 from typing import Mapping, Sequence
 
 import numpy as np
 import polars as pl
 
 from headtrace.causal.conditions import CIRCUITS, size_profile
-from headtrace.cell.bootstrap import resample_counts
-from headtrace.core import rounding, schema, tables
+from headtrace.causal.intervals import (boost_share_interval, bootstrap_counts,  # noqa: F401 (re-exported)
+                                        bootstrap_intervals, fraction_interval, percentile_interval)
+from headtrace.core import metrics, rounding, schema, tables
+from headtrace.core.metrics import damage, share_left  # noqa: F401 (re-exported: the verdict's effect and share left)
 
 VERDICTS = ("causal", "partial", "not_causal", "underpowered", "untested")
-ALPHA = 0.05
+ALPHA = 0.05  # the package's one significance level (fixed before any result): the verdict's default
+#              ablation.alpha, and the level of the agreement beyond chance (headtrace.findings.agreement)
 MAX_ABLATED_FRACTION = 0.5
 SATURATION_FRACTION = 0.1  # the upper bound saturates: the decision metric at most this share of its baseline
 SHARE_SHOWN = 5.0  # a share of the behaviour left beyond ±500% is said as such, not printed (a boost near 0)
@@ -101,13 +104,10 @@ MIN_BASELINE_HITS = 10
 FALLBACK_METRIC = "ce"
 METHODS = ("zero", "mean")
 COPY_NULL = "copy_null"  # the ablation table's condition of the unablated model on the copy-null batch
-DECISION_METRICS = ("top1", "logit_b", "ce")
-CI_METRICS = ("top1", "logit_b", "ce")
-FRACTION_METRICS = ("top1", "logit_b", "ce")  # the halving rule's share left, with its paired interval
-HALF_METRICS = ("top1", "top5")  # a floor at 0: the share left is ablated / baseline
 CONTROL_CRITERIA = ("effect", "p")  # what beating the reference set takes
-DIRECTION = {"top1": 1.0, "top5": 1.0, "logit_b": 1.0, "ce": -1.0}  # effect = DIRECTION x (baseline - ablated)
-METRIC_WORDS = {"top1": "top-1", "top5": "top-5", "ce": "the cross-entropy of B", "logit_b": "the logit of B"}
+# live views of the metric registry (headtrace.core.metrics), kept for their importers
+DIRECTION = metrics.FieldView("direction", keep=lambda m: m.direction is not None)  # effect = DIRECTION x (b - a)
+METRIC_WORDS = metrics.FieldView("words", keep=lambda m: m.direction is not None)
 
 
 def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", method: str = "zero", alpha: float = ALPHA,
@@ -116,10 +116,11 @@ def verdict(ablation_df: pl.DataFrame, *, metric: str = "top1", method: str = "z
     """The ``verdict`` table (tables.SCHEMAS): one row per circuit present in each cell, decided on the
     rows of ablation ``method`` (rows without a method count as it); where the table holds a second
     method, its verdict is reported beside (``second_*``, ``methods_agree``)."""
-    if metric not in DECISION_METRICS:
-        raise ValueError(f"ablation.metric must be one of {DECISION_METRICS}, got {metric!r}")
-    if fallback_metric is not None and fallback_metric not in ("ce", "logit_b"):
-        raise ValueError(f"ablation.fallback_metric must be ce, logit_b or null, got {fallback_metric!r}")
+    if metric not in metrics.decision_metrics():
+        raise ValueError(f"ablation.metric must be one of {metrics.decision_metrics()}, got {metric!r}")
+    if fallback_metric is not None and fallback_metric not in metrics.fallback_metrics():
+        raise ValueError(f"ablation.fallback_metric must be {', '.join(sorted(metrics.fallback_metrics()))} or null, "
+                         f"got {fallback_metric!r}")
     if method not in METHODS:
         raise ValueError(f"ablation.method must be one of {METHODS}, got {method!r}")
     opts = dict(metric=metric, alpha=alpha, max_ablated_fraction=max_ablated_fraction,
@@ -204,7 +205,7 @@ def half_baseline(metric: str, baseline: float, ablated: float, fraction_lo: flo
     the point share decides. The share left is ``ablated / baseline`` for top-1/top-5 (``fraction`` NaN:
     computed here) and the share of the in-context boost left for ``ce``/``logit_b`` (``fraction``, from
     :func:`share_left`); None where there is none (a continuous metric without a copy-null)."""
-    if metric in HALF_METRICS and math.isnan(_num(fraction)):
+    if metrics.has_floor(metric) and math.isnan(_num(fraction)):
         fraction = ablated / baseline if baseline > 0 else math.nan
     if math.isnan(_num(fraction)):
         return None
@@ -213,18 +214,6 @@ def half_baseline(metric: str, baseline: float, ablated: float, fraction_lo: flo
     if fraction_hi <= max_ablated_fraction:
         return "at_most_half"
     return "above_half" if fraction_lo > max_ablated_fraction else "straddles_half"
-
-
-def share_left(metric: str, baseline: float, ablated: float, null: float = math.nan) -> float:
-    """The share of the behaviour an ablation leaves: ``ablated / baseline`` for top-1/top-5 (floor 0),
-    ``1 - effect / boost`` for a continuous metric (``null``: the metric on the copy-null); NaN where
-    undefined (a zero baseline, no boost, no copy-null)."""
-    if metric in HALF_METRICS:
-        return ablated / baseline if baseline > 0 else math.nan
-    boost = float(damage(metric, baseline, null)) if not math.isnan(_num(null)) else math.nan
-    if not boost > 0:
-        return math.nan
-    return 1.0 - float(damage(metric, baseline, ablated)) / boost
 
 
 def reference_p(effect: float, set_effects: Sequence[float], exact: bool) -> float:
@@ -244,18 +233,11 @@ def min_p(n: int, exact: bool = False) -> float:
     return 1.0 / n if exact else 1.0 / (1 + n)
 
 
-def damage(metric: str, baseline, ablated):
-    """Effect of an ablation on ``metric``, positive = the ablation hurts."""
-    if metric not in DIRECTION:
-        raise ValueError(f"unknown metric {metric!r}; one of {sorted(DIRECTION)}")
-    return DIRECTION[metric] * (np.asarray(baseline, float) - np.asarray(ablated, float))
-
-
 def at_floor(metric: str, baseline: float, n_sequences: int | None,
              min_baseline_hits: int = MIN_BASELINE_HITS) -> bool:
     """A top-1/top-5 baseline hit by fewer than ``min_baseline_hits`` of ``n_sequences`` sequences
     (the floor rule); never for ``ce``/``logit_b`` or an unknown count."""
-    if metric not in HALF_METRICS or not n_sequences:
+    if not metrics.has_floor(metric) or not n_sequences:
         return False
     return round(baseline * n_sequences) < min_baseline_hits
 
@@ -392,7 +374,7 @@ class Boost:
         return bool(self.lo > 0) if not math.isnan(self.lo) else bool(self.value > 0)
 
     def reason(self) -> str:
-        said = METRIC_WORDS.get(self.metric, self.metric)
+        said = metrics.words(self.metric)
         ci = "" if math.isnan(self.lo) else f" [{self.lo:.3g}, {self.hi:.3g}]"
         return (f"the model shows no induction on this probe: the earlier B adds {self.value:.3g}{ci} to {said} "
                 f"(the probe against the same sequences with B replaced), an interval that does not lie above 0, so "
@@ -459,7 +441,7 @@ def _layers(profile: dict[int, int]) -> str:
 def _saturates(metric: str, baseline: float, upper: float, fraction: float) -> bool | None:
     """The upper bound drives the decision metric to at most ``fraction`` of its baseline (metrics
     with a floor at 0); None for metrics without one (``logit_b``, ``ce``)."""
-    if metric not in HALF_METRICS:
+    if not metrics.has_floor(metric):
         return None
     return bool(baseline > 0 and upper <= fraction * baseline)
 
@@ -479,19 +461,19 @@ def floor_reason(metric: str, baseline: float, n_sequences: int, min_baseline_hi
                  fallback: str | None) -> str:
     """Why ``metric`` could not decide, and what did: the words of the ``floor_reason`` column."""
     hits = round(baseline * n_sequences)
-    said = {"top1": "top-1", "top5": "top-5"}[metric]
-    head = (f"{said} is near its floor: the unablated model predicts B {'first' if metric == 'top1' else 'in its top 5'} "
+    said = metrics.words(metric)
+    head = (f"{said} is near its floor: the unablated model predicts B {metrics.get(metric).hit} "
             f"in {hits} of {n_sequences} sequences ({hits / n_sequences:.1%}), fewer than {min_baseline_hits}, so one or "
             f"two sequences would decide the halving rule on {said}")
-    return head + (f"; decided on {METRIC_WORDS[fallback]} instead" if fallback else "")
+    return head + (f"; decided on {metrics.words(fallback)} instead" if fallback else "")
 
 
 def fraction_text(metric: str, baseline: float, ablated: float, fraction: float = math.nan,
                   fraction_lo: float = math.nan, fraction_hi: float = math.nan) -> str:
     """'top-1 after ablation is 59% of its baseline (interval 45% to 75%)' / 'ablation leaves 12% of the in-context
     boost in the cross-entropy of B (interval ...)'; without an interval the point, said so."""
-    said = METRIC_WORDS.get(metric, metric)
-    if metric in HALF_METRICS:
+    said = metrics.words(metric)
+    if metrics.has_floor(metric):
         frac = ablated / baseline if baseline > 0 else math.nan
         head = f"{said} after ablation is " + (f"{frac:.0%} of its baseline" if frac == frac else
                                                 f"{ablated:.1%} against a baseline of {baseline:.1%}")
@@ -515,7 +497,7 @@ def partial_reason(half: str | None, *, metric: str, baseline: float, ablated: f
                    fraction_lo: float = math.nan, fraction_hi: float = math.nan,
                    max_ablated_fraction: float = MAX_ABLATED_FRACTION) -> str:
     """Why a circuit that beats its reference set is ``partial``, in words."""
-    line, said = f"{max_ablated_fraction:.0%}", METRIC_WORDS.get(metric, metric)
+    line, said = f"{max_ablated_fraction:.0%}", metrics.words(metric)
     text = fraction_text(metric, baseline, ablated, fraction, fraction_lo, fraction_hi)
     if half is None:
         return f"it beats its reference set, but the halving rule cannot apply: {text}"
@@ -530,7 +512,7 @@ def not_causal_reason(missed: Sequence[str], *, effect: float, baseline: float, 
                       fraction: float = math.nan, fraction_lo: float = math.nan, fraction_hi: float = math.nan,
                       effect_lo: float = math.nan) -> str:
     """The ``missed_criteria`` in words, with the circuit's numbers, joined by 'and'."""
-    said = METRIC_WORDS.get(metric, metric)
+    said = metrics.words(metric)
     words = {
         "effect": (f"no positive effect ({said} effect {effect:.3f})" if not effect > 0
                    else f"no effect shown ({said} effect {effect:.3f}, its interval's lower end {effect_lo:.3f})"),
@@ -548,7 +530,7 @@ def share_note(*, n_heads: int, n_upper_heads: int, saturates: bool | None, metr
     drop), or the circuit's layers hold fewer other heads than circuit heads (the upper bound is
     nearly the circuit)."""
     if saturates:
-        return (f"the whole layers take {METRIC_WORDS.get(metric, metric)} to at most {saturation_fraction:.0%} of "
+        return (f"the whole layers take {metrics.words(metric)} to at most {saturation_fraction:.0%} of "
                 f"its baseline, so the circuit's share of their effect would only repeat its relative drop")
     others = n_upper_heads - n_heads
     if n_heads and others < n_heads:
@@ -559,89 +541,6 @@ def share_note(*, n_heads: int, n_upper_heads: int, saturates: bool | None, metr
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-# --------------------------------------------------------------------------------------------
-# Bootstrap over probe sequences
-
-
-def bootstrap_counts(n: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
-    """``(n_boot, n)`` resampling counts: ``counts @ v / n`` = the mean of per-sequence ``v`` on each resample
-    (``bootstrap.resample_counts``, seeded apart from the screen's resamples)."""
-    return resample_counts(n, n_boot, [int(seed) & 0xFFFFFFFF, zlib.crc32(b"bootstrap")])
-
-
-def percentile_interval(samples: np.ndarray, estimate: float, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap ``samples``, widened to contain ``estimate``."""
-    lo, hi = np.quantile(samples, [(1 - level) / 2, (1 + level) / 2])
-    return float(min(lo, estimate)), float(max(hi, estimate))
-
-
-def fraction_interval(boot: np.ndarray, base_boot: np.ndarray, values: np.ndarray, base_values: np.ndarray,
-                      level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of ``boot / base_boot`` (a condition's resampled means over the baseline's, the
-    same resamples) over the resamples whose baseline is not 0, widened to contain the point estimate
-    ``mean(values) / mean(base_values)``; (NaN, NaN) when no resample has a baseline."""
-    ok = base_boot > 0
-    if not ok.any():
-        return math.nan, math.nan
-    ratio = boot[ok] / base_boot[ok]
-    estimate = float(values.mean() / base_values.mean()) if base_values.mean() > 0 else float(np.median(ratio))
-    return percentile_interval(ratio, estimate, level)
-
-
-def bootstrap_intervals(per_sequence: Sequence[Mapping[str, np.ndarray]], baseline_index: int = 0, *,
-                        n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-                        metrics: Sequence[str] = CI_METRICS, null_index: int | None = None) -> list[dict[str, float]]:
-    """Per condition: ``{m}_lo``/``{m}_hi`` (its mean) and ``{m}_effect_lo``/``{m}_effect_hi``
-    (its paired effect against the baseline condition ``baseline_index``) for every metric, and for
-    the ``FRACTION_METRICS`` ``{m}_fraction_lo``/``{m}_fraction_hi``, the share of the behaviour left
-    (:func:`share_left`, paired): over the baseline for top-1, over the in-context boost against the
-    copy-null condition ``null_index`` for the continuous metrics (NaN without it, or where no resample
-    has a baseline / a boost)."""
-    n = len(per_sequence[baseline_index][metrics[0]])
-    w = bootstrap_counts(n, n_boot, seed)
-    out = []
-    base = {m: np.asarray(per_sequence[baseline_index][m], float) for m in metrics}
-    base_boot = {m: (w @ base[m]) / n for m in metrics}
-    null = ({m: np.asarray(per_sequence[null_index][m], float) for m in metrics} if null_index is not None else None)
-    null_boot = {m: (w @ null[m]) / n for m in metrics} if null is not None else None
-    for ps in per_sequence:
-        row = {}
-        for m in metrics:
-            v = np.asarray(ps[m], float)
-            if v.shape != (n,):
-                raise ValueError(f"per-sequence {m} has shape {v.shape}, expected ({n},)")
-            boot = (w @ v) / n
-            row[f"{m}_lo"], row[f"{m}_hi"] = percentile_interval(boot, float(v.mean()), level)
-            eff = damage(m, base_boot[m], boot)
-            row[f"{m}_effect_lo"], row[f"{m}_effect_hi"] = percentile_interval(
-                eff, float(damage(m, base[m].mean(), v.mean())), level)
-            if m in HALF_METRICS:
-                row[f"{m}_fraction_lo"], row[f"{m}_fraction_hi"] = fraction_interval(boot, base_boot[m], v, base[m],
-                                                                                     level)
-            elif m in FRACTION_METRICS:
-                row[f"{m}_fraction_lo"], row[f"{m}_fraction_hi"] = (
-                    boost_share_interval(m, boot, base_boot[m], null_boot[m], v, base[m], null[m], level)
-                    if null is not None else (math.nan, math.nan))
-        out.append(row)
-    return out
-
-
-def boost_share_interval(metric: str, boot: np.ndarray, base_boot: np.ndarray, null_boot: np.ndarray,
-                         values: np.ndarray, base_values: np.ndarray, null_values: np.ndarray,
-                         level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of the share of the in-context boost an ablation leaves, ``1 - effect / boost``
-    on each resample (the same resamples for the condition, the baseline and the copy-null), over the
-    resamples with a positive boost, widened to contain the point estimate; (NaN, NaN) with none or
-    without a point estimate (no boost on the whole batch)."""
-    boost = damage(metric, base_boot, null_boot)
-    ok = boost > 0
-    estimate = share_left(metric, float(base_values.mean()), float(values.mean()), float(null_values.mean()))
-    if not ok.any() or math.isnan(estimate):
-        return math.nan, math.nan
-    share = 1.0 - damage(metric, base_boot[ok], boot[ok]) / boost[ok]
-    return percentile_interval(share, estimate, level)
 
 
 # --------------------------------------------------------------------------------------------

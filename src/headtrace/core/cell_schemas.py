@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from headtrace.core import metrics
 from headtrace.core.probe import CLASSES
 
 CLASS_COLUMNS = [c.replace("-", "_") for c in CLASSES]  # induction, duplicate_token, ...
@@ -202,29 +203,27 @@ CELL_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "draw": pl.Int32,
         "n_heads": pl.Int32,
         "heads": pl.List(pl.String),
-        "top1": pl.Float64,
-        "top5": pl.Float64,
-        "ce": pl.Float64,
-        "logit_b": pl.Float64,
-        # the top-1 is the sequence's shuffled-B control token / another token of its context
-        # (headtrace.causal.ablation; null in the published ablation files, which do not record them)
-        "top1_control": pl.Float64,
-        "top1_context": pl.Float64,
+        # every metric of the registry (headtrace.core.metrics), the condition's mean over the sequences: top1,
+        # top5, logit_b, ce, and the top-1 is the sequence's shuffled-B control token / another token of its
+        # context (top1_control, top1_context; null in the published ablation files, which do not record them)
+        **{m: pl.Float64 for m in metrics.METRICS},
         "n_sequences": pl.Int32,
         # control rows: size of the matched set space they come from (headtrace.causal.conditions); else null
         "n_matched_sets": pl.Int64,
-        # seeded bootstrap over probe sequences (headtrace.causal.verdict): the condition's mean and its
+        # seeded bootstrap over probe sequences (headtrace.causal.intervals): the condition's mean and its
         # paired effect against the baseline (positive = hurts), null where not computed
-        **{f"{m}{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
+        # (the metrics with an interval: top1, logit_b, ce)
+        **{f"{m}{s}": pl.Float64 for m in metrics.interval_metrics()
+           for s in ("_lo", "_hi", "_effect_lo", "_effect_hi")},
         # the share of the behaviour the condition leaves, paired bootstrap interval (the verdict's halving rule):
         # top-1 over the baseline's; the cross-entropy and logit of B as the share of the in-context boost left
-        # (against the copy_null condition); null where not computed
-        **{f"{m}_fraction{s}": pl.Float64 for m in ("top1", "logit_b", "ce") for s in ("_lo", "_hi")},
+        # (against the copy_null condition); null where not computed (the metrics with a fraction: top1, logit_b, ce)
+        **{f"{m}_fraction{s}": pl.Float64 for m in metrics.fraction_metrics() for s in ("_lo", "_hi")},
         # reference rows: every set of the reference set evaluated (true) or uniform draws (false); null elsewhere
         "reference_exact": pl.Boolean,
         # how a head is cut: zero | mean (ablation.method / ablation.second_method); null in the published ablations
         "method": pl.String,
-        # which probe sequences the ablation ran on (config ablation.probe; headtrace.api.ablation_probe):
+        # which probe sequences the ablation ran on (config ablation.probe; headtrace.causal.recipe.ablation_probe):
         # held_out | same, the seed of that draw, SHA-256 of its token ids (probe.tokens_sha256) and the
         # draws skipped as duplicates of a screen sequence (held_out); null in the published ablations
         "ablation_probe": pl.String,

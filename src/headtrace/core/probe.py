@@ -58,6 +58,22 @@ class ProbeBatch:
         return ProbeBatch(self.tokens[:n], self.ab[:n], self.target[:n], self.valid[:n])
 
 
+def batch_kwargs(settings: dict) -> dict:
+    """The config's probe keys (``token_range``, ``ab_range``, ...) -> keyword arguments of :func:`make_batch`
+    (``token_low``/``token_high``, ``ab_low``/``ab_high``, ...): the one place the two spellings meet."""
+    return {
+        "n_sequences": settings["n_sequences"],
+        "seq_len": settings["seq_len"],
+        "token_low": settings["token_range"][0],
+        "token_high": settings["token_range"][1],
+        "seed": settings["seed"],
+        "ab_low": settings["ab_range"][0],
+        "ab_high": settings["ab_range"][1],
+        "prepend_bos": settings["prepend_bos"],
+        "bos_token_id": settings["bos_token_id"],
+    }
+
+
 def make_batch(
     n_sequences: int = 2000,
     seq_len: int = 256,

@@ -26,13 +26,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import polars as pl
 
+from headtrace.causal.verdict import ALPHA  # the package's one significance level, fixed before any result
 from headtrace.core.heads import as_heads
 from headtrace.core.rounding import fmt_p
 
 __all__ = ["ALPHA", "hypergeom_pmf", "overlap_pmf", "jaccard_null", "heads_per_layer", "verdict"]
-
-ALPHA = 0.05  # agreement beyond chance when P(J_null >= J) is at most this (fixed before any result)
-
 
 def hypergeom_pmf(n: int, a: int, b: int) -> np.ndarray:
     """P(overlap = k), k = 0..min(a, b), of a random ``b``-subset of ``n`` items with a fixed ``a``-subset."""

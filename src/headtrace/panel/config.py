@@ -53,16 +53,30 @@ def expand_revisions(config: dict) -> None:
         if not isinstance(spec.get("revisions"), dict):
             continue
         where, pattern = f"models.{model}.revisions", spec["revisions"]["glob"]
-        if spec["source"] != "local" or "path" not in spec or "{revision}" in str(spec["path"]):
+        if spec["source"] != "local" or "path" not in spec:
             raise ConfigError(f"{where}: a glob needs a local model whose path holds one folder per checkpoint")
+        root = glob_root(str(spec["path"]))
+        if root is None:
+            raise ConfigError(f"{where}: a glob lists the checkpoint folders inside one run folder, so path must "
+                              f"be that folder or end in /{{revision}}; '{spec['path']}' has {{revision}} elsewhere: "
+                              "list the revisions by name instead of a glob")
         try:
-            found = revs.list_checkpoints(spec["path"], pattern)
+            found = revs.list_checkpoints(root, pattern)
         except FileNotFoundError as err:
             raise ConfigError(f"{where}: {err}") from None
         if not found:
             raise ConfigError(f"{where}: no checkpoint folder matching '{pattern}' (with config.json and "
                               f"safetensors weights, and a step in its name) under '{spec['path']}'")
         spec["revisions"], spec["revisions_glob"] = found, pattern
+
+
+def glob_root(path: str) -> str | None:
+    """The run folder a ``revisions: {glob: ...}`` lists: ``path`` itself, or ``path`` without a final
+    ``/{revision}`` (what ``headtrace revisions`` writes); None where ``{revision}`` is anywhere else."""
+    head, sep, tail = path.rstrip("/").rpartition("/{revision}")
+    if sep and not tail and "{revision}" not in head:
+        return head or "/"
+    return None if "{revision}" in path else path
 
 
 def final_revision(config: dict, model: str) -> str:
@@ -200,19 +214,7 @@ def _config_jsons(config: dict, model: str) -> str:
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-def probe_kwargs(settings: dict) -> dict:
-    """Probe settings -> keyword arguments of ``probe.make_batch``."""
-    return {
-        "n_sequences": settings["n_sequences"],
-        "seq_len": settings["seq_len"],
-        "token_low": settings["token_range"][0],
-        "token_high": settings["token_range"][1],
-        "seed": settings["seed"],
-        "ab_low": settings["ab_range"][0],
-        "ab_high": settings["ab_range"][1],
-        "prepend_bos": settings["prepend_bos"],
-        "bos_token_id": settings["bos_token_id"],
-    }
+probe_kwargs = probe_core.batch_kwargs  # the config's probe keys -> make_batch's arguments (core.probe)
 
 
 def load_spec(config: dict, model: str, revision: str | None = None) -> dict:

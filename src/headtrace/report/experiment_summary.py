@@ -7,7 +7,7 @@ import polars as pl
 
 import math
 
-from headtrace.causal.verdict import METRIC_WORDS
+from headtrace.core import metrics
 from headtrace.experiments.data_shift import behaviour_change
 from headtrace.findings import agreement
 from headtrace.core.rounding import fmt_p, fmt_share_bound
@@ -211,7 +211,7 @@ def _ablation(row: dict, prefix: str, name: str) -> str:
         return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}: it "
                 f"*raises* top-1, by {effect_text(up)}, the whole interval above zero; verdict {verdict}")
     return (f"ablating the {name} ({n} heads) takes top-1 to {_pct(row.get(f'{prefix}_ablated_top1'))}, "
-            f"effect on {METRIC_WORDS.get(metric, metric)} {effect_text(v)}, verdict {verdict}")
+            f"effect on {metrics.words(metric)} {effect_text(v)}, verdict {verdict}")
 
 
 def _behaviour(b_last: dict, a_last: dict) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from headtrace.causal import verdict as V
+from headtrace.core import metrics
 from headtrace.findings import order as milestone_order
 from headtrace.report import empty_case as EC
 from headtrace.report.format import fmt_bound, fmt_token_bound, milestone_words
@@ -255,7 +255,7 @@ def where_decided(answers: list[ModelAnswer]) -> Statement:
         best = a.best
         bit = f"{a.model}: {a.decided_words()}"
         if best is not None:
-            on = "" if best.metric == "top1" else f" on {V.METRIC_WORDS.get(best.metric, best.metric)}"
+            on = "" if best.metric == "top1" else f" on {metrics.words(best.metric)}"
             bit += (f" (smallest {best.p_text()}{on}: the {len(best.heads)}-head {best.circuit.replace('_', ' ')} at "
                     f"{best.revision}, over {best.control_text()})")
         said.append(bit)

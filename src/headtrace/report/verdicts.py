@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from headtrace.causal import verdict as V
+from headtrace.core import metrics
 from headtrace.report.words import get as _get
 from headtrace.report.words import is_nan as _nan
 from headtrace.report.words import plural as _plural
@@ -84,16 +85,17 @@ class Verdict:
         if _nan(boost):
             return None
         lo, hi = _get(row, "boost_lo"), _get(row, "boost_hi")
-        if self.metric in ("top1", "top5"):
+        said = metrics.words(self.metric)
+        if metrics.has_floor(self.metric):
             ci = "" if _nan(lo) or _nan(hi) else " [{}, {}]".format(*_outward(lo, hi, 100))
             value = f"{100 * boost:.2f} pp{ci}"
         else:
             ci = "" if _nan(lo) or _nan(hi) else " [{}, {}]".format(*_outward(lo, hi))
-            value = f"{abs(boost):.2f}{UNITS.get(self.metric, '')}{ci}"
-            if self.metric == "ce":
-                return (f"in-context boost: the earlier B lowers the cross-entropy of B by {value}"
-                        if boost >= 0 else f"in-context boost: the earlier B raises the cross-entropy of B by {value}")
-        return f"in-context boost: the earlier B adds {value} to {V.METRIC_WORDS.get(self.metric, self.metric)}"
+            value = f"{abs(boost):.2f}{_unit(self.metric)}{ci}"
+            if _direction(self.metric) < 0:  # less is the behaviour (the cross-entropy of B): the boost lowers it
+                return (f"in-context boost: the earlier B lowers {said} by {value}"
+                        if boost >= 0 else f"in-context boost: the earlier B raises {said} by {value}")
+        return f"in-context boost: the earlier B adds {value} to {said}"
 
     def methods_text(self) -> str | None:
         """Whether zero and mean ablation agree: 'mean ablation: causal too (p = 0.025)'; None without a second method."""
@@ -114,13 +116,14 @@ class Verdict:
             return None
         if self.share_note:  # the note says why no share is shown
             return self.share_note
-        out = f"{100 * self.upper_share:.0f}% of the upper bound's {METRIC_SAY.get(self.metric, self.metric)} effect"
+        out = f"{100 * self.upper_share:.0f}% of the upper bound's {metrics.bare_words(self.metric)} effect"
         if self.upper_share > 1:  # a point estimate: whether the circuit alone hurts more is not tested
             out += " (the circuit alone against its layers whole: the difference is not tested)"
         return out
 
 
-METRIC_SAY = {"top1": "top-1", "top5": "top-5", "ce": "cross-entropy of B", "logit_b": "logit of B"}
+# a metric's words before a noun ('the upper bound's cross-entropy of B effect'): the registry's, kept for importers
+METRIC_SAY = metrics.FieldView(lambda m: metrics.bare_words(m.name))
 
 
 def upper_bound_text(v: Mapping) -> str | None:
@@ -132,7 +135,7 @@ def upper_bound_text(v: Mapping) -> str | None:
     metric = v.get("metric") or "top1"
     value = _get(v, "upper_bound_value", _get(v, "upper_bound_top1") if metric == "top1" else None)
     out = f"upper bound {fmt_metric(metric, value)}"
-    said = METRIC_SAY.get(metric, metric)
+    said = metrics.bare_words(metric)
     share = verdict_of(v).upper_share_text() if v.get("n_heads") else None
     notes = [f"the circuit: {share}" if share and not v.get("upper_bound_share_note") else share]
     if v.get("upper_bound_saturates") and not v.get("upper_bound_share_note"):  # the note says it otherwise
@@ -152,7 +155,7 @@ def effect_text(v: Verdict | Mapping) -> str:
     else:
         metric = v.get("metric") or "top1"
         x, lo, hi = v.get("effect"), v.get("effect_lo"), v.get("effect_hi")
-    if metric not in ("top1", "top5") or _nan(x):
+    if not metrics.has_floor(metric) or _nan(x):
         ci = ""
         if not _nan(lo) and not _nan(hi):
             a, b = _outward(lo, hi)
@@ -174,11 +177,17 @@ def _outward(lo: float, hi: float, scale: float = 1.0, decimals: int = 2) -> tup
 
 
 def fmt_metric(metric: str, x) -> str:
-    """A metric's value as printed: top-1 as a percentage, logit and cross-entropy to 2 decimals."""
-    return "nan" if _nan(x) else (f"{x:.2%}" if metric in ("top1", "top5") else f"{x:.2f}" + UNITS.get(metric, ""))
+    """A metric's value as printed: a metric with a floor (top-1) as a percentage, the others (logit and
+    cross-entropy) to 2 decimals with their unit (headtrace.core.metrics)."""
+    return "nan" if _nan(x) else (f"{x:.2%}" if metrics.has_floor(metric) else f"{x:.2f}" + _unit(metric))
 
 
-UNITS = {"ce": " nats"}
+def _unit(metric: str) -> str:
+    return metrics.METRICS[metric].unit if metric in metrics.METRICS else ""
+
+
+def _direction(metric: str) -> float:
+    return (metrics.METRICS[metric].direction or 1.0) if metric in metrics.METRICS else 1.0
 
 
 

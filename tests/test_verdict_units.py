@@ -1,4 +1,5 @@
-"""The verdict's interval of the boost share left (headtrace.causal.verdict.boost_share_interval) on
+"""The intervals (headtrace.causal.intervals, re-exported by headtrace.causal.verdict), the no-boost reason and the
+composition checks of the verdict on hand-built inputs. The boost share left (boost_share_interval) on
 hand-built resamples whose shares are known: 0, 1/4, 1/2, 3/4 and 1, whose percentiles numpy's linear
 rule puts at 1/4 and 3/4 (level 0.5) or 0.025 and 0.975 (level 0.95)."""
 from __future__ import annotations

@@ -69,6 +69,10 @@ def test_on_suspect_lines_and_the_failure_message_in_words():
     with pytest.raises(ValueError) as bad:
         lineage.check_on_suspect(table, "ignore")
     assert str(bad.value) == "provenance.on_suspect must be warn, drop or fail, got 'ignore'"
+    assert lineage.suspect_map(table) == {("toy", "s2"): ["the same weights as s1"],
+                                          ("toy", "s3"): ["a weight file shared with s5, s6 and s7",
+                                                          "a break in the chain of revisions"]}
+    assert lineage.suspect_map(None) == {} and lineage.suspect_map(table.clear()) == {}
 
 
 def test_flags_in_words():

@@ -220,7 +220,8 @@ def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
     first = table.filter(pl.col("model") == "base-shift").row(0, named=True)
     assert first["reference_is_init"] is False and lineage.reference_warnings(table) == []
     (alone,) = lineage.reference_warnings(table.filter(pl.col("model") == "base-shift"))  # the job's view
-    assert "continues base" in alone and "the report checks" in alone
+    assert alone == ("model 'base-shift' continues base: its earliest revision, step0, is no init; the report checks "
+                     "that it is base's last checkpoint, whose descent base's table checks")
     (pair,) = lineage.declared_pairs(table)
     assert pair.startswith("base-shift step0 and base step5 are the same weights") and "counted once" in pair
     md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
@@ -344,6 +345,7 @@ def test_a_shard_equal_to_a_later_revisions_file_is_shared_and_named():
     row = table.row(1, named=True)
     assert row["flags"][0] == "shares_shard_with" and row["shares_shard_with"] == ["step4"]
     assert row["detail"].split("; ")[0] == "a.st = step4's"  # the file, not its matrices one by one
+    assert "matrices" not in row["detail"]
     assert row["shares"] == ["step4"] and table.row(4, named=True)["shares"] == ["step1"]
     assert table.row(4, named=True)["flags"] == [] and row["duplicate_of"] == []
     # the same matrices re-saved into another file (another digest): the matrices tell, naming their file
@@ -364,6 +366,12 @@ def test_matrices_from_two_files_and_one_of_unknown_file():
     assert _lineage(unnamed).row(2, named=True)["detail"].split("; ")[0] == "2 of 6 matrices (in ?, a.st) = step5's"
 
 
+def test_two_shards_equal_to_a_later_revisions_files_are_named_together():
+    files = {1: {"a.st": "a-4", "b.st": "b-4", "c.st": "c-1"}, 4: {"a.st": "a-4", "b.st": "b-4", "c.st": "c-4"}}
+    row = _lineage(_fps(_run(6, seed=17), files)).row(1, named=True)
+    assert row["shares_shard_with"] == ["step4"] and row["detail"].split("; ")[0] == "a.st, b.st = step4's"
+
+
 def test_three_holders_of_one_file_name_the_latest():
     run = _run(7, seed=14)
     files = {k: {"a.st": "a-shared", "b.st": f"b-{k}"} for k in (1, 3, 5)}
@@ -379,6 +387,8 @@ def test_three_holders_of_one_file_name_the_latest():
 def test_a_module_frozen_from_the_start_or_over_two_steps_is_no_sharing():
     module = ["l1.weight", "l1.bias"]
     assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=0, into=[1]))))  # from the start, one step
+    assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=0, into=[1, 2]))))  # from the start, two
+    assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=0, into=[1, 2, 3, 4, 5]))))  # the whole run
     assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=4, into=[2, 3]))))  # two steps: 2 -> 3 -> 4
     assert no_flags(_lineage(_fps(_hold(_run(6, seed=15), module, src=5, into=[1, 2, 3, 4]))))
     # one step, not from the start: a copy of the later revision's module, the earlier one flagged

@@ -194,6 +194,13 @@ def test_a_panel_without_its_init_is_warned_about():
     (single,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)},
                                                                  init_published=False))
     assert "publishes no step 0 to add" in single and "add the run's step 0" not in single
+    said = ("model 'syn': the earliest revision, step1, is not the init (step 0); the check that each revision "
+            "descends from the init compares with it, so it cannot see weights that are another init from it on "
+            "(EleutherAI/pythia#203): ")
+    assert warning == said + "add the run's step 0 to its revisions if it publishes one"
+    assert toy == said + "add the run's step 0 to its revisions"
+    assert single == said + ("this run publishes no step 0 to add, so that case stays unseen (a revision from "
+                             "elsewhere between two others is still seen by the detour test)")
     config = {"models": {"t": {"source": "toy"}, "g": {"source": "local", "path": "m.gguf", "single_checkpoint": True},
                          "h": {"source": "hub", "hf_id": "o/n"}}}
     assert [panel_config.init_published(config, m) for m in ("t", "g", "h")] == [True, False, None]

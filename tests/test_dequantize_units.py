@@ -172,3 +172,67 @@ def test_the_copy_holds_the_written_weights_in_float32_and_the_tokenizer(tmp_pat
     np.testing.assert_array_equal(values["model.norm.weight"], written["output_norm.weight"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(dest)
     assert tokenizer.convert_ids_to_tokens(tokenizer("the")["input_ids"]) == ["t", "he"]
+
+
+class _Stop(Exception):
+    """Raised by a stand-in loader to end the conversion where the test has seen what it needs."""
+
+
+def _loaders(monkeypatch, model=None, tokenizer=None, model_error=None, tokenizer_error=None):
+    """transformers' two loaders replaced by recorders: what each was called with, then ``model`` /
+    ``tokenizer`` returned or the error raised."""
+    calls = {}
+
+    def load(what, result, error):
+        def from_pretrained(folder, **kwargs):
+            calls[what] = (folder, kwargs)
+            if error is not None:
+                raise error
+            return result
+        return staticmethod(from_pretrained)
+
+    monkeypatch.setattr(transformers.LlamaForCausalLM, "from_pretrained", load("model", model, model_error))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", load("tokenizer", tokenizer, tokenizer_error))
+    return calls
+
+
+def test_transformers_is_asked_for_float32_local_files_and_no_remote_code(tmp_path, monkeypatch):
+    import torch
+
+    f = llama(tmp_path / "m.gguf")
+    calls = _loaders(monkeypatch, model=object(), tokenizer_error=_Stop())
+    with pytest.raises(_Stop):
+        dequantize.dequantized(f, "m r1", root=tmp_path / "cache")
+    assert calls["model"] == (str(tmp_path), {"dtype": torch.float32, "trust_remote_code": False,
+                                              "local_files_only": True, "gguf_file": "m.gguf"})
+    assert calls["tokenizer"] == (str(tmp_path), {"trust_remote_code": False, "gguf_file": "m.gguf"})
+
+
+@pytest.mark.parametrize("error, words", [(OSError("first line\nsecond line"), "OSError: first line"),
+                                          (ValueError(), "ValueError: "), (KeyError("k"), "KeyError: 'k'")])
+def test_a_loader_error_is_named_by_its_type_and_first_line(tmp_path, monkeypatch, error, words):
+    f = llama(tmp_path / "m.gguf")
+    _loaders(monkeypatch, model_error=error)
+    with pytest.raises(CheckpointError) as e:
+        dequantize.dequantized(f, "m r1", root=tmp_path / "cache")
+    assert str(e.value) == f"m r1: transformers cannot read {f}: {words}"
+
+
+def test_a_model_without_a_quantization_config_is_written_all_the_same(tmp_path, monkeypatch):
+    """A loader that returns a model with no GGUF quantization config (and a tied output embedding): the
+    copy is written, the tied tensor once."""
+    cfg = transformers.LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=True)
+    model = transformers.LlamaForCausalLM(cfg)
+
+    class Tokenizer:
+        def save_pretrained(self, out):
+            (Path(out) / "tokenizer.json").write_text("{}")
+
+    f = llama(tmp_path / "m.gguf")
+    _loaders(monkeypatch, model=model, tokenizer=Tokenizer())
+    dest = dequantize.dequantized(f, "m r1", root=tmp_path / "cache")
+    assert json.loads((dest / "config.json").read_text())["vocab_size"] == 16
+    assert (dest / "tokenizer.json").read_text() == "{}"
+    with safe_open(str(dest / "model.safetensors"), "np") as st:
+        assert set(st.keys()) == set(model.state_dict()) - {"lm_head.weight"}

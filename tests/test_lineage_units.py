@@ -436,3 +436,11 @@ def test_drop_flagged_removes_the_flagged_revisions_only():
     assert lineage.drop_flagged(empty, table) is empty
     assert lineage.flagged(table)["revision"].to_list() == ["step4", "step4"]
     assert lineage.flagged(table.clear()).columns == list(tables.SCHEMAS["lineage"])
+
+
+def test_lineage_passes_its_rules_on_to_each_model():
+    fp = _synthetic(_drift(5, keep=0.9, seed=18))
+    tokens = {("syn", f"step{k}"): k for k in range(6)}
+    assert no_flags(lineage.lineage(fp, tokens))
+    strict = lineage.lineage(fp, tokens, detour=1.0)  # any step off the straight line is a detour now
+    assert strict["flags"].to_list() == [[]] + [["discontinuous"]] * 4 + [[]]  # the ends have no detour

@@ -25,9 +25,9 @@ def write(path: Path, arch: str = "llama", tensors=(), **keys) -> Path:
     for name, values, kind in tensors:
         if kind in ("F32", "F16"):
             w.add_tensor(name, values.astype(np.float32 if kind == "F32" else np.float16))
-        elif kind == "Q8_1":  # llama.cpp's activation type: bytes only, no dequantizer exists
-            block, size = gguf_format.GGML_QUANT_SIZES[Q.Q8_1]
-            w.add_tensor(name, np.zeros((values.shape[0], values.shape[1] // block * size), np.uint8), raw_dtype=Q.Q8_1)
+        elif kind in ("Q8_1", "Q8_K"):  # llama.cpp's activation types: bytes only, no dequantizer exists
+            block, size = gguf_format.GGML_QUANT_SIZES[Q[kind]]
+            w.add_tensor(name, np.zeros((values.shape[0], values.shape[1] // block * size), np.uint8), raw_dtype=Q[kind])
         else:
             w.add_tensor(name, quants.quantize(values, Q[kind]), raw_dtype=Q[kind])
     w.write_header_to_file()

@@ -59,8 +59,9 @@ def test_a_file_that_is_no_gguf_is_refused_naming_it(tmp_path):
     assert str(e.value).startswith(f"{bad.resolve()}: not a readable GGUF file (truncated or corrupt?): ")
     with pytest.raises(CheckpointError, match=r"^m r1: .*bad\.gguf: not a readable GGUF file"):
         gguf.check(bad, "m r1")  # the caller's name first
-    with pytest.raises(CheckpointError, match=r"^/.*bad\.gguf: not a readable GGUF file"):
+    with pytest.raises(CheckpointError) as e:
         gguf.check(bad)  # the file's own message, not prefixed twice
+    assert str(e.value).startswith(f"{bad.resolve()}: not a readable GGUF file")
 
 
 class _Reader:
@@ -160,6 +161,9 @@ def test_a_type_that_cannot_be_dequantized_is_refused_naming_three_tensors(tmp_p
     three = write(tmp_path / "three.gguf", tensors=[(f"w{i}", m, "Q8_1") for i in range(3)])
     with pytest.raises(CheckpointError, match=r"^\S*three\.gguf: three\.gguf stores 3 tensors \(w0, w1, w2\) as Q8_1, "):
         gguf.check(three)
+    two = write(tmp_path / "two.gguf", tensors=[("w0", m, "Q8_1"), ("w1", np.zeros((2, 256), np.float32), "Q8_K")])
+    with pytest.raises(CheckpointError, match=r"two\.gguf stores 2 tensors \(w0, w1\) as Q8_1, Q8_K, a quantization "):
+        gguf.check(two)
     plain = write(tmp_path / "plain.gguf", tensors=[("h", m, "F16"), ("q", EXACT, "Q8_0"),
                                                      ("f", np.ones(32, np.float32), "F32")])
     assert gguf.check(plain).quantization == ("F16", "F32", "Q8_0")  # stored as they are, or dequantized

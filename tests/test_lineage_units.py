@@ -444,3 +444,37 @@ def test_lineage_passes_its_rules_on_to_each_model():
     assert no_flags(lineage.lineage(fp, tokens))
     strict = lineage.lineage(fp, tokens, detour=1.0)  # any step off the straight line is a detour now
     assert strict["flags"].to_list() == [[]] + [["discontinuous"]] * 4 + [[]]  # the ends have no detour
+
+
+ALL = [f"l{t}.{p}" for t in range(6) for p in ("weight", "bias")]
+DUP = ("every weight file or tensor = {}: one set of weights under {} names, and the fingerprints cannot tell "
+       "which name, if any, it belongs to (every one is flagged)")
+
+
+def test_a_revision_serving_a_later_ones_files_is_a_duplicate_both_flagged():
+    run = _hold(_run(6, seed=19), ALL, src=5, into=[2])
+    table = _lineage(_fps(run, {2: {"a.st": "a-5", "b.st": "b-5"}}))
+    assert _flags(table) == {"step2": ["duplicate_of"], "step5": ["duplicate_of"]}
+    by = {r["revision"]: r for r in table.iter_rows(named=True)}
+    assert by["step2"]["duplicate_of"] == ["step5"] and by["step5"]["duplicate_of"] == ["step2"]
+    assert by["step2"]["detail"] == DUP.format("step5's", 2) and by["step5"]["detail"] == DUP.format("step2's", 2)
+    assert by["step2"]["shares"] == ["step5"] and by["step2"]["shares_shard_with"] == []
+    assert by["step3"]["previous"] == "step1" and by["step2"]["previous"] == "step1"  # the set sits at step5
+    # a third name for the same weights, its tensors re-saved (other file digests): the tensors tell
+    run = _hold(run, ALL, src=5, into=[3])
+    table = _lineage(_fps(run, {2: {"a.st": "a-5", "b.st": "b-5"}}))
+    dup = {r: d for r, d in table.select("revision", "duplicate_of").iter_rows() if d}
+    assert dup == {"step2": ["step3", "step5"], "step3": ["step2", "step5"], "step5": ["step2", "step3"]}
+    assert table.row(3, named=True)["detail"] == DUP.format("step2's and step5's", 3)
+    assert _flags(table) == {f"step{k}": ["duplicate_of"] for k in (2, 3, 5)}
+    assert table.row(4, named=True)["previous"] == "step1"
+
+
+def test_two_sets_of_duplicates_and_a_duplicated_first_revision():
+    run = _hold(_hold(_run(7, seed=20), ALL, src=6, into=[0]), ALL, src=4, into=[2])
+    table = _lineage(_fps(run))  # tensors equal, files re-saved
+    assert _flags(table) == {f"step{k}": ["duplicate_of"] for k in (0, 2, 4, 6)}
+    dup = {r: d for r, d in table.select("revision", "duplicate_of").iter_rows() if d}
+    assert dup == {"step0": ["step6"], "step6": ["step0"], "step2": ["step4"], "step4": ["step2"]}
+    assert table["reference"].unique().to_list() == ["step1"]  # the earliest revision that is no duplicate
+    assert table.row(1, named=True)["dist_from_first"] == 0 and table.row(3, named=True)["previous"] == "step1"

@@ -460,6 +460,10 @@ def test_a_revision_serving_a_later_ones_files_is_a_duplicate_both_flagged():
     assert by["step2"]["detail"] == DUP.format("step5's", 2) and by["step5"]["detail"] == DUP.format("step2's", 2)
     assert by["step2"]["shares"] == ["step5"] and by["step2"]["shares_shard_with"] == []
     assert by["step3"]["previous"] == "step1" and by["step2"]["previous"] == "step1"  # the set sits at step5
+    assert by["step2"]["descent"] == by["step5"]["descent"] == "direct"  # a duplicate's descent: its set's
+    # beside the set, step1 carries step3's module l4 (one step before it): it shares with step3 alone
+    shared = _lineage(_fps(_hold(run, ["l4.weight", "l4.bias"], src=3, into=[1]), {2: {"a.st": "a-5", "b.st": "b-5"}}))
+    assert shared.row(1, named=True)["shares"] == ["step3"] and shared.row(1, named=True)["shares_shard_with"] == ["step3"]
     # a third name for the same weights, its tensors re-saved (other file digests): the tensors tell
     run = _hold(run, ALL, src=5, into=[3])
     table = _lineage(_fps(run, {2: {"a.st": "a-5", "b.st": "b-5"}}))
@@ -478,3 +482,26 @@ def test_two_sets_of_duplicates_and_a_duplicated_first_revision():
     assert dup == {"step0": ["step6"], "step6": ["step0"], "step2": ["step4"], "step4": ["step2"]}
     assert table["reference"].unique().to_list() == ["step1"]  # the earliest revision that is no duplicate
     assert table.row(1, named=True)["dist_from_first"] == 0 and table.row(3, named=True)["previous"] == "step1"
+
+
+def test_small_rules_with_known_answers():
+    assert lineage._module("layers.3.mlp.experts.5.up_proj.weight") == "layers.3.mlp.experts.5.up_proj"
+    assert lineage._module("bias") == "bias"
+    nan = math.nan
+    assert lineage._descends({"n": 3, "cos": nan, "cos_sd": nan}, 4.0, 0.1)  # no cosine (zero weights): undecidable
+    assert lineage._descends({"n": 0, "cos": 0.0, "cos_sd": 1.0}, 4.0, 0.1)  # nothing compared: undecidable
+    assert not lineage._descends({"n": 3, "cos": 0.3, "cos_sd": 0.1}, 4.0, 0.1)  # under 4 null SDs
+    assert lineage._descends({"n": 3, "cos": 0.5, "cos_sd": 0.1}, 4.0, 0.1)
+    assert not lineage._descends({"n": 3, "cos": 0.15, "cos_sd": 0.01}, 4.0, 0.2)  # under the floor
+
+
+def test_order_by_name_without_tokens_and_one_model_only():
+    import hashlib
+
+    fp = _synthetic(_drift(10, keep=0.9, seed=21))
+    assert lineage.model_lineage(fp)["revision"].to_list() == [f"step{k}" for k in range(11)]  # step10 last
+    files = lineage.model_lineage(fp.filter(pl.col("kind") == "file"))  # no tensor rows: the files' digests
+    assert files["weights_digest"][0] == hashlib.sha256(b"syn-file0").hexdigest()
+    with pytest.raises(ValueError) as e:
+        lineage.model_lineage(pl.concat([fp, fp.with_columns(pl.lit("a").alias("model"))]))
+    assert str(e.value) == "model_lineage takes one model's fingerprints, got ['a', 'syn']"

@@ -505,3 +505,24 @@ def test_order_by_name_without_tokens_and_one_model_only():
     with pytest.raises(ValueError) as e:
         lineage.model_lineage(pl.concat([fp, fp.with_columns(pl.lit("a").alias("model"))]))
     assert str(e.value) == "model_lineage takes one model's fingerprints, got ['a', 'syn']"
+
+
+def test_pair_stats_of_small_weights_of_two_scales():
+    """The closed forms again with norms 0.1 and 0.2 (a scale under 1, unequal norms): d_t^2 = 0.01 + 0.04
+    - 2 (0.02) c, so with c = 0.6 rel = sqrt(0.026 / 0.025); the cosine stays c."""
+    import numpy as np
+
+    rng = np.random.default_rng(10)
+    T, m, c = 4, 64, 0.6
+    a, b = [], []
+    for _ in range(T):
+        x = rng.normal(size=m)
+        x /= np.linalg.norm(x)
+        u = rng.normal(size=m)
+        u -= (u @ x) * x
+        u /= np.linalg.norm(u)
+        a.append(0.1 * x)
+        b.append(0.2 * (c * x + math.sqrt(1 - c * c) * u))
+    s = lineage.pair_stats(lineage._Model(_synthetic([a, b]), ["step0", "step1"]), 0, 1)
+    assert s["rel"] == pytest.approx(math.sqrt(0.026 / 0.025)) and s["cos"] == pytest.approx(c)
+    assert s["rel_sd"] > 0 and s["n"] == T

@@ -73,9 +73,11 @@ report-shot: $(STAMP)
 # The mutation check (docs/testing.md): mutmut, pinned in requirements-dev.txt and installed here on demand,
 # mutates the modules that decide science ([tool.mutmut] in pyproject.toml) and runs each mutant against the
 # unit tests of those modules that reach it; then the score per module and the survivors by name. From a
-# clean start (rm -rf mutants) every time, niced: it is CPU-bound for many minutes.
+# clean start (rm -rf mutants) every time, niced: it is CPU-bound for many minutes. MUTANTS: mutmut's name
+# patterns to run only some, e.g. make mutation MUTANTS='headtrace.findings.*' (default: every mutant).
 DEV_STAMP := $(VENV)/.installed-dev
 MUTATION_JOBS ?= $(shell nproc)
+MUTANTS ?=
 
 $(DEV_STAMP): $(STAMP) requirements-dev.txt
 	$(BIN)/python -m pip install -q -r requirements-dev.txt
@@ -84,7 +86,7 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt
 mutation: $(DEV_STAMP)
 	rm -rf mutants
 	@start=$$(date +%s); \
-	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) > mutants.log 2>&1 \
+	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS) > mutants.log 2>&1 \
 	  || { tail -20 mutants.log; exit 1; }; \
 	$(BIN)/python docs/mutation_scores.py mutants | tee mutants/scores.md; \
 	echo "make mutation: $$(( $$(date +%s) - start )) s; mutmut's log: mutants.log; a mutant's change: $(BIN)/mutmut show NAME"

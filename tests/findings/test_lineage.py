@@ -6,6 +6,9 @@ headtrace.models.fingerprint as the capture job does. The healthy trajectory rai
 broken panels built from it (a copy of another revision, the final's first shard, a re-init from
 another seed, a later revision's matrices in one shard) each raise the right flag, and the report
 module shows them in its banner.
+
+These tests train a panel once per module (a few seconds): the hand-built cases with known answers, which the
+mutation check runs for every mutant of the module, are in test_lineage_units.py.
 """
 from __future__ import annotations
 
@@ -18,12 +21,14 @@ import polars as pl
 import pytest
 from safetensors.numpy import load_file, save_file
 
+from helpers.lineage_fingerprints import drift as _drift
+from helpers.lineage_fingerprints import synthetic as _synthetic
+
 from headtrace.core import tables
 from headtrace.findings import lineage
 from headtrace.models import fingerprint
 from headtrace.models.toy import recipe as toy_recipe
 from headtrace.models.toy import train as toy
-from headtrace.panel import config as panel_config
 from headtrace.report import lineage as report_lineage
 
 ARCH = {"n_layers": 2, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": toy_recipe.VOCAB_SIZE,
@@ -252,39 +257,6 @@ def test_no_fingerprints_no_rows_and_on_suspect(healthy_fps, panel):
     assert lineage.drop_flagged(traj, table).rows() == [("toy", "step2"), ("toy", "step8"), ("other", "step4")]
 
 
-def _rows(*rows: dict) -> pl.DataFrame:
-    spec = tables.SCHEMAS["lineage"]
-    return pl.DataFrame([{**dict.fromkeys(spec), "detail": None, **r} for r in rows], schema=spec)
-
-
-def test_on_suspect_lines_and_the_failure_message_in_words():
-    table = _rows(dict(model="toy", revision="s1", flags=[]),
-                  dict(model="toy", revision="s2", flags=["duplicate_of"], duplicate_of=["s1"],
-                       detail="every weight file equals s1's"),
-                  dict(model="toy", revision="s3", flags=["shares_shard_with", "discontinuous"],
-                       shares_shard_with=["s5", "s6", "s7"]))
-    lines = ["model 'toy' revision 's2': the same weights as s1 (every weight file equals s1's)",
-             "model 'toy' revision 's3': a weight file shared with s5, s6 and s7, a break in the chain of revisions"]
-    assert lineage.check_on_suspect(table, "warn") == lines == lineage.check_on_suspect(table, "drop")
-    with pytest.raises(ValueError) as failed:
-        lineage.check_on_suspect(table, "fail")
-    assert str(failed.value) == ("provenance.on_suspect is 'fail' and the lineage check flagged these revisions "
-                                 "(docs/integrity.md: dropping or replacing a flagged revision):\n  " + "\n  ".join(lines))
-    assert lineage.check_on_suspect(table.filter(pl.col("revision") == "s1"), "fail") == []
-
-
-def test_flags_in_words():
-    labels = lineage.flag_labels
-    assert labels({"flags": ["duplicate_of"], "duplicate_of": "s1"}) == ["the same weights as s1"]  # one name, a string
-    assert labels({"flags": ["shares_shard_with"], "shares_shard_with": ["a", "b", "c"]}) == [
-        "a weight file shared with a, b and c"]
-    assert labels({"flags": ["duplicate_of"], "duplicate_of": []}) == ["the same weights as ?"]
-    assert labels({"flags": ["a_flag_of_tomorrow", "discontinuous"]}) == ["a_flag_of_tomorrow",
-                                                                         "a break in the chain of revisions"]
-    assert labels({"flags": None}) == []
-    assert lineage.flagged(None).is_empty() and lineage.flagged(None).columns == list(tables.SCHEMAS["lineage"])
-
-
 def test_a_frozen_matrix_is_no_sharing(healthy_fps):
     """A module unchanged over consecutive revisions (frozen, never routed: its weight and bias alike)
     shares nothing; the same module back after a revision that changed it does."""
@@ -348,243 +320,6 @@ def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
     md = report_lineage.section_markdown(table)
     assert "**other** (reference step0; no revision flagged)" in md and "**toy** (reference step0; 2 flagged)" in md
     assert '<section id="lineage">' in report_lineage.section_html(table)
-
-
-# ---- drift against another init: synthetic fingerprints whose sketch is the tensor itself ----------
-
-def _synthetic(chain: list[list], model: str = "syn") -> pl.DataFrame:
-    """Fingerprint rows of revisions step0..stepN: per revision a list of 64-long vectors, one per
-    matrix, used as both the sketch and (through its norm) the exact norm (a self-consistent table)."""
-    import numpy as np
-
-    rows = []
-    for k, mats in enumerate(chain):
-        rev = f"step{k}"
-        rows.append(dict(model=model, revision=rev, kind="file", name=f"f{k}", file=f"f{k}", format="safetensors",
-                         sha256=f"{model}-file{k}", dtype=None, shape=None, numel=None, norm=None, sketch=None))
-        for t, v in enumerate(mats):
-            rows.append(dict(model=model, revision=rev, kind="tensor", name=f"m{t}", file=f"f{k}", format="safetensors",
-                             sha256=f"{model}-{k}-{t}", dtype="F32", shape=[8, 8], numel=64,
-                             norm=float(np.linalg.norm(v)),
-                             sketch=[float(x) for x in v]))
-    return tables.conform(pl.DataFrame(rows), "fingerprint")
-
-
-def _drift(n_steps: int, keep: float, seed: int, start=None) -> list[list]:
-    """A chain of 40 matrices, each step keeping ``keep`` of the previous direction plus fresh noise."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    cur = [rng.normal(size=64) for _ in range(40)] if start is None else start
-    out = [cur]
-    for _ in range(n_steps):
-        cur = [keep * v + math.sqrt(1 - keep ** 2) * rng.normal(size=64) for v in cur]
-        out.append(cur)
-    return out
-
-
-def test_drift_far_from_init_is_descent_by_chain_and_another_init_is_not():
-    healthy = _drift(20, keep=0.85, seed=0)  # consecutive cosine ~0.85, to step0 0.85^k -> ~0.04 at step 20
-    table = lineage.model_lineage(_synthetic(healthy), {f"step{k}": k for k in range(21)})
-    last = table.row(-1, named=True)
-    # the direct test alone would flag the end of this healthy run: its cosine to step0 is under 4 null SDs
-    assert last["cos_from_first"] < lineage.Z * last["cos_sd"]
-    assert last["descent"] == "chain" and not last["flags"] and no_flags(table)
-    assert table["descent"].to_list()[:2] == ["reference", "direct"] and table["reference_is_init"].all()
-    # the same run after a foreign step0 (another seed's init): every later revision is flagged
-    foreign = _drift(0, keep=0.85, seed=1) + healthy[1:]
-    bad = lineage.model_lineage(_synthetic(foreign), {f"step{k}": k for k in range(21)})
-    assert bad["descent"].to_list()[1:] == ["none"] * 20
-    assert all(f == ["not_descended_from_init"] for f in bad["flags"].to_list()[1:])
-    assert "no chain of revisions" in bad["detail"][1]
-
-
-def test_a_last_revision_that_falls_back_towards_the_init_is_discontinuous():
-    """step9 is step1 again (fresh digests, a little noise): its distance from step0 falls back from step8's,
-    the farthest so far; the last revision has no detour to measure, so only the fall-back rule sees it."""
-    import numpy as np
-
-    run = _drift(8, keep=0.95, seed=4)
-    rng = np.random.default_rng(5)
-    run.append([v + 1e-3 * rng.normal(size=v.size) for v in run[1]])
-    table = lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(10)})
-    rows = {r["revision"]: r for r in table.iter_rows(named=True)}
-    assert rows["step9"]["flags"] == ["discontinuous"]
-    assert rows["step9"]["detail"] == (f"distance from step0 falls back to {rows['step9']['dist_from_first']:.3f} "
-                                       f"from {rows['step8']['dist_from_first']:.3f} (step8)")
-    assert all(not rows[f"step{k}"]["flags"] for k in range(9))
-
-
-def test_a_revision_whose_neighbours_are_one_point_is_a_detour_and_a_frozen_run_is_not():
-    s0, s1, s2 = _drift(2, keep=0.9, seed=6)
-    table = lineage.model_lineage(_synthetic([s0, s1, s2, s1]), {f"step{k}": k for k in range(4)})
-    row = table.filter(pl.col("revision") == "step2").row(0, named=True)  # step1 -> step2 -> step1 again
-    assert "discontinuous" in row["flags"] and row["detail"].startswith("detour inf > 2: step1→step2 ")
-    frozen = lineage.model_lineage(_synthetic([s0, s1, s1, s1, s2]), {f"step{k}": k for k in range(5)})
-    assert no_flags(frozen) and frozen["detour"].to_list()[2] == 1.0  # no step at all: no detour
-
-
-def test_rows_in_token_order_with_their_digest_and_previous_distance():
-    import hashlib
-
-    run = _drift(2, keep=0.9, seed=8)
-    names = {"step0": "init", "step1": "zeta", "step2": "alpha"}  # the names sort otherwise than the tokens
-    fp = _synthetic(run).with_columns(pl.col("revision").replace(names))
-    table = lineage.model_lineage(fp, {"init": 0, "zeta": 10, "alpha": 20})
-    assert table["revision"].to_list() == ["init", "zeta", "alpha"] and table["order"].to_list() == [0, 1, 2]
-    assert table["tokens"].to_list() == [0, 10, 20]
-    # the digest: sha256 over the revision's sorted 'name sha256' tensor lines (_synthetic: sha 'syn-k-t')
-    lines = sorted(f"m{t} syn-1-{t}" for t in range(40))
-    assert table["weights_digest"][1] == hashlib.sha256("\n".join(lines).encode()).hexdigest()
-    prev = table["dist_from_previous"].to_list()
-    assert prev[0] is None and prev[1] == pytest.approx(table["dist_from_first"][1]) and prev[2] > 0
-
-
-def test_pair_stats_on_exact_sketches_with_a_known_cosine():
-    """Four unit-norm 64-long matrices, each at cosine 0.6 to its partner, the sketch the vector itself: every
-    statistic has a closed form. d_t^2 = 2(1 - c), so rel = sqrt(2(1 - c)); Var(d_t^2) = 2 d_t^4 / m, so
-    rel_sd = sqrt(T * 2 * 4(1 - c)^2 / m) / (2 rel T); sd0_t = sqrt(2 / m) (a2 + b2) / (2 ab) = sqrt(2 / m),
-    so cos_sd = 1 / sqrt(T m / 2); the cosine is c."""
-    import numpy as np
-
-    rng = np.random.default_rng(9)
-    T, m, c = 4, 64, 0.6
-    a, b = [], []
-    for _ in range(T):
-        x = rng.normal(size=m)
-        x /= np.linalg.norm(x)
-        u = rng.normal(size=m)
-        u -= (u @ x) * x
-        u /= np.linalg.norm(u)
-        a.append(x)
-        b.append(c * x + math.sqrt(1 - c * c) * u)
-    mod = lineage._Model(_synthetic([a, b]), ["step0", "step1"])
-    s = lineage.pair_stats(mod, 0, 1)
-    rel = math.sqrt(2 * (1 - c))
-    assert s["n"] == T and s["rel"] == pytest.approx(rel) and s["cos"] == pytest.approx(c)
-    assert s["rel_sd"] == pytest.approx(math.sqrt(T * 2 * (2 * (1 - c)) ** 2 / m) / (2 * rel * T))
-    assert s["cos_sd"] == pytest.approx(1 / math.sqrt(T * m / 2))
-    zero = lineage._Model(_synthetic([[0 * x for x in a], [0 * x for x in a]]), ["step0", "step1"])
-    z = lineage.pair_stats(zero, 0, 1)  # no norm: no distance or cosine to measure
-    assert math.isnan(z["rel"]) and z["rel_sd"] == 0.0 and math.isnan(z["cos"]) and math.isnan(z["cos_sd"])
-    assert z["n"] == T
-    apart = lineage._Model(pl.concat([_synthetic([a]), _synthetic([a]).with_columns(
-        revision=pl.lit("step1"), name=pl.col("name") + "x")]), ["step0", "step1"])  # no matrix in common
-    assert lineage.pair_stats(apart, 0, 1) == {"rel": pytest.approx(math.nan, nan_ok=True),
-                                               "rel_sd": pytest.approx(math.nan, nan_ok=True),
-                                               "cos": pytest.approx(math.nan, nan_ok=True),
-                                               "cos_sd": pytest.approx(math.nan, nan_ok=True), "n": 0}
-
-
-def test_a_panel_without_its_init_is_warned_about():
-    run = _drift(4, keep=0.9, seed=2)
-    fp = _synthetic(run).filter(pl.col("revision") != "step0")
-    table = lineage.model_lineage(fp, {f"step{k}": k for k in range(5)})
-    assert table["reference"][0] == "step1" and not table["reference_is_init"][0]
-    (warning,) = lineage.reference_warnings(table)
-    assert "step1, is not the init" in warning and "pythia#203" in warning
-    assert warning.endswith("add the run's step 0 to its revisions if it publishes one")  # not known: if
-    # step 0 advised only to a run that has one: a toy's (it trains one); none for a single checkpoint
-    (toy,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)}, init_published=True))
-    assert toy.endswith("add the run's step 0 to its revisions")
-    (single,) = lineage.reference_warnings(lineage.model_lineage(fp, {f"step{k}": k for k in range(5)},
-                                                                 init_published=False))
-    assert "publishes no step 0 to add" in single and "add the run's step 0" not in single
-    config = {"models": {"t": {"source": "toy"}, "g": {"source": "local", "path": "m.gguf", "single_checkpoint": True},
-                         "h": {"source": "hub", "hf_id": "o/n"}}}
-    assert [panel_config.init_published(config, m) for m in ("t", "g", "h")] == [True, False, None]
-    both = lineage.lineage(pl.concat([fp, fp.with_columns(pl.lit("b").alias("model"))]),
-                           init_published={"b": False})
-    assert dict(both.group_by("model").agg(pl.col("init_published").first()).rows()) == {"syn": None, "b": False}
-    # a model with its init listed first is passed over, and the next one still read
-    whole = lineage.model_lineage(_synthetic(run, model="aaa"), {f"step{k}": k for k in range(5)})
-    assert lineage.reference_warnings(pl.concat([whole, table])) == [warning]
-    assert lineage.reference_warnings(lineage.model_lineage(_synthetic(run), {f"step{k}": k for k in range(5)})) == []
-    assert lineage.is_init("step0-tokens0B") and lineage.is_init("checkpoint-0") and not lineage.is_init("step01x0")
-    assert not lineage.is_init("step10") and lineage.is_init("main", 0)
-    md = report_lineage.section_markdown(table, ["syn", "pythia-1b-published"])
-    assert "is not the init" in md and "Unchecked (no fingerprints" in md and "pythia-1b-published" in md
-    assert "cosine to first ± null SD" in md
-    only = report_lineage.section_html(None, ["pythia-1b-published"])
-    assert "Unchecked" in only and "pythia-1b-published" in only
-
-
-# ---- across the models of a panel (headtrace.findings.lineage_panel) ----------------------------
-
-def _renamed(fp: pl.DataFrame, model: str, revision: str) -> pl.DataFrame:
-    return fp.with_columns(pl.lit(model).alias("model"), pl.lit(revision).alias("revision"))
-
-
-def _panel(start: int | None, continues: bool) -> pl.DataFrame:
-    """A base run (step0..step5) and a two-revision continuation whose step0 is the base's
-    ``step{start}`` byte for byte (``None``: weights of its own), declared or not."""
-    chain = _drift(5, keep=0.9, seed=4)
-    base = _synthetic(chain, model="base")
-    own = _synthetic(_drift(1, keep=0.9, seed=5, start=chain[5 if start is None else start]), model="base-shift")
-    if start is None:  # step0 near the base's step5 but not its bytes
-        own = own.with_columns(pl.col("sketch").list.eval(pl.element() * 1.001), pl.col("norm") * 1.001)
-        shift = own
-    else:
-        shift = pl.concat([_renamed(base.filter(pl.col("revision") == f"step{start}"), "base-shift", "step0"),
-                           own.filter(pl.col("revision") == "step1")])
-    tokens = {("base", f"step{k}"): k for k in range(6)} | {("base-shift", "step0"): 5, ("base-shift", "step1"): 6}
-    return tables.conform(lineage.lineage(pl.concat([base, shift]), tokens,
-                                          continues={"base-shift": "base"} if continues else None), "lineage")
-
-
-def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
-    table = _panel(start=5, continues=True)
-    assert no_flags(table) and report_lineage.suspect(table) == {}
-    # its step0 carries the base's tokens: no init, but no warning either (its descent is the base's)
-    first = table.filter(pl.col("model") == "base-shift").row(0, named=True)
-    assert first["reference_is_init"] is False and lineage.reference_warnings(table) == []
-    (alone,) = lineage.reference_warnings(table.filter(pl.col("model") == "base-shift"))  # the job's view
-    assert "continues base" in alone and "the report checks" in alone
-    (pair,) = lineage.declared_pairs(table)
-    assert pair.startswith("base-shift step0 and base step5 are the same weights") and "counted once" in pair
-    md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
-    assert "flagged" not in md and "One checkpoint under two models' names" in md and pair in md
-    assert "lineage-same" in page and "lineage-banner" not in page
-    section = report_lineage.section_markdown(table)
-    assert "step0 has the same weights as base step5 (declared: one checkpoint, count it once)" in section
-    assert "step5 has the same weights as base-shift step0 (declared" in section
-    annotated = lineage.across_models(table)
-    assert annotated.filter(pl.col("same_weights_as").list.len() > 0).height == 2
-    assert lineage.across_models(annotated) is annotated  # once is enough
-
-
-def test_the_same_weights_in_two_models_undeclared_are_flagged_both():
-    table = _panel(start=5, continues=False)
-    assert no_flags(table)  # each model's own table cannot see it
-    assert report_lineage.suspect(table) == {("base", "step5"): ["the same weights as base-shift step0 (another model)"],
-                                             ("base-shift", "step0"): ["the same weights as base step5 (another model)"]}
-    assert lineage.reference_warnings(table) == []  # its reference is a checked revision of another model
-    md = report_lineage.banner_markdown(table)
-    assert "2 revisions flagged" in md and "the same weights as base step5 (another model)" in md
-    assert "cannot tell which, if any, is genuine" in md and "provenance.on_suspect does not act on it" in md
-    assert lineage.declared_pairs(table) == []
-
-
-def test_a_continuation_that_does_not_start_where_declared():
-    # from the base's step3, not its last checkpoint: the identity is not the declared one
-    table = lineage.across_models(_panel(start=3, continues=True))
-    flags = {(m, r): f for m, r, f in table.select("model", "revision", "flags").iter_rows() if f}
-    assert flags == {("base", "step3"): ["same_weights_as"],
-                     ("base-shift", "step0"): ["same_weights_as", "start_not_declared"]}
-    assert "from its last checkpoint, step5, but its weights are not identical" in \
-        table.filter(pl.col("model") == "base-shift")["detail"][0]
-    # weights of its own: only the declaration is contradicted
-    table = lineage.across_models(_panel(start=None, continues=True))
-    flags = {(m, r): f for m, r, f in table.select("model", "revision", "flags").iter_rows() if f}
-    assert flags == {("base-shift", "step0"): ["start_not_declared"]}
-
-
-def test_tables_without_digests_and_the_init_by_tokens():
-    old = _panel(start=5, continues=True).drop("weights_digest", "continues")
-    out = lineage.across_models(old)
-    assert out["same_weights_as"].list.len().sum() == 0 and no_flags(out)
-    assert lineage.declared_pairs(old) == [] and lineage.across_models(None) is None
-    assert not lineage.is_init("step0", 768000) and lineage.is_init("step0") and lineage.is_init("step0", 0)
 
 
 def test_the_finals_first_shard_is_flagged_when_the_revision_between_serves_the_finals_files(

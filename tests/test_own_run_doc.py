@@ -46,6 +46,7 @@ def test_the_page_describes_its_run():
     assert "per_device_train_batch_size=16" in text
 
 
+@pytest.mark.slow  # a dry run of the workflow
 def test_the_pages_commands_write_the_pages_config_and_probe(run, capsys, monkeypatch):
     monkeypatch.chdir(run)
     data = str(run / "my-run")

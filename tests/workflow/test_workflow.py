@@ -5,6 +5,7 @@ revision schedules only that cell -> a rerun of one cell is bit-identical.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -310,3 +311,12 @@ def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, 
     finally:
         cfg.pop("provenance")
         (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+@pytest.mark.slow
+def test_the_workflow_is_lint_clean():
+    """`snakemake --lint` on the embedded config: every rule has its log, resources and environment, no rule
+    file mixes in functions (they live in common.smk); a new rule that skips one fails here, not in review."""
+    proc = subprocess.run([SNAKEMAKE, "--lint", "-s", str(ROOT / "Snakefile"), "--directory", str(ROOT)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "SLURM_CONF": os.devnull})
+    assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]

@@ -192,22 +192,21 @@ localrules:
     panel,
 
 
-def panel_record():
-    """What RESULTS/panel.json says: this config's models (their configured revisions), their sources, its
-    seed groups, the family each headline row names (headtrace.core.manifest)."""
-    return {"models": {m: panel.revisions_of(config, m) for m in MODELS},
-            "sources": {m: panel.model_spec(config, m)["source"] for m in MODELS},
-            "groups": list(GROUPS), "families": model_families()}
-
-
 rule panel:
     """RESULTS/panel.json: the models (with their configured revisions) and seed groups of this config,
     which headtrace summary and headtrace compare read, so that no cell of another panel left in the
     same results folder enters this panel's answers (headtrace.core.manifest)."""
+    conda:
+        CONDA_ENV
     output:
         PATHS["manifest"],
     params:
         **panel_record(),
+    resources:
+        mem_mb=500,
+        runtime=5,
+    log:
+        f"{LOGS}/panel/panel.log",
     script:
         f"{SCRIPTS}/panel_manifest.py"
 

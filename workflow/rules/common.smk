@@ -426,3 +426,11 @@ def lineage_input_if_drop(wildcards):
     if panel.model_spec(config, wildcards.model)["source"] not in ("toy", "hub", "local"):
         return []
     return [PATHS["lineage"].format(model=wildcards.model)]
+
+
+def panel_record():
+    """What RESULTS/panel.json says: this config's models (their configured revisions), their sources, its
+    seed groups, the family each headline row names (headtrace.core.manifest)."""
+    return {"models": {m: panel.revisions_of(config, m) for m in MODELS},
+            "sources": {m: panel.model_spec(config, m)["source"] for m in MODELS},
+            "groups": list(GROUPS), "families": model_families()}

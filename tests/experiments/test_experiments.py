@@ -250,7 +250,8 @@ def test_data_shift_behaviour_beside_the_heads():
     # the same heads, but placement within the layers gives that overlap by chance: survival not shown
     assert "What survives the shift: the pre-shift circuit heads' induction selectivity (80× → 80×" in text
     assert "Whether the heads survived is not shown: they are the same heads, but placement within the layers" in text
-    beyond = ES.data_shift_paragraph(df.with_columns(jaccard_p_value=pl.lit(0.001)))
+    # the decision is the table's (heads_overlap_by_chance): a smaller P comes with it decided otherwise
+    beyond = ES.data_shift_paragraph(df.with_columns(jaccard_p_value=pl.lit(0.001), heads_overlap_by_chance=pl.lit(False)))
     assert "What survives the shift: the same heads and their induction selectivity (80× → 80×" in beyond
     assert ("What does not: the behaviour (top-1 on B from 50.00% to 20.00%, the intervals apart; and ablating the "
             "previous-token circuit now raises top-1)") in text

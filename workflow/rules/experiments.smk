@@ -122,6 +122,8 @@ rule data_shift:
             caption="../report/exp_data_shift.rst",
             category="Method experiments",
         ),
+    params:
+        induction_threshold=config["screen"]["induction_threshold"],  # what the selectivity survival is decided at
     conda:
         CONDA_ENV
     log:
@@ -220,8 +222,6 @@ rule experiments_summary:
         floors=PATHS["exp_noise_floor_null"] if NF_MODELS else [],
     output:
         PATHS["exp_summary"],
-    params:
-        induction_threshold=config["screen"]["induction_threshold"],  # the data-shift paragraph's threshold
     conda:
         CONDA_ENV
     log:

@@ -296,6 +296,20 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "baseline_top1_hi": pl.Float64,
         "circuit_ablated_top1": pl.Float64,
         "previous_token_ablated_top1": pl.Float64,
+        # what survives the shift, decided here (experiments.data_shift.survival_columns), the pages only word it:
+        "induction_threshold": pl.Float64,  # the screen's circuit threshold the selectivity decision used
+        "heads_kept": pl.Boolean,  # the pre-shift circuit's heads, the same (Jaccard 1); null: no pre-shift circuit
+        # the within-layer null gives this overlap: jaccard_p_value > the package's alpha (null: no null)
+        "heads_overlap_by_chance": pl.Boolean,
+        # the pre-shift heads' mean induction selectivity >= induction_threshold (null: not measured, no circuit)
+        "selectivity_kept": pl.Boolean,
+        # the unablated top-1 against the last pre-shift revision's: fell | rose (the Wilson intervals apart) |
+        # overlap (no change shown); null before the shift or without top-1
+        "behaviour_change": pl.String,
+        # ablating the induction / previous-token circuit raised top-1 (its top-1 effect interval wholly
+        # below zero); null: not ablated at this revision
+        "circuit_raises_top1": pl.Boolean,
+        "previous_token_raises_top1": pl.Boolean,
     },
     # Composition: previous-token-circuit ablation vs its matched-random control per revision.
     "composition": {

@@ -18,6 +18,14 @@ models ablate on one draw of the probe (``ablation_probe_sha256``, recorded; ``a
 whether it is held out from the screen), before and after are the same sequences; the table holds no per-sequence hits, so the change is not tested as a paired
 difference: :func:`behaviour_change` calls it only where the two intervals do not overlap (a
 conservative reading). Without ``verdicts`` (no ablation) these columns are null.
+
+**What survives, decided here** (:func:`survival_columns`; the report only words these columns), on
+every row against the pre-shift circuit: ``heads_kept`` (the same heads: Jaccard 1), ``heads_overlap_by_chance``
+(``jaccard_p_value`` above the package's alpha: placement within the layers alone gives that
+overlap), ``selectivity_kept`` (the pre-shift heads' mean induction selectivity at or above
+``induction_threshold``, the screen's circuit threshold, recorded), ``behaviour_change`` (the
+after-phase rows against the last pre-shift revision, :func:`behaviour_change`) and, per ablation,
+``*_raises_top1`` (ablating it raised top-1: its top-1 effect interval wholly below zero).
 """
 from __future__ import annotations
 
@@ -41,10 +49,18 @@ BEHAVIOUR_TYPES = {"n_sequences": pl.Int64, "baseline_top1": pl.Float64, "baseli
                        ("effect_hi", pl.Float64), ("verdict", pl.String))}}
 
 
+SURVIVAL_TYPES = {"induction_threshold": pl.Float64, "heads_kept": pl.Boolean, "heads_overlap_by_chance": pl.Boolean,
+                  "selectivity_kept": pl.Boolean, "behaviour_change": pl.String,
+                  **{f"{p}_raises_top1": pl.Boolean for p, _ in ABLATIONS}}
+
+
 def data_shift_table(base: pl.DataFrame, shifted: pl.DataFrame, base_final_tokens: int | None = None,
-                     verdicts: pl.DataFrame | None = None) -> pl.DataFrame:
+                     verdicts: pl.DataFrame | None = None, *, induction_threshold: float = 50.0,
+                     alpha: float = agreement.ALPHA) -> pl.DataFrame:
     """``data_shift`` rows from two trajectories (base model = before, shift model = after); with
-    ``verdicts`` (both models' verdict rows), the behaviour columns of :func:`behaviour_columns`."""
+    ``verdicts`` (both models' verdict rows), the behaviour columns of :func:`behaviour_columns`; on
+    every row, what survives (:func:`survival_columns`) at the screen's ``induction_threshold`` and the
+    Jaccard null's ``alpha``."""
     base_revs = base.select("revision", "tokens").unique(maintain_order=True).sort("tokens", nulls_last=True)
     final_rev = base_revs["revision"][-1]
     pre = circuit_of(base, final_rev)
@@ -74,10 +90,39 @@ def data_shift_table(base: pl.DataFrame, shifted: pl.DataFrame, base_final_token
                          "recall_pre_shift": (len(set(c) & set(pre)) / len(pre)) if pre else math.nan,
                          "pre_shift_heads_sel_induction": float(np.mean(pre_sel)) if pre_sel else math.nan,
                          **behaviour_columns(verdicts, traj["model"][0], rev)})
+    last_before = next((r for r in rows if r["phase"] == "before" and r["revision"] == final_rev), {})
+    rows = [{**r, **survival_columns(r, last_before if r["phase"] == "after" else None, bool(pre),
+                                     induction_threshold, alpha)} for r in rows]
     return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "pre_shift_circuit": pl.List(pl.String),
                                                 "tokens": pl.Int64, "tokens_since_shift": pl.Int64,
                                                 "jaccard_chance": pl.Float64, "jaccard_p_value": pl.Float64,
-                                                **BEHAVIOUR_TYPES})
+                                                **BEHAVIOUR_TYPES, **SURVIVAL_TYPES})
+
+
+def survival_columns(row: dict, last_before: dict | None, has_circuit: bool, induction_threshold: float,
+                     alpha: float) -> dict:
+    """What of the pre-shift circuit survives at ``row`` (module docstring): the heads (Jaccard 1, and
+    whether the within-layer null gives that overlap: its P above ``alpha``), their mean induction
+    selectivity against ``induction_threshold``, the behaviour against ``last_before`` (the last
+    pre-shift row; None for a row before the shift: null) and whether each ablation raised top-1.
+    Null where there is nothing to decide: no pre-shift circuit, no null, no selectivity, no top-1."""
+    j, p, sel = row.get("jaccard_to_pre_shift"), row.get("jaccard_p_value"), row.get("pre_shift_heads_sel_induction")
+    measured = sel is not None and not math.isnan(sel)
+    return {"induction_threshold": float(induction_threshold),
+            "heads_kept": (j == 1) if has_circuit and j is not None and not math.isnan(j) else None,
+            "heads_overlap_by_chance": None if p is None else bool(p > alpha),
+            "selectivity_kept": bool(sel >= induction_threshold) if has_circuit and measured else None,
+            "behaviour_change": None if last_before is None else behaviour_change(last_before, row),
+            **{f"{prefix}_raises_top1": raises_top1(row, prefix) for prefix, _ in ABLATIONS}}
+
+
+def raises_top1(row: dict, prefix: str) -> bool | None:
+    """Ablating the ``prefix`` circuit raised top-1: its decision metric is top-1 and the effect's
+    interval lies wholly below zero; None when that circuit was not ablated at this revision."""
+    if row.get(f"{prefix}_n_heads") is None:
+        return None
+    hi = row.get(f"{prefix}_effect_hi")
+    return row.get(f"{prefix}_metric") == "top1" and hi is not None and hi < 0
 
 
 def behaviour_columns(verdicts: pl.DataFrame | None, model: str, revision: str) -> dict:

@@ -8,13 +8,9 @@ import polars as pl
 import math
 
 from headtrace.core import metrics
-from headtrace.experiments.data_shift import behaviour_change
-from headtrace.findings import agreement
 from headtrace.core.rounding import fmt_p, fmt_share_bound
 from headtrace.report.format import fmt_tokens
 from headtrace.report.verdicts import effect_text, say
-
-INDUCTION_THRESHOLD = 50.0  # the screen's circuit threshold (screen.induction_threshold's default)
 
 
 def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
@@ -46,10 +42,8 @@ def _controls(cross_seed: pl.DataFrame) -> str:
 
 def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.DataFrame | None = None,
                      composition: pl.DataFrame | None = None, noise_floor: pl.DataFrame | None = None,
-                     floor_table: pl.DataFrame | None = None,
-                     induction_threshold: float = INDUCTION_THRESHOLD) -> str:
-    """One paragraph per experiment, stating what this panel shows (markdown); ``induction_threshold``:
-    the screen's (``screen.induction_threshold``), which the data-shift paragraph compares with."""
+                     floor_table: pl.DataFrame | None = None) -> str:
+    """One paragraph per experiment, stating what this panel shows (markdown)."""
     out = ["## Method experiments (paper A)", ""]
     # seed specificity
     if cross_seed is not None and cross_seed.height:
@@ -84,7 +78,7 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         out.append("")
     # data shift
     if data_shift is not None and data_shift.height:
-        out.append(data_shift_paragraph(data_shift, induction_threshold))
+        out.append(data_shift_paragraph(data_shift))
         out.append("")
     # composition
     if composition is not None and composition.height:
@@ -135,19 +129,20 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
 
 
 def _chance(after: pl.DataFrame) -> str:
-    """'; by placement within the layers alone 0.78, P = 1: no more than chance' for the last checkpoint."""
+    """'; by placement within the layers alone 0.78, P = 1: no more than chance' for the last checkpoint
+    (``heads_overlap_by_chance``, decided in ``experiments.data_shift``)."""
     if not after.height or "jaccard_chance" not in after.columns or after["jaccard_chance"][-1] is None:
         return ""
     p = after["jaccard_p_value"][-1]
     return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {fmt_p(p)}: "
-            + ("beyond chance" if p <= agreement.ALPHA else "no more than chance"))
+            + ("no more than chance" if after["heads_overlap_by_chance"][-1] else "beyond chance"))
 
 
-def data_shift_paragraph(data_shift: pl.DataFrame, induction_threshold: float = INDUCTION_THRESHOLD) -> str:
+def data_shift_paragraph(data_shift: pl.DataFrame) -> str:
     """The data-shift paragraph: the heads across the shift (Jaccard beside its null), their
     selectivity, and beside them the behaviour (the unablated top-1 before and after, with intervals,
     and what the two ablations did after the shift); then one sentence saying what survives and
-    what does not, from those numbers."""
+    what does not, as the table's decisions (``experiments.data_shift.survival_columns``) say."""
     before = data_shift.filter(pl.col("phase") == "before").sort("tokens")
     # the shift run's first checkpoint at 0 tokens since the shift is the base's final weights, not a
     # post-shift observation: it is left out of the post-shift counts
@@ -169,11 +164,10 @@ def data_shift_paragraph(data_shift: pl.DataFrame, induction_threshold: float = 
                                                f", {after.height} post-shift checkpoint")
         + f"; paper: 1.00, FineWeb → OpenWebText){_chance(after)}. "
         + (f"The pre-shift heads' mean induction selectivity goes from {sel_before:.3g}× before the shift to "
-           f"{sel_after:.3g}× at the end (circuit threshold: induction selectivity ≥ {induction_threshold:g}×). "
+           f"{sel_after:.3g}× at the end (circuit threshold: induction selectivity ≥ {a_last['induction_threshold']:g}×). "
            if pre and after.height else ""))
     text += _behaviour(b_last, a_last)
-    chance = (a_last.get("jaccard_p_value") is not None and a_last["jaccard_p_value"] > agreement.ALPHA)
-    text += _survives(pre, j_end, sel_before, sel_after, b_last, a_last, induction_threshold, chance)
+    text += _survives(pre, j_end, sel_before, sel_after, b_last, a_last)
     return text + "(`results/experiments/data_shift.parquet`)"
 
 
@@ -204,7 +198,7 @@ def _ablation(row: dict, prefix: str, name: str) -> str:
     metric = row.get(f"{prefix}_metric") or "top1"
     v = {"metric": metric, "effect": row.get(f"{prefix}_effect"), "effect_lo": row.get(f"{prefix}_effect_lo"),
          "effect_hi": row.get(f"{prefix}_effect_hi"), "baseline_value": row.get(f"{prefix}_baseline_value")}
-    raises = metric == "top1" and v["effect_hi"] is not None and v["effect_hi"] < 0
+    raises = row.get(f"{prefix}_raises_top1")  # decided in experiments.data_shift
     verdict = say(row.get(f"{prefix}_verdict") or "?")
     if raises:  # said as the rise it is, its interval wholly above zero
         up = dict(v, effect=-v["effect"], effect_lo=-v["effect_hi"], effect_hi=-v["effect_lo"])
@@ -233,32 +227,34 @@ def _behaviour(b_last: dict, a_last: dict) -> str:
             + (f"; there, {'; '.join(abl)}" if abl else "") + ". ")
 
 
-def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dict, threshold: float,
-              chance: bool = False) -> str:
-    """What survives the shift and what does not, each part read off the numbers above; ``chance``:
-    the heads' overlap is no more than placement within the layers gives."""
+def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dict) -> str:
+    """What survives the shift and what does not, each part as the last post-shift row's decisions say
+    (``heads_kept``, ``heads_overlap_by_chance``, ``selectivity_kept`` at its ``induction_threshold``,
+    ``behaviour_change``, ``previous_token_raises_top1``: ``experiments.data_shift.survival_columns``)."""
     if not pre:
         return "There was no pre-shift circuit to track. "
     kept, lost = [], []
     undecided = None
-    if j_end == 1 and chance:  # the same heads, but placement within the layers gives that overlap by chance
+    same, chance = a_last.get("heads_kept") is True, a_last.get("heads_overlap_by_chance") is True
+    threshold = a_last.get("induction_threshold")
+    if same and chance:  # the same heads, but placement within the layers gives that overlap by chance
         undecided = ("whether the heads survived is not shown: they are the same heads, but placement within the "
                      "layers alone gives that overlap")
-    elif j_end == 1:
+    elif same:
         kept.append("the same heads")
     else:
         lost.append(f"the circuit's heads (Jaccard {j_end:.2f} at the end)")
     whose = "the pre-shift circuit heads'" if undecided else "their"  # 'their' only after a clause on the heads
-    if sel_after is not None and not math.isnan(sel_after):
-        if sel_after >= threshold:
+    if a_last.get("selectivity_kept") is not None:
+        if a_last["selectivity_kept"]:
             kept.append(f"{whose} induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, above the {threshold:g}× "
                         "threshold)")
         else:
             lost.append(f"{whose} induction selectivity ({sel_before:.3g}× → {sel_after:.3g}×, below the {threshold:g}× "
                         "threshold)")
-    change = behaviour_change(b_last, a_last)
+    change = a_last.get("behaviour_change")
     move = f"top-1 on B from {_pct(b_last.get('baseline_top1'))} to {_pct(a_last.get('baseline_top1'))}"
-    raised = _raised(a_last)
+    raised = a_last.get("previous_token_raises_top1") is True
     if change == "fell":
         lost.append(f"the behaviour ({move}, the intervals apart" + (
             "; and ablating the previous-token circuit now raises top-1)" if raised else ")"))
@@ -276,9 +272,3 @@ def _survives(pre: list, j_end, sel_before, sel_after, b_last: dict, a_last: dic
     if change is None:
         out += "Whether the behaviour survives is not measured here. "
     return out
-
-
-def _raised(row: dict) -> bool:
-    """Ablating the previous-token circuit raised top-1 (its top-1 effect interval below zero)."""
-    return (row.get("previous_token_metric") == "top1" and row.get("previous_token_effect_hi") is not None
-            and row["previous_token_effect_hi"] < 0)

@@ -310,19 +310,12 @@ def circuit_copying(measures: pl.DataFrame, traj: pl.DataFrame, *, prefix_thresh
     circuit = traj.filter(in_circuit.fill_null(False)).select("model", "revision", "layer", "head", "sel_induction")
     rows = []
     for (model, revision), g in measures.group_by("model", "revision", maintain_order=True):
-        rep = g.filter(pl.col("probe") == "repeated")
-        # copying comes from the weights: the same on every probe's row; the repeated probe's rows carry
-        # the prefix-matching score too (none without that probe)
-        heads = (rep if rep.height else g.unique(["layer", "head"], keep="first", maintain_order=True)
-                 .with_columns(prefix_matching=pl.lit(None, pl.Float64)))
-        prefix = (heads["prefix_matching"].fill_null(float("nan")).to_numpy() > prefix_threshold)
-        copy = formulas.copies(heads["copying"].fill_null(float("nan")).to_numpy(), copying_threshold)
         c = circuit.filter((pl.col("model") == model) & (pl.col("revision") == revision))
         if not c.height:
             continue
         sel = {(r["layer"], r["head"]): r["sel_induction"] for r in c.iter_rows(named=True)}
-        cell = [dict(r, prefix_matches=bool(p), copies=bool(k)) for r, p, k
-                in zip(heads.iter_rows(named=True), prefix, copy)]
+        cell = list(head_decisions(g, prefix_threshold=prefix_threshold,
+                                   copying_threshold=copying_threshold).iter_rows(named=True))
         members = sorted((r for r in cell if (r["layer"], r["head"]) in sel), key=lambda r: (r["layer"], r["head"]))
         n_both = sum(r["prefix_matches"] and r["copies"] for r in members)
         for r in members:
@@ -331,8 +324,29 @@ def circuit_copying(measures: pl.DataFrame, traj: pl.DataFrame, *, prefix_thresh
                              copying=r["copying"], copying_eigenvalue_ratio=r["copying_eigenvalue_ratio"],
                              prefix_matches=r["prefix_matches"], copies=r["copies"],
                              both=r["prefix_matches"] and r["copies"], n_circuit=len(members), n_both=n_both,
-                             n_heads=len(cell), n_heads_prefix=int(prefix.sum()), n_heads_copying=int(copy.sum()),
+                             n_heads=len(cell), n_heads_prefix=sum(r["prefix_matches"] for r in cell),
+                             n_heads_copying=sum(r["copies"] for r in cell),
                              prefix_threshold=float(prefix_threshold), copying_threshold=float(copying_threshold)))
     out = pl.DataFrame(rows, schema=schema)
     return conform(tr.with_rev_index(out).sort("model", "rev_index", "layer", "head").drop("rev_index"),
                    "measures_circuit_copying")
+
+
+def head_decisions(cell: pl.DataFrame, *, prefix_threshold: float = 0.4,
+                   copying_threshold: float = formulas.COPYING_THRESHOLD) -> pl.DataFrame:
+    """One cell's heads from its ``measures`` rows, with Olsson et al.'s two properties decided:
+    ``prefix_matches`` (prefix-matching score > ``prefix_threshold``) and ``copies`` (positive-eigenvalue
+    share > ``copying_threshold``, :func:`formulas.copies`), a head with no score passing neither, and the
+    two thresholds as columns. The heads are the repeated probe's rows (copying comes from the weights, the
+    same on every probe's row; the repeated probe's rows carry the prefix-matching score too), else one row
+    per head with no prefix-matching score. :func:`circuit_copying` and the console's circuit line
+    (``report.copying.circuit_text``) read these."""
+    rep = cell.filter(pl.col("probe") == "repeated")
+    heads = (rep if rep.height else cell.unique(["layer", "head"], keep="first", maintain_order=True)
+             .with_columns(prefix_matching=pl.lit(None, pl.Float64)))
+    prefix = heads["prefix_matching"].cast(pl.Float64).fill_null(float("nan")).to_numpy() > prefix_threshold
+    copy = formulas.copies(heads["copying"].cast(pl.Float64).fill_null(float("nan")).to_numpy(), copying_threshold)
+    return heads.with_columns(prefix_matches=pl.Series(prefix, dtype=pl.Boolean),
+                              copies=pl.Series(copy, dtype=pl.Boolean),
+                              prefix_threshold=pl.lit(float(prefix_threshold)),
+                              copying_threshold=pl.lit(float(copying_threshold)))

@@ -17,7 +17,7 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.cell import measures as formulas
+from headtrace.findings import measures as decided
 
 TABLE = "measures_circuit_copying"
 OVER = "measures_over_training"
@@ -26,10 +26,10 @@ READINGS = ("Olsson et al. (2022) call a head an induction head when it does two
             "random tokens repeated, it attends to the token that followed the current token's earlier "
             "occurrence) and copying (its OV circuit raises the logit of the token it attends to); the screen "
             "picks its circuit on induction selectivity alone. Beside each model's final circuit: every head's "
-            "prefix-matching score on the repeated-random probe (prefix-matching above {prefix:g}, headtrace's "
+            "prefix-matching score on the repeated-random probe (prefix-matching above {prefix}, headtrace's "
             "convention: the paper sets no threshold) and the eigenvalues λ of its OV circuit W_E W_V W_O W_U, "
             "read two ways: the positive-eigenvalue share Σ max(Re λ, 0) / Σ |λ| in [0, 1], which decides "
-            "(copying above {copying:g}), and Elhage et al. (2021)'s ratio Σ λ / Σ |λ| in [−1, 1], shown "
+            "(copying above {copying}), and Elhage et al. (2021)'s ratio Σ λ / Σ |λ| in [−1, 1], shown "
             "beside it. A share above 0.5 implies a positive ratio, and on a real spectrum share = (1 + ratio) / 2; "
             "complex eigenvalues pull the share down, so at random init it sits near 0.3 while the ratio "
             "sits near 0 (docs/measures.md). Copying selects little: the last column counts how many of all the "
@@ -75,8 +75,8 @@ class ModelCopying:
 class Facts:
     models: tuple[ModelCopying, ...]
     unmeasured: tuple[str, ...]  # models on the page with no prefix-matching or copying scores
-    prefix_threshold: float
-    copying_threshold: float
+    prefix_threshold: float | None  # the table's (None: no row to read them from, no head was judged)
+    copying_threshold: float | None
     ratio_stored: bool  # any final circuit head carries Elhage et al.'s ratio
 
 
@@ -105,11 +105,19 @@ def facts(findings: Mapping[str, pl.DataFrame], models: Iterable[str] = ()) -> F
                         for (rev,), x in g.group_by("revision", maintain_order=True))
         out.append(ModelCopying(m, final, heads, first.get("n_heads"), first.get("n_heads_prefix"),
                                 first.get("n_heads_copying"), per_rev))
-    thresholds = table.row(0, named=True) if table.height else {}
+    thresholds = table.row(0, named=True) if table.height else {}  # as the findings table decided
     return Facts(tuple(out), tuple(m for m in models if m not in finals),
-                 float(thresholds.get("prefix_threshold") or 0.4),
-                 float(thresholds.get("copying_threshold") or formulas.COPYING_THRESHOLD),
+                 thresholds.get("prefix_threshold"), thresholds.get("copying_threshold"),
                  any(h.ratio is not None for mc in out for h in mc.heads))
+
+
+def _readings(f: Facts) -> str:
+    """READINGS with the thresholds the findings table recorded ("its threshold" where it holds no row)."""
+    return READINGS.format(prefix=_threshold(f.prefix_threshold), copying=_threshold(f.copying_threshold))
+
+
+def _threshold(x: float | None) -> str:
+    return "its threshold" if x is None else f"{x:g}"
 
 
 def _num(x, fmt: str = "{:.2f}") -> str:
@@ -187,7 +195,7 @@ def markdown(findings: Mapping[str, pl.DataFrame], models: Iterable[str] = ()) -
     if f is None:
         return ""
     out = ["## Prefix matching and copying of the induction circuit", "",
-           READINGS.format(prefix=f.prefix_threshold, copying=f.copying_threshold), ""]
+           _readings(f), ""]
     rows = [_summary_cells(mc) for mc in f.models]
     out += [_md(SUMMARY_HEADER, rows), ""]
     heads = [_head_cells(mc, h) for mc in f.models for h in mc.heads]
@@ -206,7 +214,7 @@ def html(findings: Mapping[str, pl.DataFrame], models: Iterable[str] = ()) -> st
         return ""
     e = _html.escape
     out = ['<section id="copying"><h2>Prefix matching and copying of the induction circuit</h2>',
-           f"<p>{e(READINGS.format(prefix=f.prefix_threshold, copying=f.copying_threshold))}</p>",
+           f"<p>{e(_readings(f))}</p>",
            _table(SUMMARY_HEADER, [_summary_cells(mc) for mc in f.models])]
     heads = [_head_cells(mc, h) for mc in f.models for h in mc.heads]
     if heads:  # folded: the counts above carry the answer
@@ -215,25 +223,25 @@ def html(findings: Mapping[str, pl.DataFrame], models: Iterable[str] = ()) -> st
     return "\n".join(out) + "</section>"
 
 
-def circuit_text(heads: Iterable[str], measures: pl.DataFrame | None, *, prefix_threshold: float = 0.4,
-                 copying_threshold: float = formulas.COPYING_THRESHOLD) -> str:
+def circuit_text(heads: Iterable[str], measures: pl.DataFrame | None) -> str:
     """For the console's circuit line: 'prefix-matching and copying: 4 of 5 heads (prefix-matching 5,
-    copying 4)', from one cell's ``measures`` table; '' without it or without heads."""
+    copying 4)', from one cell's heads as :func:`headtrace.findings.measures.head_decisions` decided them
+    (its ``prefix_matches``, ``copies`` and thresholds); '' without them or without heads. Given the
+    cell's raw ``measures`` table (no decision columns: what the console passes today), it is decided
+    there at that function's thresholds."""
     heads = list(heads)
     if measures is None or not measures.height or not heads:
         return ""
-    rep = measures.filter(pl.col("probe") == "repeated")
-    rows = {f"L{r['layer']}H{r['head']}": r for r in (rep if rep.height else measures).iter_rows(named=True)}
+    table = measures if "prefix_matches" in measures.columns else decided.head_decisions(measures)
+    rows = {f"L{r['layer']}H{r['head']}": r for r in table.iter_rows(named=True)}
     found = [rows[h] for h in heads if h in rows]
     if not found:
         return ""
-    pm = [r.get("prefix_matching") is not None and r["prefix_matching"] > prefix_threshold if rep.height else False
-          for r in found]
-    cp = [bool(formulas.copies(r["copying"] if r.get("copying") is not None else float("nan"), copying_threshold))
-          for r in found]
+    pm, cp = [bool(r["prefix_matches"]) for r in found], [bool(r["copies"]) for r in found]
     both = sum(a and b for a, b in zip(pm, cp))
-    return (f"prefix-matching (> {prefix_threshold:g}) and copying (OV positive-eigenvalue share > "
-            f"{copying_threshold:g}): {both} of {len(found)} heads (prefix-matching {sum(pm)}, copying {sum(cp)})")
+    return (f"prefix-matching (> {found[0]['prefix_threshold']:g}) and copying (OV positive-eigenvalue share > "
+            f"{found[0]['copying_threshold']:g}): {both} of {len(found)} heads (prefix-matching {sum(pm)}, "
+            f"copying {sum(cp)})")
 
 
 def _md(header: list[str], rows: list[list[str]]) -> str:

@@ -16,6 +16,7 @@ from headtrace.report import console, html
 from headtrace.report import figures as Fg
 from headtrace.report import strongest as W
 from headtrace.report import summary
+from helpers.trajectories import RENDER_SETTINGS
 
 REVS = (("step0", 0), ("step100", 52_400_000), ("step400", 210_000_000), ("step1500", 786_000_000))
 # model -> revision index -> {(layer, head): {class: selectivity}}; every other selectivity is 1.0
@@ -108,7 +109,7 @@ def test_the_words():
 
 
 def test_summary_md_has_a_row_per_model_and_class():
-    md = summary.render(TRAJ, F)
+    md = summary.render(TRAJ, F, **RENDER_SETTINGS)
     section = md[md.index("## The strongest head of each class"):]
     section = section[:section.find("\n## ", 1)]
     assert "| tiny | first-token | 1.06× → 15.2× | L2H1 | 15.2× at step1500 (L2H1) | 30× | below 30× at every " \

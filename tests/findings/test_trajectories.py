@@ -12,6 +12,7 @@ from headtrace.findings import trajectory as T
 from headtrace.findings.compute import all_findings
 from headtrace.panel import reference as R
 from headtrace.report import summary as S
+from helpers.trajectories import RENDER_SETTINGS
 
 B = 1_000_000_000
 
@@ -255,7 +256,7 @@ def test_f5_pythia_l4h4_lead(F):
 
 def test_summary_renders(panel, tmp_path):
     F = all_findings(panel)
-    md = S.render(panel, F)
+    md = S.render(panel, F, **RENDER_SETTINGS)
     for h in ("Finding 1", "Finding 2", "Finding 3", "Finding 4", "Finding 5", "sharp transition", "L4H4"):
         assert h in md
     paths = S.write_findings(F, tmp_path)

@@ -4,13 +4,21 @@
   revisions, so every bracket is known (tests/panel/test_refine.py, tests/cell/test_bootstrap.py);
 * ``seed_group_trajectory``: three toy seeds A, B, C of 4 layers x 4 heads with known onsets
   (``MEMBERS``, the milestone pair ``PAIRS``), tabulated in tests/findings/test_groups.py's docstring
-  (tests/findings/test_groups.py, tests/report/test_parity.py).
+  (tests/findings/test_groups.py, tests/report/test_parity.py);
+* ``RENDER_SETTINGS``: the thresholds ``all_findings`` computes with when given none, which the pages
+  (``summary.render``, ``figures.plot_all``) must be told: report/ holds no threshold default.
 """
 from __future__ import annotations
+
+import inspect
 
 import polars as pl
 
 from headtrace.core.tables import CLASS_COLUMNS, SCHEMAS
+from headtrace.findings.compute import all_findings
+
+RENDER_SETTINGS = {k: inspect.signature(all_findings).parameters[k].default
+                   for k in ("class_threshold", "induction_threshold", "sharp_share", "pr_rise_factor", "spread_alpha")}
 
 
 def one_layer_trajectory(model: str, revisions: list[tuple[str, int]], n_induction: dict[str, int],

@@ -11,6 +11,9 @@ from headtrace.findings.compute import all_findings
 from headtrace.panel import reference as R
 from headtrace.report import figures as Fg
 from headtrace.report import plotting
+from helpers.trajectories import RENDER_SETTINGS
+
+THRESHOLD = {"induction_threshold": RENDER_SETTINGS["induction_threshold"]}  # the figures are told it
 
 
 def _png_ok(path):
@@ -74,7 +77,7 @@ def test_zero_floor():
 
 @pytest.mark.slow
 def test_panel_figures(panel, tmp_path):
-    paths = Fg.plot_all(panel, tmp_path, all_findings(panel), ablation=toy_ablation())
+    paths = Fg.plot_all(panel, tmp_path, all_findings(panel), ablation=toy_ablation(), **THRESHOLD)
     assert set(paths) == {"bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall",
                           "head_trajectories", "strongest_heads", "ablation"}
     for p in paths.values():
@@ -84,7 +87,7 @@ def test_panel_figures(panel, tmp_path):
 @pytest.mark.slow
 def test_toy_figures_zero_tokens_and_missing_pr(tmp_path):
     t = toy_traj()
-    paths = Fg.plot_all(t, tmp_path, all_findings(t), ablation=toy_ablation())
+    paths = Fg.plot_all(t, tmp_path, all_findings(t), ablation=toy_ablation(), **THRESHOLD)
     for p in paths.values():
         _png_ok(p)
 
@@ -95,7 +98,7 @@ def test_figures_from_the_findings_jobs_tables_compute_nothing(tmp_path, monkeyp
     t = toy_traj()
     tables = all_findings(t)
     monkeypatch.setattr(compute, "all_findings", lambda *a, **k: pytest.fail("findings recomputed"))
-    paths = Fg.plot_all(t, tmp_path, findings=tables)
+    paths = Fg.plot_all(t, tmp_path, findings=tables, **THRESHOLD)
     assert {"bos_fraction", "milestones", "layer_onset"} <= set(paths)
     for p in paths.values():
         _png_ok(p)
@@ -103,5 +106,5 @@ def test_figures_from_the_findings_jobs_tables_compute_nothing(tmp_path, monkeyp
 
 def test_head_trajectories_without_induction_heads(tmp_path):
     t = toy_traj().with_columns(sel_induction=pl.lit(1.0))
-    Fg.plot_head_trajectories(t, tmp_path / "none.png")
+    Fg.plot_head_trajectories(t, tmp_path / "none.png", RENDER_SETTINGS["induction_threshold"])
     assert (tmp_path / "none.png").exists()

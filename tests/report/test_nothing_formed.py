@@ -14,6 +14,7 @@ from headtrace.findings.compute import all_findings
 from headtrace.report import answers as A
 from headtrace.report import empty_case as EC
 from headtrace.report import headline, html, summary
+from helpers.trajectories import RENDER_SETTINGS
 
 
 def _traj() -> pl.DataFrame:
@@ -31,7 +32,7 @@ def _traj() -> pl.DataFrame:
 
 TRAJ = _traj()
 F = all_findings(TRAJ)
-MD = summary.render(TRAJ, F)
+MD = summary.render(TRAJ, F, **RENDER_SETTINGS)
 
 
 def _section(title: str) -> str:

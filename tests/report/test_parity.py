@@ -19,7 +19,7 @@ import pytest
 from helpers.trajectories import MEMBERS, PAIRS
 from helpers.trajectories import seed_group_trajectory as _traj
 
-from headtrace.core import tables
+from headtrace.core import schema, tables
 from headtrace.findings import groups as group_stats
 from headtrace.findings.compute import all_findings
 from headtrace.report import answers as A
@@ -121,8 +121,8 @@ def results(tmp_path_factory):
             input={"trajectories": trajectories, **onsets, "positional": [], "experiments": [],
                    "verdicts": verdicts, "lineage": lineages, "cross_seed": [], "measures": []},
             output={"summary": str(res / "findings" / "summary.md")},
-            params={**thresholds, "gaps": PAIRS, "families": None, "on_suspect": "warn", "groups": {"toy": MEMBERS},
-                    "cross_seed_of": {}, "probes": PROBES, "notes": NOTES})
+            params={**schema.defaults("findings"), **thresholds, "gaps": PAIRS, "families": None,  # the rule's
+                    "on_suspect": "warn", "groups": {"toy": MEMBERS}, "cross_seed_of": {}, "probes": PROBES, "notes": NOTES})
     _script("summary_html", res,
             input={"findings": [str(p) for p in sorted(res.glob("findings/*.parquet"))], "verdicts": verdicts,
                    "lineage": lineages, "figures": [], "cross_seed": [], "measures": [], "trajectories": trajectories,

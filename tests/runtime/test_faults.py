@@ -34,6 +34,7 @@ from headtrace.panel import config as panel
 from headtrace.panel import local_weights
 from headtrace.report import summary
 from headtrace.runtime import locks
+from helpers.trajectories import RENDER_SETTINGS
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -447,12 +448,12 @@ def test_identical_weights_are_flagged_in_the_log_and_summary(caplog):
         joined = provenance.attach(traj, prov)
     assert joined.height == traj.height and joined["revision"].equals(traj["revision"])
     assert "'step2', 'step3'" in caplog.text and "byte-identical" in caplog.text
-    md = summary.render(joined, all_findings(joined))
+    md = summary.render(joined, all_findings(joined), **RENDER_SETTINGS)
     assert "identical weights under different revision names" in md
     assert "model 'm': revisions 'step2', 'step3' have byte-identical weights" in md
     traj2, prov2 = _traj([("step1", "aa" * 32), ("step2", "bb" * 32)])
-    assert "identical weights" not in summary.render(provenance.attach(traj2, prov2), all_findings(traj2))
-    assert "identical weights" not in summary.render(traj2, all_findings(traj2))  # reference models: no provenance columns
+    assert "identical weights" not in summary.render(provenance.attach(traj2, prov2), all_findings(traj2), **RENDER_SETTINGS)
+    assert "identical weights" not in summary.render(traj2, all_findings(traj2), **RENDER_SETTINGS)  # reference models: no provenance columns
 
 
 # ---- end to end: a tiny local panel under Snakemake ------------------------------------------------
@@ -526,7 +527,7 @@ def test_e2e_missing_revision_refused_and_identical_weights(tmp_path):
     # from the trajectories) flags the identical revisions
     traj = tables.read(res / "models" / "tiny-same" / "trajectory.parquet")
     assert traj.group_by("revision").agg(pl.col("weights_sha256").first())["weights_sha256"].n_unique() == 1
-    md = summary.render(traj, all_findings(traj))
+    md = summary.render(traj, all_findings(traj), **RENDER_SETTINGS)
     assert "model 'tiny-same': revisions 'r1', 'r2' have byte-identical weights" in md
     assert md.count("byte-identical weights") == 1
 

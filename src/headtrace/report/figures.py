@@ -153,7 +153,7 @@ def plot_circuit_recall(sizes: pl.DataFrame, recall: pl.DataFrame, path) -> None
     save(fig, path)
 
 
-def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float = 50.0,
+def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float,
                            lead: pl.DataFrame | None = None) -> None:
     """Per model (rows): PR (left) and induction selectivity (right, log y) of every final-revision
     induction head vs tokens. With ``lead`` (f5_pr_lead), PR-rise revisions are marked (triangle)."""
@@ -334,10 +334,11 @@ def plot_ablation(ablation: pl.DataFrame, path, metric: str = "top1", verdicts: 
 
 
 def plot_all(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame], ablation: pl.DataFrame | None = None,
-             onset_bootstrap: pl.DataFrame | None = None, induction_threshold: float = 50.0) -> dict[str, Path]:
+             onset_bootstrap: pl.DataFrame | None = None, *, induction_threshold: float) -> dict[str, Path]:
     """Every figure into ``out_dir`` (ablation only when given; ``onset_bootstrap``: the
     ``f3_onset_bootstrap`` table, the F3 figure's intervals); returns name -> path. ``findings``:
-    the findings tables by name, as the findings job wrote them (never recomputed here)."""
+    the findings tables by name, as the findings job wrote them (never recomputed here);
+    ``induction_threshold``: the config's circuit threshold (the figures script passes it)."""
     F = findings
     out = Path(out_dir)
     paths = {"bos_fraction": out / "bos_fraction.png", "bos_heatmap": out / "bos_heatmap.png",

@@ -128,7 +128,7 @@ def _f2_section(F: dict, traj: pl.DataFrame, class_threshold: float, sharp_share
     return "\n".join(text)
 
 
-def _f2b_section(F: dict, class_threshold: float, alpha: float = 0.05, n_permutations: int = 10000) -> str:
+def _f2b_section(F: dict, class_threshold: float, alpha: float, n_permutations: int) -> str:
     """Finding 2b: per-layer onsets and the spread label (``headtrace.findings.layer_onset``)."""
     on, sp = F["f2_layer_onset"], F["f2_layer_spread"]
     text = ["## Finding 2b: how the first-token sink spreads through the layers\n\n"
@@ -419,13 +419,15 @@ def _provenance_section(traj: pl.DataFrame) -> list[str]:
     return [f"## {FS.WARNING_TITLE}\n\n" + "\n".join(f"- {ln}" for ln in lines) + f"\n\n{FS.WARNING_AFTER}\n"]
 
 
-def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], class_threshold: float = 30.0,
-           induction_threshold: float = 50.0, found_threshold: float | None = None, sharp_share: float = 0.5,
-           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float = 2.0, spread_alpha: float = 0.05,
-           spread_permutations: int = 10000, spread_seed: int = 0, trend_factor: float = 2.0, **milestones) -> str:
+def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], *, class_threshold: float,
+           induction_threshold: float, found_threshold: float | None = None, sharp_share: float,
+           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float, spread_alpha: float,
+           spread_permutations: int = 10000, spread_seed: int = 0, trend_factor: float | None = None,
+           **milestones) -> str:
     """The whole summary.md text for the models in ``traj``. ``findings``: the tables of
     :func:`headtrace.findings.compute.all_findings`, computed by the findings job with the same
-    parameters (never recomputed here); ``milestones`` (its ``induction_counts`` /
+    parameters (never recomputed here), the thresholds among them given by the caller (the validated
+    config's, as the findings job passes them: no default here); ``milestones`` (its ``induction_counts`` /
     ``first_token_fractions`` / ``gaps``) and ``trend_factor`` (the strongest heads' trend, read from
     its table) are accepted so the job passes one parameter set."""
     found = class_threshold if found_threshold is None else found_threshold

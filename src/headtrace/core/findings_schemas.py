@@ -115,6 +115,9 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "lo_tokens": pl.Int64,
         "left_censored": pl.Boolean,  # met at the first revision (no lower bracket)
         "right_censored": pl.Boolean,  # never reached (lo = the last revision)
+        # persistence: the revisions after the first one reaching it where the milestone no longer holds,
+        # in training order (empty: it held at every later revision, or was never met)
+        "lapses": pl.List(pl.String),
     },
     # F3: token gap between two milestones, per model.
     "f3_gaps": {
@@ -145,6 +148,10 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # milestone never met by the last revision)
         "order": pl.String,
         "order_basis": pl.String,
+        # what the row can say of the gap (headtrace.findings.trajectory.gap_case), the first that applies:
+        # earlier never met (no gap) | later never met (gap_lo a lower bound) | earlier at first revision
+        # (a lower bound at most) | same revision (the spacing does not separate them) | interval
+        "gap_case": pl.String,
     },
     # F3 onset brackets after adaptive refinement (headtrace.panel.refine): per model x milestone, the
     # revisions just before (lo) and at (hi) the first revision reaching it, over all screened

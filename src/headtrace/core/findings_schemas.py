@@ -515,3 +515,13 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "beyond_chance": pl.Boolean,  # p_value <= 0.05; false: no more than chance
     },
 }
+
+# results/findings/lineage_panel.parquet (the findings job; headtrace.findings.lineage_panel.panel_table):
+# every model's lineage rows read together, which the lineage job (one model) cannot: flags gains
+# same_weights_as (the same weights as another model's revision, undeclared) and start_not_declared (a
+# continuation whose first revision is not its declared parent's last), detail their evidence.
+FINDINGS_SCHEMAS["lineage_panel"] = {
+    **FINDINGS_SCHEMAS["lineage"],
+    "same_weights_as": pl.List(pl.String),  # "model revision" of every revision of another model with these weights
+    "declared_same": pl.List(pl.String),  # those of them the config declares (a continuation's start): count once
+}

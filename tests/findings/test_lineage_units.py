@@ -17,7 +17,7 @@ from helpers.lineage_fingerprints import drift as _drift
 from helpers.lineage_fingerprints import synthetic as _synthetic
 
 from headtrace.core import tables
-from headtrace.findings import lineage
+from headtrace.findings import lineage, lineage_panel
 from headtrace.panel import config as panel_config
 from headtrace.report import lineage as report_lineage
 
@@ -231,10 +231,12 @@ def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
                      "that it is base's last checkpoint, whose descent base's table checks")
     (pair,) = lineage.declared_pairs(table)
     assert pair.startswith("base-shift step0 and base step5 are the same weights") and "counted once" in pair
-    md, page = report_lineage.banner_markdown(table), report_lineage.banner_html(table)
+    panel = lineage_panel.panel_table(table)  # the findings job's table, which the report words
+    assert report_lineage.suspect(panel) == {}
+    md, page = report_lineage.banner_markdown(panel), report_lineage.banner_html(panel)
     assert "flagged" not in md and "One checkpoint under two models' names" in md and pair in md
     assert "lineage-same" in page and "lineage-banner" not in page
-    section = report_lineage.section_markdown(table)
+    section = report_lineage.section_markdown(panel)
     assert "step0 has the same weights as base step5 (declared: one checkpoint, count it once)" in section
     assert "step5 has the same weights as base-shift step0 (declared" in section
     annotated = lineage.across_models(table)
@@ -245,10 +247,12 @@ def test_a_declared_continuation_is_one_checkpoint_and_not_flagged():
 def test_the_same_weights_in_two_models_undeclared_are_flagged_both():
     table = _panel(start=5, continues=False)
     assert no_flags(table)  # each model's own table cannot see it
-    assert report_lineage.suspect(table) == {("base", "step5"): ["the same weights as base-shift step0 (another model)"],
+    assert report_lineage.suspect(table) == {}  # nor do the pages, given those tables alone
+    panel = lineage_panel.panel_table(table)  # the findings job's table, which the report words
+    assert report_lineage.suspect(panel) == {("base", "step5"): ["the same weights as base-shift step0 (another model)"],
                                              ("base-shift", "step0"): ["the same weights as base step5 (another model)"]}
     assert lineage.reference_warnings(table) == []  # its reference is a checked revision of another model
-    md = report_lineage.banner_markdown(table)
+    md = report_lineage.banner_markdown(panel)
     assert "2 revisions flagged" in md and "the same weights as base step5 (another model)" in md
     assert "cannot tell which, if any, is genuine" in md and "provenance.on_suspect does not act on it" in md
     assert lineage.declared_pairs(table) == []
@@ -526,3 +530,36 @@ def test_pair_stats_of_small_weights_of_two_scales():
     s = lineage.pair_stats(lineage._Model(_synthetic([a, b]), ["step0", "step1"]), 0, 1)
     assert s["rel"] == pytest.approx(math.sqrt(0.026 / 0.025)) and s["cos"] == pytest.approx(c)
     assert s["rel_sd"] > 0 and s["n"] == T
+
+
+def test_the_findings_job_writes_the_flags_across_models(tmp_path):
+    """lineage_panel (findings.lineage_panel.panel_table): the base's step5 is the continuation's step0 byte
+    for byte. Declared: no flag, each names the other in same_weights_as and declared_same. Undeclared: both
+    flagged same_weights_as, declared_same empty. From the base's step3 (declared from its last): both
+    flagged, the continuation start_not_declared too. The report's declared sentence and marks are words
+    of these columns; report.lineage.read reads this table where the findings job wrote one."""
+    def cols(t):
+        return {(m, r): (f, s, d) for m, r, f, s, d in
+                t.select("model", "revision", "flags", "same_weights_as", "declared_same").iter_rows() if s or f}
+    declared = lineage_panel.panel_table(_panel(start=5, continues=True))
+    assert declared.schema == pl.Schema(tables.SCHEMAS["lineage_panel"])
+    assert cols(declared) == {("base", "step5"): ([], ["base-shift step0"], ["base-shift step0"]),
+                              ("base-shift", "step0"): ([], ["base step5"], ["base step5"])}
+    undeclared = lineage_panel.panel_table(_panel(start=5, continues=False))
+    assert cols(undeclared) == {("base", "step5"): (["same_weights_as"], ["base-shift step0"], []),
+                                ("base-shift", "step0"): (["same_weights_as"], ["base step5"], [])}
+    early = lineage_panel.panel_table(_panel(start=3, continues=True))
+    assert cols(early) == {("base", "step3"): (["same_weights_as"], ["base-shift step0"], []),
+                           ("base-shift", "step0"): (["same_weights_as", "start_not_declared"], ["base step3"], [])}
+    empty = lineage_panel.panel_table(None)
+    assert empty.is_empty() and empty.schema == pl.Schema(tables.SCHEMAS["lineage_panel"])
+    # the report words the columns: the declared sentence is the one findings.lineage_panel states
+    table = _panel(start=5, continues=True)
+    assert report_lineage._declared(declared) == lineage.declared_pairs(table) != []
+    assert report_lineage._declared(undeclared) == [] and report_lineage.suspect(empty) == {}
+    # read: the findings job's table first; without it, the lineage jobs' own tables
+    res = tmp_path / "results"
+    tables.write(table.filter(pl.col("model") == "base"), res / "models" / "base" / "lineage.parquet")
+    assert "same_weights_as" not in report_lineage.read(res).columns
+    tables.write(undeclared, res / "findings" / "lineage_panel.parquet", schema="lineage_panel")
+    assert report_lineage.suspect(report_lineage.read(res)) == report_lineage.suspect(undeclared) != {}

@@ -89,3 +89,49 @@ def test_the_mirror_case_touching_and_seen():
     earlier, later = (200.0, 400.0), (100.0, 200.0)  # the later milestone's bracket ends where the other's begins
     o = order.order_of(earlier, later)
     assert (o, order.basis_of(o, earlier, later)) == ("later first", "seen")
+
+
+def test_f3_gaps_says_which_case_each_gap_is():
+    """gap_case, the first that applies: the earlier milestone never met, the later one never met, the earlier
+    one at the first revision, both at one revision, an interval (the headline words it from this column)."""
+    rows = [  # model, milestone, revision, tokens, lo_revision, lo_tokens, left, right
+        ("seen", "induction_3_heads", "s2", 200, "s1", 100, False, False),
+        ("seen", "first_token_50pct", "s4", 800, "s3", 400, False, False),
+        ("left", "induction_3_heads", "s1", 20, None, None, True, False),
+        ("left", "first_token_50pct", "s3", 419, "s2", 209, False, False),
+        ("never", "induction_3_heads", "s2", 512, "s1", 358, False, False),
+        ("never", "first_token_50pct", None, None, "s3", 768, False, True),
+        ("tie", "induction_3_heads", "s1", 2, None, None, True, False),  # both at the first revision
+        ("tie", "first_token_50pct", "s1", 2, None, None, True, False),
+        ("same", "induction_3_heads", "s2", 200, "s1", 100, False, False),  # both at a later revision
+        ("same", "first_token_50pct", "s2", 200, "s1", 100, False, False),
+        ("none", "induction_3_heads", None, None, "s2", 200, False, True),  # no circuit, a sink all the same
+        ("none", "first_token_50pct", "s2", 200, "s1", 100, False, False),
+        ("nothing", "induction_3_heads", None, None, "s2", 200, False, True),
+        ("nothing", "first_token_50pct", None, None, "s2", 200, False, True),
+    ]
+    cols = ["model", "milestone", "revision", "tokens", "lo_revision", "lo_tokens", "left_censored", "right_censored"]
+    gaps = T.f3_gaps(pl.DataFrame(rows, schema=cols, orient="row"))
+    got = {r["model"]: (r["gap_case"], r["order"], r["gap_lo"], r["gap_hi"]) for r in gaps.iter_rows(named=True)}
+    assert got == {"seen": ("interval", "earlier first", 400 / 200, 800 / 100),
+                   "left": ("earlier at first revision", "earlier first", 209 / 20, None),
+                   "never": ("later never met", "earlier first", 768 / 512, None),
+                   "tie": ("earlier at first revision", "undecided", None, None),
+                   "same": ("same revision", "undecided", 100 / 200, 200 / 100),
+                   "none": ("earlier never met", "later first", None, None),
+                   "nothing": ("earlier never met", "undecided", None, None)}
+    assert set(gaps["gap_case"]) <= set(T.GAP_CASES)
+
+
+def test_gap_case_infers_censoring_a_row_does_not_carry():
+    """A table without censoring columns: never met = no revision, at the first revision = met with no
+    revision before it; a censoring flag, where present, wins."""
+    assert T.gap_case(dict(earlier_revision="a", earlier_lo_revision=None, later_revision="b")) == \
+        "earlier at first revision"
+    assert T.gap_case(dict(earlier_revision="b", earlier_lo_revision="a", later_revision="c")) == "interval"
+    assert T.gap_case(dict(earlier_revision="b", earlier_lo_revision="a", later_revision="b")) == "same revision"
+    assert T.gap_case(dict(earlier_revision="b", earlier_lo_revision="a", later_revision="c",
+                           later_right_censored=True)) == "later never met"
+    assert T.gap_case(dict(earlier_revision="b", earlier_lo_revision=None, earlier_left_censored=False,
+                           later_revision="c")) == "interval"
+    assert T.gap_case(dict(earlier_revision=None, later_revision=None)) == "earlier never met"

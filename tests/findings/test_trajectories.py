@@ -5,6 +5,7 @@ import math
 
 import polars as pl
 import pytest
+from helpers.trajectories import one_layer_trajectory
 
 from headtrace.core.tables import CLASS_COLUMNS, SCHEMAS, conform
 from headtrace.findings import spectral_lead as SL
@@ -402,3 +403,22 @@ def test_assemble_joins_pr_and_keeps_missing_null():
     assert out["revision"].to_list() == ["s0", "s1"]  # null tokens sort last
     assert out["pr"].to_list() == [None, 7.0]  # null tokens matched null tokens; missing PR stays null
     assert T.specialized_fraction(out)["specialized_fraction"].to_list() == [0.0, 1.0]
+
+
+def test_f3_milestones_lapses_where_a_milestone_is_lost_again():
+    """A circuit of 0, 4, 0, 3, 3 heads: induction_3_heads (and _2_heads) first met at r1, lost at r2, met
+    again after; induction_5_heads never met (no lapse to list). A sink on 4 of 8 heads at r1, 2 at r3:
+    first_token_50pct lapses at r3 and r4, first_token_25pct holds."""
+    revs = [("r0", 0), ("r1", 10), ("r2", 20), ("r3", 30), ("r4", 40)]
+    n = {"r0": 0, "r1": 4, "r2": 0, "r3": 3, "r4": 3}
+    bos = {"r1": 4, "r2": 4, "r3": 2, "r4": 2}
+    ms = T.f3_milestones(one_layer_trajectory("m", revs, n, bos, n_heads=8))
+    got = dict(zip(ms["milestone"], ms["lapses"].to_list()))
+    assert got["induction_2_heads"] == got["induction_3_heads"] == ["r2"]
+    assert got["induction_5_heads"] == [] and ms.filter(pl.col("milestone") == "induction_5_heads")["revision"][0] is None
+    assert got["first_token_50pct"] == ["r3", "r4"] and got["first_token_25pct"] == []
+    # held at every later revision: nothing lapses
+    n["r2"] = 5
+    ms = T.f3_milestones(one_layer_trajectory("m", revs, n, bos, n_heads=8))
+    assert dict(zip(ms["milestone"], ms["lapses"].to_list()))["induction_3_heads"] == []
+    assert T.lapses(None, {1, 2}, ["a", "b", "c"]) == [] and T.lapses(0, {0, 2}, ["a", "b", "c"]) == ["b"]

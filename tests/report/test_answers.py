@@ -9,6 +9,7 @@ import re
 
 import polars as pl
 import pytest
+from helpers.findings_tables import as_written
 
 from headtrace import experiments as E
 from headtrace.causal import ablation
@@ -114,7 +115,7 @@ def toy_run():
              why_not="p = 0.4 > alpha = 0.05"),
         vrow("never", "n2", 20, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False),
     ])
-    return F, V
+    return as_written(F), V
 
 
 # ---------------------------------------------------------------------------------------------- sentences
@@ -181,6 +182,7 @@ def test_nothing_formed_panel_gives_consistent_sentences():
          "f3_milestones": milestones([("gpt2", I3, None, None), ("gpt2", F10, None, None),
                                       ("gpt2", F50, None, None)]),
          "f3_gaps": gaps([("gpt2", F50, I3, None, None, None, None, False, True)])}
+    F = as_written(F)
     V = vtable([vrow("gpt2", "r5", 10 ** 5, heads=(), verdict="not_causal", n_sets=0, space=0, exact=False)])
     run = A.build(F, V, families={"gpt2": "gpt2"})
     text = " ".join(run.sentences)
@@ -196,6 +198,7 @@ def test_all_decided_only_when_every_final_verdict_and_gap_is():
     F = {"circuit_size": sizes({"m": [("a", 100), ("b", 1000), ("c", 100000)]}),
          "f3_milestones": milestones([("m", I3, "b", 1000.0), ("m", F50, "c", 100000.0)]),
          "f3_gaps": gaps([("m", F50, I3, 100.0, 10.0, 1000.0, False, False, False)])}
+    F = as_written(F)
     V = vtable([vrow("m", "c", 100000, p=0.01, n_sets=99, space=4000, exact=False)])
     run = A.build(F, V)
     assert run.all_decided and run.sentences[-1] == ("Every model's final verdict and sink/circuit order in this "

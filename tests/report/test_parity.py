@@ -120,12 +120,13 @@ def results(tmp_path_factory):
     _script("findings", res,
             input={"trajectories": trajectories, **onsets, "positional": [], "experiments": [],
                    "verdicts": verdicts, "lineage": lineages, "cross_seed": [], "measures": []},
-            output={"summary": str(res / "findings" / "summary.md")},
+            output={"summary": str(res / "findings" / "summary.md"),
+                    "lineage_panel": str(res / "findings" / "lineage_panel.parquet")},
             params={**schema.defaults("findings"), **thresholds, "gaps": PAIRS, "families": None,  # the rule's
                     "on_suspect": "warn", "groups": {"toy": MEMBERS}, "cross_seed_of": {}, "probes": PROBES, "notes": NOTES})
     _script("summary_html", res,
             input={"findings": [str(p) for p in sorted(res.glob("findings/*.parquet"))], "verdicts": verdicts,
-                   "lineage": lineages, "figures": [], "cross_seed": [], "measures": [], "trajectories": trajectories,
+                   "lineage": str(res / "findings" / "lineage_panel.parquet"), "figures": [], "cross_seed": [], "measures": [], "trajectories": trajectories,
                    "groups": [str(p) for p in sorted(res.glob("groups/toy/*.parquet"))]},
             output={"page": str(res / "findings" / "summary.html"), "headline": str(res / "findings" / "headline.html"),
                     "brief": str(res / "findings" / "headline_brief.html")},

@@ -64,8 +64,7 @@ def test_headline_uses_interval_and_censoring_columns_when_the_table_has_them():
 
 
 def test_headline_without_onsets_or_verdicts():
-    F = findings()
-    del F["f3_onsets"]
+    F = findings(f3_onsets=None)
     a = by_model(HL.headline_rows(F, None))["A"]
     assert a["circuit"].lo_revision == "r0" and a["circuit"].lo_tokens == 0
     assert a["gap50"].hi is None  # the circuit bracket starts at 0 tokens: no upper bound

@@ -51,6 +51,7 @@ rule findings:
     output:
         tables=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         summary=PATHS["summary"],
+        lineage_panel=PATHS["lineage_panel"],  # the lineage flags across models, decided once (findings.lineage_panel)
         # the seed groups' tables (headtrace.findings.groups), from the findings above: none without groups
         groups=group_table_paths(),
     params:
@@ -155,7 +156,7 @@ rule summary_html:
         findings=expand(f"{PATHS['findings']}/{{name}}.parquet", name=FINDINGS_TABLES),
         onsets=PATHS["onsets"],
         verdicts=run_model_verdicts,
-        lineage=lineage_paths,  # checkpoint lineage: the banner on the first screen, the marks, the section
+        lineage=PATHS["lineage_panel"],  # checkpoint lineage (the findings job's): the banner, the marks, the section
         figures=lambda wc: [p for p in findings_outputs() if p.endswith(".png")],
         groups=group_table_paths(),  # a row per seed group before its members' rows, and its section
         cross_seed=list(group_cross_seed_paths().values()),

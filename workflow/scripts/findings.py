@@ -9,6 +9,7 @@ from headtrace.cell import positional
 from headtrace.core import tables
 from headtrace.findings import compute
 from headtrace.findings import groups as group_stats
+from headtrace.findings import lineage_panel
 from headtrace.panel import refine
 from headtrace.report import answers, first_screen, headline, summary
 from headtrace.report import lineage as report_lineage
@@ -41,9 +42,11 @@ with logs.to_file(snakemake.log[0]):
     findings["f3_onsets"] = tables.only_models(tables.read(snakemake.input.onsets), models)
     findings.update({Path(p).stem: tables.read(p) for p in snakemake.input.measures})  # the text sink rate
     verdicts = tables.read_many(snakemake.input.verdicts) if snakemake.input.verdicts else None
-    # the checkpoint-lineage tables: a banner naming every flagged revision above the answers, and
+    # the checkpoint-lineage tables read together, the flags across models decided once and written
+    # (findings.lineage_panel); worded as a banner naming every flagged revision above the answers, and
     # statements resting on a flagged revision marked (headtrace.report.lineage, .answers)
-    lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
+    lineage = lineage_panel.panel_table(tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None)
+    tables.write(lineage, snakemake.output.lineage_panel, schema="lineage_panel")
     rows = headline.headline_rows(findings, verdicts, families=families, suspect=report_lineage.suspect(lineage),
                                   groups=groups, continues=report_lineage.continuations(lineage))
     text = summary.render(traj, findings, **params)

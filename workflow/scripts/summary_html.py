@@ -20,7 +20,7 @@ with logs.to_file(snakemake.log[0]):
         rst = Path(snakemake.params.captions) / f"{Path(png).stem}.rst"
         cap = html.rst_to_html(rst.read_text()) if rst.exists() else ""
         figures.append((Path(os.path.relpath(png, out.parent)).as_posix(), Path(png).stem, cap))
-    lineage = tables.read_many(snakemake.input.lineage) if snakemake.input.lineage else None
+    lineage = tables.read(snakemake.input.lineage)  # lineage_panel: the findings job's, flags across models in
     group_tables = {}  # results/groups/{group}/{name}.parquet
     for p in snakemake.input.groups:
         group_tables.setdefault(Path(p).parent.name, {})[Path(p).stem] = tables.read(p)

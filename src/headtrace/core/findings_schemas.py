@@ -115,6 +115,9 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "lo_tokens": pl.Int64,
         "left_censored": pl.Boolean,  # met at the first revision (no lower bracket)
         "right_censored": pl.Boolean,  # never reached (lo = the last revision)
+        # persistence: the revisions after the first one reaching it where the milestone no longer holds,
+        # in training order (empty: it held at every later revision, or was never met)
+        "lapses": pl.List(pl.String),
     },
     # F3: token gap between two milestones, per model.
     "f3_gaps": {
@@ -145,6 +148,10 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         # milestone never met by the last revision)
         "order": pl.String,
         "order_basis": pl.String,
+        # what the row can say of the gap (headtrace.findings.trajectory.gap_case), the first that applies:
+        # earlier never met (no gap) | later never met (gap_lo a lower bound) | earlier at first revision
+        # (a lower bound at most) | same revision (the spacing does not separate them) | interval
+        "gap_case": pl.String,
     },
     # F3 onset brackets after adaptive refinement (headtrace.panel.refine): per model x milestone, the
     # revisions just before (lo) and at (hi) the first revision reaching it, over all screened
@@ -521,4 +528,14 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "p_value": pl.Float64,
         "beyond_chance": pl.Boolean,  # p_value <= 0.05; false: no more than chance
     },
+}
+
+# results/findings/lineage_panel.parquet (the findings job; headtrace.findings.lineage_panel.panel_table):
+# every model's lineage rows read together, which the lineage job (one model) cannot: flags gains
+# same_weights_as (the same weights as another model's revision, undeclared) and start_not_declared (a
+# continuation whose first revision is not its declared parent's last), detail their evidence.
+FINDINGS_SCHEMAS["lineage_panel"] = {
+    **FINDINGS_SCHEMAS["lineage"],
+    "same_weights_as": pl.List(pl.String),  # "model revision" of every revision of another model with these weights
+    "declared_same": pl.List(pl.String),  # those of them the config declares (a continuation's start): count once
 }

@@ -46,6 +46,7 @@ RELATIVE: dict[str, str] = {
     "fingerprint": "cells/{model}/{revision}/fingerprint.parquet",
     "trajectory": "models/{model}/trajectory.parquet",
     "lineage": "models/{model}/lineage.parquet",  # lineage.smk: is each revision the checkpoint it says
+    "lineage_panel": "findings/lineage_panel.parquet",  # the findings job: the lineage flags across models
     "findings": "findings",
     "summary": "findings/summary.md",
     "summary_html": "findings/summary.html",

@@ -18,17 +18,30 @@ of a panel, where the report meets them. Pure functions of the tables; nothing i
   descent is tested against its own first revision). A re-save in another dtype also differs.
 
 The lineage job (and so ``provenance.on_suspect: fail`` and ``drop``) works per model and does not
-see these flags; the report's banner, marks and lineage section do (docs/integrity.md).
+see these flags; the findings job writes them, once, as ``lineage_panel`` (:func:`panel_table`), and the
+report's banner, marks and lineage section word that table (docs/integrity.md).
 """
 from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["PANEL_FLAGS", "same_weights", "across_models", "declared_pairs"]
+from headtrace.core.tables import SCHEMAS, conform
+
+__all__ = ["PANEL_FLAGS", "panel_table", "same_weights", "across_models", "declared_pairs"]
 
 PANEL_FLAGS = ("same_weights_as", "start_not_declared")
 
 Key = tuple[str, str]  # (model, revision)
+
+
+def panel_table(table: pl.DataFrame | None) -> pl.DataFrame:
+    """``lineage_panel``: the concatenated lineage tables of a panel with the flags across models decided
+    (:func:`across_models`), what the findings job writes and the report words; empty (with its schema)
+    without a table."""
+    out = across_models(table)
+    if out is None or out.is_empty():
+        return pl.DataFrame(schema=SCHEMAS["lineage_panel"])
+    return conform(out, "lineage_panel")
 
 
 def same_weights(table: pl.DataFrame) -> dict[Key, list[Key]]:

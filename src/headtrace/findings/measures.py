@@ -163,8 +163,8 @@ def _jaccard_top(circuit: set, rep: pl.DataFrame) -> tuple[float | None, int | N
 
 def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
            fractions=tr.FIRST_TOKEN_FRACTIONS) -> pl.DataFrame:
-    """``measures_onsets``: the first revision reaching each milestone and its bracket (as
-    ``trajectory.f3_milestones``); the sink milestones read the first eps of ``over``."""
+    """``measures_onsets``: the first revision reaching each milestone, its bracket and the revisions
+    where it lapses (as ``trajectory.f3_milestones``); the sink milestones read the first eps of ``over``."""
     rows = []
     if not over.height:
         return conform(pl.DataFrame(schema=SCHEMAS["f3_milestones"]), "f3_milestones")
@@ -178,9 +178,9 @@ def onsets(over: pl.DataFrame, *, induction_counts=tr.INDUCTION_COUNTS,
         for name, col, thr in specs:
             if g[col].null_count() == g.height:
                 continue  # no such probe for this model (e.g. no text file)
-            vals = g[col].to_list()
-            i = next((j for j, v in enumerate(vals) if v is not None and v >= thr), None)
-            rows.append(tr.milestone_row(model, name, revs, toks, i))
+            held = {j for j, v in enumerate(g[col].to_list()) if v is not None and v >= thr}
+            i = min(held) if held else None
+            rows.append(tr.milestone_row(model, name, revs, toks, i, tr.lapses(i, held, revs)))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f3_milestones"]), "f3_milestones")
 
 

@@ -251,7 +251,10 @@ def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_t
     (``lo_tokens``, ``tokens``], ``lo_*`` being the last revision before the first one reaching it.
     ``left_censored``: already met at the model's first revision (``lo_*`` null: the crossing may lie
     anywhere before it). ``right_censored``: never reached (``revision``/``tokens`` null; ``lo_*`` =
-    the last revision, the crossing, if any, lies after it)."""
+    the last revision, the crossing, if any, lies after it).
+
+    Persistence: ``lapses`` lists, in training order, the revisions after the first one reaching the
+    milestone where it no longer holds (empty when it held at every later revision, or was never met)."""
     sizes = _ordered(circuit_size(traj, class_threshold, induction_threshold))
     bos = _ordered(f2_bos_fraction(traj, class_threshold))
     specs = [(name, sizes if col == "n_induction_circuit" else bos, pl.col(col) >= thr)
@@ -263,19 +266,32 @@ def f3_milestones(traj: pl.DataFrame, class_threshold: float = 30.0, induction_t
         revs = order.filter(pl.col("model") == model).sort("rev_index")
         rnames, rtoks = revs["revision"].to_list(), revs["tokens"].to_list()
         for name, table, cond in specs:
-            hit = table.filter((pl.col("model") == model) & cond).sort("rev_index").head(1)
-            rows.append(milestone_row(model, name, rnames, rtoks, int(hit["rev_index"][0]) if hit.height else None))
+            held = set(table.filter((pl.col("model") == model) & cond)["rev_index"].to_list())
+            first = min(held) if held else None
+            rows.append(milestone_row(model, name, rnames, rtoks, first, lapses(first, held, rnames)))
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f3_milestones"]), "f3_milestones")
 
 
-def milestone_row(model: str, milestone: str, revisions: list, tokens: list, first: int | None) -> dict:
+def milestone_row(model: str, milestone: str, revisions: list, tokens: list, first: int | None,
+                  lapsed: list[str] = ()) -> dict:
     """One ``f3_milestones`` row: ``first`` = the index (in training order, into ``revisions`` /
     ``tokens``) of the first revision reaching the milestone, None if none does; its bracket and
-    censoring as :func:`f3_milestones` documents."""
+    censoring as :func:`f3_milestones` documents; ``lapsed``: the revisions where it is lost again
+    (:func:`lapses`)."""
     lo = (first - 1) if first is not None else (len(revisions) - 1)
     return dict(model=model, milestone=milestone, revision=None if first is None else revisions[first],
                 tokens=None if first is None else tokens[first], lo_revision=revisions[lo] if lo >= 0 else None,
-                lo_tokens=tokens[lo] if lo >= 0 else None, left_censored=first == 0, right_censored=first is None)
+                lo_tokens=tokens[lo] if lo >= 0 else None, left_censored=first == 0, right_censored=first is None,
+                lapses=list(lapsed))
+
+
+def lapses(first: int | None, held: set[int], revisions: list) -> list[str]:
+    """The revisions after ``first`` (an index into ``revisions``, in training order) whose index is
+    not in ``held`` (the indices where the milestone holds): where a milestone, once reached, is lost
+    again. Empty when it was never reached (``first`` None)."""
+    if first is None:
+        return []
+    return [r for i, r in enumerate(revisions) if i > first and i not in held]
 
 
 def _gap_bounds(later_lo, later_hi, earlier_lo, earlier_hi, later_left, later_right, earlier_left,
@@ -342,8 +358,34 @@ def f3_gaps(milestones: pl.DataFrame, later: str = "first_token_50pct",
         o = milestone_order.order_of(e, l_)
         orders.append((o, milestone_order.basis_of(o, e, l_)))
     out = out.with_columns(order=pl.Series([o for o, _ in orders], dtype=pl.String),
-                           order_basis=pl.Series([b for _, b in orders], dtype=pl.String))
+                           order_basis=pl.Series([b for _, b in orders], dtype=pl.String),
+                           gap_case=pl.Series([gap_case(r) for r in out.iter_rows(named=True)], dtype=pl.String))
     return conform(out, "f3_gaps")
+
+
+# What an f3_gaps row can say of the gap, in the order they are tested (the first that applies):
+GAP_CASES = ("earlier never met", "later never met", "earlier at first revision", "same revision", "interval")
+
+
+def gap_case(row) -> str:
+    """Which of :data:`GAP_CASES` an ``f3_gaps`` row is: the earlier milestone never met (no gap), the
+    later one never met by the last revision (``gap_lo`` a lower bound), the earlier one already met at
+    the first revision (a lower bound at most: the crossing may lie anywhere before it), both first met
+    at one revision (the spacing does not separate them), or both met at different revisions (the
+    interval ``gap_lo``/``gap_hi``). A row without censoring columns infers them: never met = no
+    revision; at the first revision = met with no revision before it."""
+    def flag(prefix, name, inferred):
+        v = row.get(f"{prefix}_{name}")
+        return inferred if v is None else bool(v)
+    if row.get("earlier_revision") is None or flag("earlier", "right_censored", False):
+        return GAP_CASES[0]
+    if row.get("later_revision") is None or flag("later", "right_censored", False):
+        return GAP_CASES[1]
+    if flag("earlier", "left_censored", row.get("earlier_lo_revision") is None):
+        return GAP_CASES[2]
+    if row.get("same_revision") or row.get("later_revision") == row.get("earlier_revision"):
+        return GAP_CASES[3]
+    return GAP_CASES[4]
 
 
 def f3_gap_table(milestones: pl.DataFrame, pairs=GAPS) -> pl.DataFrame:
@@ -426,7 +468,8 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
-    "circuit_size", "milestone_specs", "f3_milestones", "milestone_row", "f3_gaps", "f3_gap_table", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "circuit_size", "milestone_specs", "f3_milestones", "milestone_row", "lapses", "f3_gaps", "f3_gap_table",
+    "GAP_CASES", "gap_case", "final_circuit", "f4_recall", "f4_recall_milestones",
     "specialized_fraction",
     "with_rev_index",
 ]

@@ -5,10 +5,12 @@ decided here, from the tables the findings and ablation jobs wrote (nothing is r
 
 * ``circuit_size``    -> the revisions screened per model (and the screened revision before a
   milestone, the lower end of its bracket when ``f3_onsets`` did not refine that milestone);
-* ``f3_milestones``   -> the first revision reaching each milestone;
+* ``f3_milestones``   -> the first revision reaching each milestone, and the later revisions where it
+  lapses (``lapses``: a milestone that does not persist is said to);
 * ``f3_onsets``       -> the refined bracket (last revision before, first revision at) of a milestone;
-* ``f3_gaps``         -> the timing gap (first-token milestone / induction milestone) with its interval
-  (``gap_lo``/``gap_hi``) and censoring;
+* ``f3_gaps``         -> the timing gap (first-token milestone / induction milestone): its case
+  (``gap_case``), point value, interval (``gap_lo``/``gap_hi``), the order of the two milestones
+  (``order``, ``order_basis``) and the brackets it rests on, all as written;
 * ``f2_layer_spread`` -> the spread label of the sink over layers (``first`` onset);
 * ``measures_over_training`` / ``measures_onsets`` -> the text probe's sink rate (Gu et al. 2025) at the
   final revision and the first revision reaching ``text_sink_50pct`` with its bracket (docs/measures.md);
@@ -24,8 +26,9 @@ group's answers :mod:`headtrace.report.group_answers`; this module re-exports th
 
 A milestone reached at revision r is only known to lie in the bracket (previous screened revision,
 r]; the gap is therefore an interval: later in (lo_l, hi_l], earlier in (lo_e, hi_e] gives a ratio
-in (lo_l / hi_e, hi_l / lo_e). Where ``f3_gaps`` gives its interval it is used as written; the
-brackets fill in only a table without one. Printed bounds are rounded outward
+in (lo_l / hi_e, hi_l / lo_e). The findings job decides it once (``f3_gaps``, from ``f3_milestones``'
+brackets: :func:`headtrace.findings.trajectory.f3_gaps`, the order by :mod:`headtrace.findings.order`);
+a pair without an ``f3_gaps`` row is ``unknown``. Printed bounds are rounded outward
 (:func:`headtrace.report.format.fmt_bound`).
 
 **Checkpoint integrity** (``suspect``): a mapping ``(model, revision) -> [flag, ...]`` (e.g.
@@ -42,7 +45,6 @@ from typing import Iterable, Mapping
 import polars as pl
 
 from headtrace.findings import order as milestone_order
-from headtrace.findings.trajectory import milestone_spec
 from headtrace.report import first_token as FT
 from headtrace.report import statements as S
 from headtrace.report.format import fmt_bound, fmt_interval, fmt_ratio, fmt_token_bound
@@ -83,7 +85,7 @@ class Milestone:
     lo_revision: str | None = None
     lo_tokens: float | None = None
     refined: bool = False
-    lapses: tuple[str, ...] = ()  # later screened revisions where the milestone no longer held
+    lapses: tuple[str, ...] = ()  # later revisions where the milestone no longer held (f3_milestones.lapses)
 
     @property
     def rests_on(self) -> tuple[str, ...]:
@@ -220,6 +222,8 @@ class Gap:
             return "—"
         iv = fmt_interval(self.lo, self.hi)
         if self.state == "same_revision":
+            if self.lo is None and self.hi is None:  # f3_gaps: no bound against, or of, 0 tokens
+                return "not separated: same revision (no bound either way)"
             return f"not separated: same revision (between {iv[1:-1].replace(', ', ' and ')})"
         head = fmt_ratio(self.ratio)
         if not self.decided:  # the one rule (headtrace.findings.order), as the sentences read it
@@ -372,25 +376,11 @@ def _revisions(sizes: pl.DataFrame | None, model: str) -> list[tuple[str, float 
     return list(g.sort("tokens", nulls_last=True, maintain_order=True).iter_rows())
 
 
-def _lapses(F: Mapping[str, pl.DataFrame], model: str, milestone: str, tokens: float | None) -> tuple[str, ...]:
-    """The screened revisions after ``tokens`` where the milestone no longer holds (its table's value
-    below the minimum, :func:`headtrace.findings.trajectory.milestone_spec`): a milestone that does not
-    persist is said to."""
-    spec = milestone_spec(milestone)
-    if spec is None or tokens is None:
-        return ()
-    table, col, minimum = spec
-    t = F.get(table)
-    if t is None or not t.height or col not in t.columns or "tokens" not in t.columns:
-        return ()
-    g = t.filter((pl.col("model") == model) & (pl.col("tokens") > tokens)).sort("tokens")
-    return tuple(r for r, v in zip(g["revision"].to_list(), g[col].to_list()) if v is None or v < minimum)
-
-
 def _milestone(F: Mapping[str, pl.DataFrame], model: str, milestone: str,
                revs: list[tuple[str, float | None]], table: str = "f3_milestones") -> Milestone:
     d = {"revision": None, "tokens": None, "lo_revision": None, "lo_tokens": None, "refined": False,
          "reached": False, "known": False}
+    lapses: tuple[str, ...] = ()
     ms = F.get(table)
     if ms is not None and ms.height:
         r = ms.filter((pl.col("model") == model) & (pl.col("milestone") == milestone))
@@ -399,6 +389,7 @@ def _milestone(F: Mapping[str, pl.DataFrame], model: str, milestone: str,
             row = r.row(0, named=True)
             d["revision"], d["tokens"] = _get(row, "revision"), _get(row, "tokens")
             d["reached"] = d["revision"] is not None
+            lapses = tuple(_get(row, "lapses") or ()) if d["reached"] else ()  # decided by findings.trajectory
     on = F.get("f3_onsets")
     if on is not None and on.height and d["reached"]:
         r = on.filter((pl.col("model") == model) & (pl.col("milestone") == milestone))
@@ -408,62 +399,36 @@ def _milestone(F: Mapping[str, pl.DataFrame], model: str, milestone: str,
                 d.update(revision=_get(row, "hi_revision"), tokens=_get(row, "hi_tokens", d["tokens"]),
                          lo_revision=_get(row, "lo_revision"), lo_tokens=_get(row, "lo_tokens"),
                          refined=bool(_get(row, "rounds", 0) or _get(row, "n_added", 0)))
-                return Milestone(milestone, **d, lapses=_lapses(F, model, milestone, d["tokens"]))
+                return Milestone(milestone, **d, lapses=lapses)
     if d["reached"]:
         names = [r for r, _ in revs]
         if d["revision"] in names:
             i = names.index(d["revision"])
             if i > 0:
                 d["lo_revision"], d["lo_tokens"] = revs[i - 1]
-    return Milestone(milestone, **d, lapses=_lapses(F, model, milestone, d["tokens"]) if d["reached"] else ())
+    return Milestone(milestone, **d, lapses=lapses)
 
 
-def _bounds(m: Milestone, final_tokens: float | None) -> tuple[float, float] | None:
-    """A milestone's crossing bracket for :func:`headtrace.findings.order.order_of`: (lo, hi], lo 0 when met
-    at the first revision, hi inf (lo the last revision's tokens) when never met; None without a row."""
-    if not m.known:
-        return None
-    if not m.reached:
-        return milestone_order.bounds(final_tokens, None, False, True)
-    return milestone_order.bounds(m.lo_tokens, m.tokens, m.at_first, False)
+# f3_gaps.gap_case (headtrace.findings.trajectory.gap_case, decided there) -> the Gap's state
+_STATE = {"earlier never met": "no_circuit", "later never met": "no_sink",
+          "earlier at first revision": "circuit_at_first", "same revision": "same_revision", "interval": "interval"}
+_ENDS = ("earlier_lo_revision", "earlier_revision", "later_lo_revision", "later_revision")
 
 
-def _gap(F: Mapping[str, pl.DataFrame], model: str, later: Milestone, earlier: Milestone,
-         final: tuple[str | None, float | None]) -> Gap:
-    ratio = lo = hi = None
-    row = None
+def _gap(F: Mapping[str, pl.DataFrame], model: str, later: str, earlier: str) -> Gap:
+    """The ``f3_gaps`` row of (``later``, ``earlier``) as the findings job decided it: its case, point
+    value, interval, order and what the order rests on, and the revisions of both brackets (none where
+    the earlier milestone was never met). No row: ``unknown``, order ``absent``."""
     gaps = F.get("f3_gaps")
-    if gaps is not None and gaps.height:
-        r = gaps.filter((pl.col("model") == model) & (pl.col("later") == later.milestone)
-                        & (pl.col("earlier") == earlier.milestone))
-        if r.height:
-            row = r.row(0, named=True)
-            ratio = _get(row, "gap_ratio")
-            lo, hi = _get(row, "gap_lo"), _get(row, "gap_hi")  # the findings job's, as written
-    base = earlier.rests_on + later.rests_on
-    final_rev, final_tok = final
-    e_b, l_b = _bounds(earlier, final_tok), _bounds(later, final_tok)
-    order = milestone_order.order_of(e_b, l_b)
-    mk = (lambda state, lo=lo, hi=hi, rests=base: Gap(later.milestone, earlier.milestone, state, ratio, lo, hi,
-                                                      tuple(dict.fromkeys(rests)), order,
-                                                      milestone_order.basis_of(order, e_b, l_b)))
-    if not earlier.reached:
-        return mk("no_circuit", None, None, earlier.rests_on)
-    if not later.reached or (row is not None and _get(row, "later_right_censored")):
-        if lo is None and earlier.tokens and final_tok:
-            lo = float(final_tok) / float(earlier.tokens)
-        return mk("no_sink", lo, None, earlier.rests_on + ((final_rev,) if final_rev else ()))
-    if (row is not None and _get(row, "earlier_left_censored")) or (row is None and earlier.at_first):
-        if row is None and lo is None and later.lo_tokens is not None and earlier.tokens:
-            lo = float(later.lo_tokens) / float(earlier.tokens)
-        return mk("circuit_at_first", lo, None)
-    if lo is None and hi is None:
-        if earlier.tokens and later.lo_tokens is not None:
-            lo = float(later.lo_tokens) / float(earlier.tokens)
-        if later.tokens is not None and earlier.lo_tokens:
-            hi = float(later.tokens) / float(earlier.lo_tokens)
-    same = _get(row, "same_revision") if row is not None else None
-    return mk("same_revision" if (same or later.revision == earlier.revision) else "interval", lo, hi)
+    r = None if gaps is None or not gaps.height else gaps.filter(
+        (pl.col("model") == model) & (pl.col("later") == later) & (pl.col("earlier") == earlier))
+    if r is None or not r.height:
+        return Gap(later, earlier)
+    row = r.row(0, named=True)
+    state = _STATE.get(_get(row, "gap_case"), "unknown")
+    rests = () if state == "no_circuit" else tuple(dict.fromkeys(v for v in (_get(row, c) for c in _ENDS) if v))
+    return Gap(later, earlier, state, _get(row, "gap_ratio"), _get(row, "gap_lo"), _get(row, "gap_hi"), rests,
+               _get(row, "order", milestone_order.ABSENT), _get(row, "order_basis"))
 
 
 def _text_sink(F: Mapping[str, pl.DataFrame], model: str) -> TextSink | None:
@@ -563,7 +528,7 @@ def model_answers(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame |
         out.append(ModelAnswer(
             model=m, family=(families or {}).get(m) or "—", n_revisions=len(revs),
             final_revision=final_rev, final_tokens=final_tok, circuit=circ, sink10=s10, sink50=s50,
-            gap50=_gap(F, m, s50, circ, (final_rev, final_tok)), gap10=_gap(F, m, s10, circ, (final_rev, final_tok)),
+            gap50=_gap(F, m, s50.milestone, circ.milestone), gap10=_gap(F, m, s10.milestone, circ.milestone),
             final=final, decided=tuple(v for v in rows if v.decided),
             undecided=tuple(v for v in rows if v.word in ("underpowered", "untested")),
             spread=_label(F, m), suspect=flags.get(m, {}), text_sink=_text_sink(F, m), first_token=FT.of(F, m),

@@ -12,9 +12,10 @@ Renders the ``lineage`` tables (``results/models/{model}/lineage.parquet``,
 * :func:`suspect`: ``(model, revision) -> flag labels``, the mapping with which the headline and the
   summary mark each statement resting on a flagged revision.
 
-Every function first reads the panel's tables together
-(:func:`headtrace.findings.lineage_panel.across_models`): the same weights under two models' names
-are flagged, or noted where the config declares them. Pure functions of the table.
+Every function words the panel's table as the findings job wrote it (``lineage_panel``:
+:func:`headtrace.findings.lineage_panel.panel_table`), where the same weights under two models' names are
+flagged, or noted where the config declares them (``same_weights_as``, ``declared_same``); nothing is
+decided here. Pure functions of the table.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import polars as pl
 
-from headtrace.core import tables
+from headtrace.core import paths, tables
 from headtrace.findings import lineage as _lineage
 from headtrace.report.format import fmt_tokens
 
@@ -33,17 +34,24 @@ INTEGRITY_DOC = "docs/integrity.md"
 
 
 def read(results="results") -> pl.DataFrame | None:
-    """Every model's lineage table under a results folder (``results/models/*/lineage.parquet``),
-    concatenated; None when there is none (a run of reference models only, or before this check)."""
-    paths = sorted(Path(results).glob("models/*/lineage.parquet"))
-    return tables.read_many(paths) if paths else None
+    """The findings job's ``lineage_panel`` table under a results folder (every model's lineage rows with
+    the flags across models); without one (a folder from before that table), every model's lineage table
+    (``results/models/*/lineage.parquet``) concatenated, which carries each model's own flags only; None
+    when there is neither (a run of reference models only, or before this check)."""
+    panel = Path(results) / paths.RELATIVE["lineage_panel"]
+    if panel.exists():
+        return tables.read(panel)
+    found = sorted(Path(results).glob("models/*/lineage.parquet"))
+    return tables.read_many(found) if found else None
 
 
 def suspect(table: pl.DataFrame | None):
-    """``(model, revision) -> ["duplicate_of main", ...]`` for every flagged revision, flags across models
-    included (empty mapping when nothing is flagged or there is no table): what the headline and
-    summary mark."""
-    return _lineage.suspect_map(table)
+    """``(model, revision) -> ["duplicate_of main", ...]`` for every flagged revision of the
+    ``lineage_panel`` table (flags across models included; empty mapping when nothing is flagged or there
+    is no table): what the headline and summary mark."""
+    if table is None or table.is_empty():
+        return {}
+    return {(r["model"], r["revision"]): _lineage.flag_labels(r) for r in table.iter_rows(named=True) if r["flags"]}
 
 
 def continuations(table: pl.DataFrame | None) -> dict[str, str]:
@@ -72,11 +80,26 @@ _PANEL_ONLY = ("a flag raised across models is found where the panel's tables me
 
 def _banner_parts(table: pl.DataFrame | None) -> tuple[list[dict], bool, list[str]]:
     """(flagged rows, whether any carries a flag across models, declared same-weight sentences)."""
-    table = _lineage.across_models(table)
     bad = _lineage.flagged(table)
     rows = list(bad.sort("model", "order").iter_rows(named=True))
     panel = any(set(r["flags"]) & set(_lineage.PANEL_FLAGS) for r in rows)
-    return rows, panel, _lineage.declared_pairs(table)
+    return rows, panel, _declared(table)
+
+
+def _declared(table: pl.DataFrame | None) -> list[str]:
+    """One sentence per revision pair the config declares to be one checkpoint: the ``declared_same`` of
+    each continuation's first revision (its parent's last), by the continuation's name."""
+    if table is None or table.is_empty() or "declared_same" not in table.columns:
+        return []
+    out = []
+    for model, g in sorted(table.group_by("model"), key=lambda kv: kv[0][0]):
+        first = g.sort("order").row(0, named=True)
+        parent = first.get("continues")
+        for other in (first["declared_same"] or []) if parent else []:
+            out.append(f"{model[0]} {first['revision']} and {other} are the same weights, byte for byte, as the "
+                       f"config declares ({model[0]} continues {parent} from its last checkpoint): one checkpoint, "
+                       "to be counted once, not as two independent observations")
+    return out
 
 
 def _label(r: dict) -> str:
@@ -152,7 +175,6 @@ def _elsewhere(g: pl.DataFrame) -> list[str]:
 def section_markdown(table: pl.DataFrame | None, models=()) -> str:
     """The lineage section of summary.md: per model, a table of its revisions; ``models`` without a
     table (no fingerprints: the published panel) are listed as unchecked ("" when neither)."""
-    table = _lineage.across_models(table)
     unchecked = _unchecked(table, models)
     if (table is None or table.is_empty()) and not unchecked:
         return ""
@@ -180,7 +202,6 @@ def section_markdown(table: pl.DataFrame | None, models=()) -> str:
 def section_html(table: pl.DataFrame | None, models=()) -> str:
     """The lineage section as an HTML fragment (``<section id="lineage">``; "" without a table or
     unchecked ``models``)."""
-    table = _lineage.across_models(table)
     unchecked = _unchecked(table, models)
     if (table is None or table.is_empty()) and not unchecked:
         return ""

@@ -19,24 +19,15 @@ are flagged, or noted where the config declares them. Pure functions of the tabl
 from __future__ import annotations
 
 import html as _html
-from pathlib import Path
 
 import polars as pl
 
-from headtrace.core import tables
 from headtrace.findings import lineage as _lineage
 from headtrace.report.format import fmt_tokens
 
-__all__ = ["read", "suspect", "continuations", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
+__all__ = ["suspect", "continuations", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
 
 INTEGRITY_DOC = "docs/integrity.md"
-
-
-def read(results="results") -> pl.DataFrame | None:
-    """Every model's lineage table under a results folder (``results/models/*/lineage.parquet``),
-    concatenated; None when there is none (a run of reference models only, or before this check)."""
-    paths = sorted(Path(results).glob("models/*/lineage.parquet"))
-    return tables.read_many(paths) if paths else None
 
 
 def suspect(table: pl.DataFrame | None):

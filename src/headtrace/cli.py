@@ -200,7 +200,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 def _cmd_summary(args: argparse.Namespace) -> int:
 
-    print(console.summary(args.results, class_threshold=args.class_threshold))
+    print(console.summary(args.results))
     return 0
 
 
@@ -318,7 +318,6 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="one-screen summary of a finished run: the models of its panel.json")
     s.add_argument("results", nargs="?", default="results",
                    help="results folder, the config's `results` key (default: results)")
-    s.add_argument("--class-threshold", type=float, default=30.0)
     s.set_defaults(func=_cmd_summary)
     m = sub.add_parser("compare", help="two finished runs side by side: each headline question, each panel's answers "
                                        "(RESULTS folders, or RESULTS:MODEL for one model of a folder)")

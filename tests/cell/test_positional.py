@@ -11,6 +11,7 @@ from headtrace.cell import capture
 from headtrace.cell import positional as P
 from headtrace.core import probe, tables
 from headtrace.models import families
+from headtrace.report import positional as report_positional
 
 
 def _masses(ab, per_head):
@@ -98,12 +99,12 @@ def test_summary_names_the_positional_circuit_heads():
     assert set(flags["model"]) == {"a", "b"}  # the published model has no positional table
     assert flags.filter(pl.col("positional_induction")).select("model", "revision", "layer", "head").rows() == [
         ("a", "s1", 0, 0)]
-    text = P.summary_section(flags)
+    text = report_positional.summary_section(flags)
     assert text.startswith("## Screen check")
     assert "**a**: positional heads in the circuits of 1 of 2 revision(s)" in text
     assert "s1: 1 of 2 — L0H0 (1.0)" in text
     assert "**b**: no positional head" in text
-    assert "No model" in P.summary_section(flags.clear())
+    assert "No model" in report_positional.summary_section(flags.clear())
 
 
 def test_make_demo_summary_names_positional_final_circuit_heads(tmp_path):
@@ -118,8 +119,11 @@ def test_make_demo_summary_names_positional_final_circuit_heads(tmp_path):
     traj.write_parquet(tmp_path / "models" / "a" / "trajectory.parquet")
     cell = tmp_path / "cells" / "a" / "s2"
     cell.mkdir(parents=True)
-    tables.write(P.cell_table(_masses(AB, [OFFSET, CONTENT, IDLE]), np.ones(12, bool), AB, "a", "s2", 2),
-                 cell / "positional.parquet", schema="positional")
+    pos = P.cell_table(_masses(AB, [OFFSET, CONTENT, IDLE]), np.ones(12, bool), AB, "a", "s2", 2)
+    tables.write(pos, cell / "positional.parquet", schema="positional")
+    # the findings job's table of the flags, as it writes it (its summary.md not built here)
+    tables.write(P.circuit_flags(pos, traj), tmp_path / "findings" / "circuit_positional.parquet",
+                 schema="circuit_positional")
     text = console.summary(tmp_path)
     assert "positional heads in the final circuit (1 of 2" in text and text.rstrip().endswith("(not built)")
     assert "): L0H0" in text

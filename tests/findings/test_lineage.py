@@ -24,7 +24,7 @@ from safetensors.numpy import load_file, save_file
 from helpers.lineage_fingerprints import drift as _drift
 from helpers.lineage_fingerprints import synthetic as _synthetic
 
-from headtrace.core import tables
+from headtrace.core import results, tables
 from headtrace.findings import lineage
 from headtrace.models import fingerprint
 from headtrace.models.toy import recipe as toy_recipe
@@ -307,14 +307,14 @@ def test_reference_skips_a_duplicated_first_revision_and_edge_cases(healthy_fps)
 
 
 def test_report_reads_the_run_lineage_tables(healthy_fps, tmp_path):
-    assert report_lineage.read(tmp_path) is None
+    assert results.read(tmp_path).lineage is None
     fps = dict(healthy_fps)
     fps["step4"] = healthy_fps["step32"].with_columns(pl.lit("step4").alias("revision"))
     tables.write(run(fps), tmp_path / "models" / "toy" / "lineage.parquet", schema="lineage")
     other = lineage.model_lineage(_synthetic(_drift(3, keep=0.9, seed=3), model="other"),
                                   {f"step{k}": k for k in range(4)})
     tables.write(other, tmp_path / "models" / "other" / "lineage.parquet", schema="lineage")
-    table = report_lineage.read(tmp_path)
+    table = results.read(tmp_path).lineage
     assert report_lineage.suspect(table) == {("toy", "step4"): ["the same weights as step32"],
                                              ("toy", "step32"): ["the same weights as step4"]}
     md = report_lineage.section_markdown(table)

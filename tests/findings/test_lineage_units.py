@@ -16,7 +16,7 @@ import pytest
 from helpers.lineage_fingerprints import drift as _drift
 from helpers.lineage_fingerprints import synthetic as _synthetic
 
-from headtrace.core import tables
+from headtrace.core import results, tables
 from headtrace.findings import lineage, lineage_panel
 from headtrace.panel import config as panel_config
 from headtrace.report import lineage as report_lineage
@@ -537,7 +537,7 @@ def test_the_findings_job_writes_the_flags_across_models(tmp_path):
     for byte. Declared: no flag, each names the other in same_weights_as and declared_same. Undeclared: both
     flagged same_weights_as, declared_same empty. From the base's step3 (declared from its last): both
     flagged, the continuation start_not_declared too. The report's declared sentence and marks are words
-    of these columns; report.lineage.read reads this table where the findings job wrote one."""
+    of these columns; core.results.read reads this table where the findings job wrote one."""
     def cols(t):
         return {(m, r): (f, s, d) for m, r, f, s, d in
                 t.select("model", "revision", "flags", "same_weights_as", "declared_same").iter_rows() if s or f}
@@ -560,6 +560,6 @@ def test_the_findings_job_writes_the_flags_across_models(tmp_path):
     # read: the findings job's table first; without it, the lineage jobs' own tables
     res = tmp_path / "results"
     tables.write(table.filter(pl.col("model") == "base"), res / "models" / "base" / "lineage.parquet")
-    assert "same_weights_as" not in report_lineage.read(res).columns
+    assert "same_weights_as" not in results.read(res).lineage.columns
     tables.write(undeclared, res / "findings" / "lineage_panel.parquet", schema="lineage_panel")
-    assert report_lineage.suspect(report_lineage.read(res)) == report_lineage.suspect(undeclared) != {}
+    assert report_lineage.suspect(results.read(res).lineage) == report_lineage.suspect(undeclared) != {}

@@ -323,6 +323,7 @@ FINDINGS_TABLES = [
     "pr_integral",
     "strongest_head",
     "strongest_trend",
+    "circuit_positional",
 ]
 FIGURES = ["bos_fraction", "bos_heatmap", "layer_onset", "milestones", "circuit_recall", "head_trajectories",
            "strongest_heads"]

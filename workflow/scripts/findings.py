@@ -13,6 +13,7 @@ from headtrace.findings import lineage_panel
 from headtrace.panel import refine
 from headtrace.report import answers, first_screen, headline, summary
 from headtrace.report import lineage as report_lineage
+from headtrace.report import positional as report_positional
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
@@ -25,6 +26,9 @@ with logs.to_file(snakemake.log[0]):
     notes = params.pop("notes", {})  # model -> the config's note on it (the first screen)
     traj = tables.read_many(snakemake.input.trajectories)
     findings = compute.all_findings(traj, **params)  # computed once, here; written and rendered
+    # the screen's check of its circuits: each circuit head's positional flag, as its cell decided it
+    findings["circuit_positional"] = positional.circuit_flags(
+        tables.read_many(snakemake.input.positional) if snakemake.input.positional else None, traj)
     summary.write_findings(findings, Path(snakemake.output.summary).parent)
     # the seed groups' tables, from the members' findings just computed (results/groups/{group}/)
     group_tables = {g: group_stats.group_findings(g, members, findings, traj, params["gaps"],
@@ -56,8 +60,7 @@ with logs.to_file(snakemake.log[0]):
     text += "\n" + report_lineage.section_markdown(lineage, [r["model"] for r in rows if not r.get("group")])
     text += "\n" + refine.summary_section(findings["f3_onsets"])
     if snakemake.input.positional:
-        flags = positional.circuit_flags(tables.read_many(snakemake.input.positional), traj)
-        text += "\n" + positional.summary_section(flags)
+        text += "\n" + report_positional.summary_section(findings["circuit_positional"])
     if snakemake.input.experiments:
         text += "\n" + Path(snakemake.input.experiments[0]).read_text()
     tables.write_text(text, snakemake.output.summary)

@@ -106,43 +106,14 @@ def run_cell(masses_path: str | os.PathLike, probe_path: str | os.PathLike, mode
     return cell_table(masses, valid, batch.ab, model, revision, tokens)
 
 
-def circuit_flags(positional: pl.DataFrame, trajectory: pl.DataFrame) -> pl.DataFrame:
+def circuit_flags(positional: pl.DataFrame | None, trajectory: pl.DataFrame) -> pl.DataFrame:
     """The induction-circuit heads of every (model, revision) of ``trajectory`` with their induction
     peak share and flag (inner join: cells without a positional table, e.g. the published panel,
-    drop out). Columns model, revision, tokens, layer, head, induction_peak_share,
-    uniform_peak_share, positional_induction."""
+    drop out; no rows when ``positional`` is None): the findings table ``circuit_positional``."""
     circuit = trajectory.filter(pl.col("in_induction_circuit")).select("model", "revision", "tokens", "layer", "head")
     cols = ["model", "revision", "layer", "head", "induction_peak_share", "induction_peak_ab",
             "uniform_peak_share", "positional_induction"]
-    return circuit.join(positional.select(cols), on=["model", "revision", "layer", "head"], how="inner").sort(
-        "model", "tokens", "layer", "head", nulls_last=True)
-
-
-def summary_section(flags: pl.DataFrame) -> str:
-    """summary.md's check of the screen's circuits: per model, the revisions whose circuit holds
-    positional heads, named, with their peak shares."""
-    lines = ["## Screen check: positional heads in the induction circuits\n",
-             "A circuit head is *positional* when more than half of its induction mass comes from the "
-             "probe sequences of one A position (`positional.parquet`, `headtrace.cell.positional`): it "
-             "attends to a fixed offset, not to the token after the earlier A, and passes the screen "
-             "because the sampled baseline's 50 keys miss that offset. A content-matching head's peak "
-             "share is near the probe's `uniform_peak_share`.\n"]
-    if flags.is_empty():
-        return "\n".join(lines + ["No model with per-sequence masses has an induction circuit.\n"])
-    for model in flags["model"].unique(maintain_order=True):
-        f = flags.filter(pl.col("model") == model)
-        bad = f.filter(pl.col("positional_induction"))
-        n_rev = f["revision"].n_unique()
-        if bad.is_empty():
-            top = f["induction_peak_share"].max()
-            lines.append(f"- **{model}**: no positional head in the circuits of its {n_rev} revision(s) with a "
-                         f"circuit (largest peak share {top:.2f}; uniform {f['uniform_peak_share'][0]:.2f}).")
-            continue
-        per_rev = bad.group_by("revision", "tokens", maintain_order=True).agg(
-            heads=pl.format("L{}H{} ({})", "layer", "head", pl.col("induction_peak_share").round(2)))
-        sizes = dict(f.group_by("revision").len().iter_rows())
-        parts = [f"{r['revision']}: {len(r['heads'])} of {sizes[r['revision']]} — {', '.join(r['heads'])}"
-                 for r in per_rev.iter_rows(named=True)]
-        lines.append(f"- **{model}**: positional heads in the circuits of {per_rev.height} of {n_rev} revision(s) "
-                     f"(uniform peak share {f['uniform_peak_share'][0]:.2f}): " + "; ".join(parts) + ".")
-    return "\n".join(lines) + "\n"
+    if positional is None:
+        return tables.conform(pl.DataFrame(schema=tables.SCHEMAS["circuit_positional"]), "circuit_positional")
+    flags = circuit.join(positional.select(cols), on=["model", "revision", "layer", "head"], how="inner")
+    return tables.conform(flags.sort("model", "tokens", "layer", "head", nulls_last=True), "circuit_positional")

@@ -276,6 +276,19 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "trend": pl.String,
         "trend_factor": pl.Float64,
     },
+    # The screen's check of its circuits (headtrace.cell.positional): every induction-circuit head of every
+    # revision with a positional table, its induction peak share (the largest share of its induction mass from
+    # the probe sequences of one A position) and the flag the cell's positional table decided (positional:
+    # it attends to a fixed offset); models without per-sequence masses (the published panel) have no rows.
+    "circuit_positional": {
+        **CELL_KEY,
+        "layer": pl.Int32,
+        "head": pl.Int32,
+        "induction_peak_share": pl.Float64,
+        "induction_peak_ab": pl.Int32,
+        "uniform_peak_share": pl.Float64,
+        "positional_induction": pl.Boolean,
+    },
     # ---- method experiments (headtrace.experiments), results/experiments/*.parquet ----
     # Seed specificity: seed i's final induction circuit ablated in seed j's final model.
     "cross_seed_ablation": {

@@ -102,7 +102,7 @@ _FINDINGS_TABLES = {
     "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "f2_layer_onset", "f2_layer_spread",
     "circuit_size", "f3_milestones", "f3_onset_bootstrap",
     "f3_gaps", "f3_onsets", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
-    "strongest_head", "strongest_trend", "lineage_panel",
+    "strongest_head", "strongest_trend", "lineage_panel", "circuit_positional",
 }
 
 

@@ -2,7 +2,7 @@
 then each panel's answer to it, one line per model, aligned.
 
 Reads each results folder as ``headtrace summary`` does (only the models of its ``panel.json``,
-:func:`headtrace.report.console.first_screen`), so a stale cell of another panel in a folder never enters.
+its tables read by :func:`headtrace.core.results.read`), so a stale cell of another panel in a folder never enters.
 ``RESULTS:MODEL`` keeps one model of a folder: ``headtrace compare results:toy-neox-seed1 results:toy-olmo``
 puts two models of one panel side by side. Formats only: every answer is the headline's cell.
 """
@@ -12,6 +12,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from headtrace.core import results as R
 from headtrace.report import console
 from headtrace.report import headline as HL
 
@@ -43,7 +44,7 @@ def _rows(side: Side) -> tuple[list[dict], list[str]]:
     """The headline rows of a side (its model's alone with ``model``) and the problems found."""
     if not side.results.is_dir():
         return [], [f"{side.results}: no such folder"]
-    rows, fs = console._screen(side.results, None, None)
+    rows, fs = console.screen_of(R.read(side.results))
     if fs is None:
         return [], [f"{side.results}: no findings yet (has the workflow finished there?)"]
     rows = [r for r in rows if not r.get("group")]

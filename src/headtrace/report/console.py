@@ -9,7 +9,8 @@ import polars as pl
 
 from headtrace.causal import verdict as V
 from headtrace.cell import positional
-from headtrace.core import manifest, paths, probe_text, tables
+from headtrace.core import paths, probe_text
+from headtrace.core import results as R
 from headtrace.report import answers as A
 from headtrace.report import copying
 from headtrace.report import first_screen as FS
@@ -19,76 +20,27 @@ from headtrace.report import strongest
 from headtrace.report.verdicts import METRIC_SAY, say, untested_why, upper_bound_text
 
 
-def panel_models(results: str | Path) -> list[str] | None:
-    """The models of the panel a results folder holds (its ``panel.json``, :mod:`headtrace.core.manifest`);
-    None for a folder written before the manifest existed (every model found there is read)."""
-    record = manifest.read(results)
-    return record.names if record is not None else None
+def summary(results: str | Path = paths.DEFAULT, *, families: Mapping[str, str] | None = None,
+            suspect: A.Suspect | None = None) -> str:
+    """The one-screen summary of results folder ``results`` (its tables read by
+    :func:`headtrace.core.results.read`): :func:`summary_of`."""
+    return summary_of(R.read(results), families=families, suspect=suspect)
 
 
-def trajectory_paths(results: str | Path) -> list[Path]:
-    """The trajectory tables of the panel's models (every one found, without a manifest), in name order:
-    never a model of another panel left in the same folder."""
-    results = Path(results)
-    models = panel_models(results)
-    if models is None:
-        return sorted(results.glob(paths.RELATIVE["trajectory"].format(model="*")))
-    return sorted(p for m in models if (p := Path(paths.at(results, "trajectory", model=m))).is_file())
-
-
-_only_panel = tables.only_models  # rows of the panel's models only (tables without a model column as they are)
-
-
-def _findings(results: Path) -> dict[str, pl.DataFrame]:
-    """The findings tables the headline reads (empty when the findings job has not run)."""
-    findings = results / paths.RELATIVE["findings"]
-    found = {name: pl.read_parquet(p) for name in ("circuit_size", "f3_milestones", "f3_onsets", "f3_gaps",
-                                                    "f2_layer_spread", "f1_bos_floor", "f1_floor")
-             if (p := findings / f"{name}.parquet").exists()}
-    # the text sink rate's statement, as on the first screen of summary.md (measures_findings' tables)
-    found |= {p.stem: pl.read_parquet(p) for p in sorted((results / paths.RELATIVE["measures_findings"]).glob("measures_*.parquet"))
-              if p.stem in ("measures_over_training", "measures_onsets")}
-    models = panel_models(results)  # the panel's findings job wrote them; a failed later run may have left others'
-    return {name: _only_panel(df, models) for name, df in found.items()}
-
-
-def _groups(results: Path, families: Mapping[str, str] | None) -> list[A.GroupAnswer]:
-    """The seed groups' answers from results/groups/{group}/ (none when the run has no groups)."""
-    tables: dict[str, dict[str, pl.DataFrame]] = {}
-    record = manifest.read(results)
-    for p in sorted((results / paths.RELATIVE["groups"]).glob("*/group_*.parquet")):
-        if record is None or p.parent.name in record.groups:  # never a group of another panel left here
-            tables.setdefault(p.parent.name, {})[p.stem] = pl.read_parquet(p)
-    tables = {g: t for g, t in tables.items() if {"group_members", "group_summary", "group_gaps",
-                                                    "group_milestones"} <= set(t)}
-    cross = {g: t.pop("group_cross_seed") for g, t in tables.items() if "group_cross_seed" in t}
-    exp = Path(paths.at(results, "exp_cross_seed"))
-    if exp.exists():  # a group whose cross-seed ablation is the seed experiment's (as the workflow reads it)
-        e = pl.read_parquet(exp)
-        ran = dict(zip(e["model"].to_list(), e["model_seed"].to_list()))
-        for g, t in tables.items():
-            mem = t["group_members"]
-            if g not in cross and ran == dict(zip(mem["member"].to_list(), mem["seed"].to_list())):
-                cross[g] = e
-    return A.group_answers(tables, families=families, cross_seed=cross)
-
-
-def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
-            families: Mapping[str, str] | None = None, suspect: A.Suspect | None = None) -> str:
+def summary_of(res: R.Results, *, families: Mapping[str, str] | None = None,
+               suspect: A.Suspect | None = None) -> str:
     """A short text table per model: circuit formation, first-token heads, final ablation verdict;
     above it, the first screen's sentences, flag notes and selectivity baseline (:func:`first_screen`:
-    the words of summary.md and summary.html)."""
-    results = Path(results)
-    trajectories = trajectory_paths(results)
-    if not trajectories:
-        return f"no trajectories under {results}/models: has the workflow run?"
-    models = panel_models(results)
-    lines = [f"headtrace summary of {results}"
+    the words of summary.md and summary.html). Every count and flag is a table's (the findings job's,
+    the cells'): a model the findings have not reached reads "?"."""
+    if not res.trajectories:
+        return f"no trajectories under {res.folder}/models: has the workflow run?"
+    models = res.models
+    lines = [f"headtrace summary of {res.folder}"
              + (f" ({len(models)} model{'s' if len(models) != 1 else ''} of its panel.json)" if models is not None
                 else " (no panel.json: every model found there, whichever config wrote it)"), ""]
-    vtable = _verdict_table(results)
     run = None
-    rows, fs = _screen(results, families, suspect)
+    rows, fs = screen_of(res, families, suspect)
     if fs is not None:  # the first screen of summary.md / summary.html, in plain text
         run = HL.run_of(rows)
         lines += ["What this run found:"] + [textwrap.fill(t, 110, initial_indent="- ", subsequent_indent="  ")
@@ -102,31 +54,18 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
                                    f"final circuits: {g.circuit_text()}", 110, subsequent_indent="  "))
     if run and run.groups:
         lines.append("")
-    lines += _probe_lines(results)
+    lines += _probe_lines(res.probes)
     head = f"{'model':<28} {'revs':>4} {'first circuit (>=3 heads)':>26} {'final circuit':<28} {'first-token heads':>17}"
     lines += [head, "-" * len(head)]
-    verdicts = _verdicts(vtable)
-    best = Path(paths.at(results, "findings")) / "strongest_trend.parquet"  # the strongest head per class (findings job)
-    best = pl.read_parquet(best) if best.exists() else None
-    for path in trajectories:
-        t = pl.read_parquet(path)
-        model = t["model"][0]
-        per_rev = (
-            t.group_by("revision", "tokens", maintain_order=True)
-            .agg(
-                n_circuit=pl.col("in_induction_circuit").sum(),
-                n_bos=(pl.col("sel_first_token") >= class_threshold).sum(),
-                n_heads=pl.len(),
-            )
-            .sort("tokens", nulls_last=True)
-        )
-        final = per_rev.row(-1, named=True)
+    verdicts = _verdicts(res.verdicts)
+    best = res.findings.get("strongest_trend")  # the strongest head per class (findings job)
+    for model, t in res.trajectories.items():
+        revisions = t.group_by("revision", "tokens", maintain_order=True).agg(n_heads=pl.len()).sort(
+            "tokens", nulls_last=True)
+        final = revisions.row(-1, named=True)
         a = answers.get(model)
-        if a is not None:  # the headline's milestone (refined bracket included), not a second count
-            first = a.circuit.revision if a.circuit.reached else ("never" if a.circuit.known else "?")
-        else:
-            formed = per_rev.filter(pl.col("n_circuit") >= 3)
-            first = formed["revision"][0] if formed.height else "never"
+        # the headline's milestone (refined bracket included); "?" where the findings have not reached the model
+        first = (a.circuit.revision if a.circuit.reached else ("never" if a.circuit.known else "?")) if a else "?"
         circuit = (
             t.filter((pl.col("revision") == final["revision"]) & pl.col("in_induction_circuit"))
             .sort("layer", "head")
@@ -136,9 +75,10 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
         )
         ft = a.first_token if a is not None else None  # the key-0 count beside it (findings.trajectory)
         key0 = f" [{ft.n_key0} with >= {ft.key0_mass:g} on key 0]" if ft is not None and ft.n_key0 is not None else ""
+        n_bos, n_heads = _first_token_count(res.findings.get("f2_bos_fraction"), model, final["revision"])
         lines.append(
-            f"{model:<28} {per_rev.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
-            f"{final['n_bos']:>12}/{final['n_heads']:<4}{key0}"
+            f"{model:<28} {revisions.height:>4} {first:>26} {' '.join(circuit[:5]) + (' ...' if len(circuit) > 5 else '') or '-':<28} "
+            f"{n_bos:>12}/{n_heads if n_heads is not None else final['n_heads']:<4}{key0}"
         )
         line = strongest.model_line(best, model, strongest.CONSOLE_CLASSES)
         if line:  # below the thresholds, the trend: "none yet, rising" is not "none"
@@ -156,54 +96,65 @@ def summary(results: str | Path = "results", *, class_threshold: float = 30.0,
                 lines.append(f"{'':<4}final ablation: " + verdict_line(v))
         if a is not None and a.decided:
             lines.append(f"{'':<4}where the causal test decided: {HL.decided_text(a)}")
-        pos = Path(paths.at(results, "positional", model=model, revision=final["revision"]))
-        if circuit and pos.exists():
-            flags = positional.circuit_flags(pl.read_parquet(pos), t.filter(pl.col("revision") == final["revision"]))
-            flagged = flags.filter(pl.col("positional_induction")).select(
-                pl.format("L{}H{}", "layer", "head")).to_series().to_list()
-            if flagged:
-                lines.append(f"{'':<4}positional heads in the final circuit ({len(flagged)} of {len(circuit)}: most "
-                             f"of their induction mass from one A position): {' '.join(flagged)}")
+        flagged = _positional_heads(res.findings.get("circuit_positional"), model, final["revision"])
+        if circuit and flagged:
+            lines.append(f"{'':<4}positional heads in the final circuit ({len(flagged)} of {len(circuit)}: most "
+                         f"of their induction mass from one A position): {' '.join(flagged)}")
         pv = verdicts.get((model, final["revision"], "previous_token_circuit"))
         if pv is not None and pv["n_heads"]:
             lines.append(f"{'':<4}previous-token circuit ({pv['n_heads']} heads): " + verdict_line(pv))
-    summary_md = Path(paths.at(results, "summary"))
+    summary_md = res.path("summary")
     lines += ["", f"findings: {summary_md}" if summary_md.exists() else "findings: (not built)"]
-    report = Path(paths.at(results, "report"))
+    report = res.path("report")
     if report.exists():
         lines.append(f"report:   {report}")
     return "\n".join(lines)
 
 
-def first_screen(results: str | Path = "results", *, families: Mapping[str, str] | None = None,
+def first_screen(results: str | Path = paths.DEFAULT, *, families: Mapping[str, str] | None = None,
                  suspect: A.Suspect | None = None) -> FS.FirstScreen | None:
     """The first screen of a results folder (:func:`first_screen.build` of its tables, as on
     summary.md and summary.html), which :func:`summary` prints; None before the findings job has run."""
-    return _screen(Path(results), families, suspect)[1]
+    return screen_of(R.read(results), families, suspect)[1]
 
 
-def _screen(results: Path, families, suspect) -> tuple[list[dict], FS.FirstScreen | None]:
-    if families is None and (record := manifest.read(results)) is not None:
-        families = record.families or None  # as the workflow's summaries name them
-    F = _findings(results)
-    trajectories = trajectory_paths(results)
-    if "f3_milestones" not in F or not trajectories:
+def screen_of(res: R.Results, families: Mapping[str, str] | None = None,
+              suspect: A.Suspect | None = None) -> tuple[list[dict], FS.FirstScreen | None]:
+    """The headline rows and the first screen of a results folder's tables (none before the findings job
+    has run); ``families``: the panel.json's when None, as the workflow's summaries name them."""
+    if families is None:
+        families = res.families or None
+    if not res.findings_built or not res.trajectories:
         return [], None
-    lineage = _only_panel(RL.read(results), panel_models(results))  # the checkpoint-lineage tables (none: nothing flagged)
     if suspect is None:
-        suspect = RL.suspect(lineage)
-    rows = HL.headline_rows(F, _verdict_table(results), families=families, suspect=suspect,
-                            groups=_groups(results, families), continues=RL.continuations(lineage))
-    return rows, FS.build(rows, traj=tables.read_many(trajectories))
+        suspect = RL.suspect(res.lineage)
+    groups = A.group_answers(res.groups, families=families, cross_seed=res.cross_seed)
+    rows = HL.headline_rows(res.findings, res.verdicts, families=families, suspect=suspect, groups=groups,
+                            continues=RL.continuations(res.lineage))
+    return rows, FS.build(rows, traj=res.trajectory())
 
 
-def _probe_lines(results: Path) -> list[str]:
-    """The probe each model's screens read, from its probe table (``results/probes/*/``), models that
-    share one on one line; a blank line after (none without probe tables: a reference-only run)."""
-    models = panel_models(results)
-    shown = {p.parent.name: probe_text.from_table(pl.read_parquet(p))
-             for p in sorted(results.glob(paths.RELATIVE["probe"].format(model="*")))
-             if models is None or p.parent.name in models}
+def _first_token_count(bos: pl.DataFrame | None, model: str, revision: str) -> tuple[int | str, int | None]:
+    """The first-token heads and heads of a cell, as F2's table counts them (``f2_bos_fraction``, at the
+    config's class threshold); ("?", None) where the findings have not reached the cell."""
+    row = bos.filter((pl.col("model") == model) & (pl.col("revision") == revision)) if bos is not None else None
+    if row is None or not row.height:
+        return "?", None
+    return int(row["n_first_token"][0]), int(row["n_heads"][0])
+
+
+def _positional_heads(flags: pl.DataFrame | None, model: str, revision: str) -> list[str]:
+    """The circuit heads of a cell its positional check flagged (the findings table ``circuit_positional``)."""
+    if flags is None:
+        return []
+    return (flags.filter((pl.col("model") == model) & (pl.col("revision") == revision) & pl.col("positional_induction"))
+            .sort("layer", "head").select(pl.format("L{}H{}", "layer", "head")).to_series().to_list())
+
+
+def _probe_lines(probes: Mapping[str, pl.DataFrame]) -> list[str]:
+    """The probe each model's screens read, from its probe table, models that share one on one line; a
+    blank line after (none without probe tables: a reference-only run)."""
+    shown = {model: probe_text.from_table(table) for model, table in probes.items()}
     return [textwrap.fill(line, 110, subsequent_indent="  ") for line in probe_text.lines(shown)] + [""] if shown else []
 
 
@@ -241,7 +192,7 @@ def verdict_line(v: dict) -> str:
         out += f", {upper}"
     out += f"; {METRIC_SAY.get(metric, metric)} effect {effect_text(v)}"
     if n_sets:
-        out += f", {A.verdict_of(v).p_text()} (alpha = {v.get('alpha') or 0.05:g})"
+        out += f", {A.verdict_of(v).p_text()} (alpha = {v.get('alpha') or V.ALPHA:g})"
     boost = A.verdict_of(v).boost_text()
     if boost:
         out += f"; {boost}"
@@ -343,22 +294,6 @@ def cell_lines(screen: pl.DataFrame, positional_table: pl.DataFrame | None = Non
             lines.append("  " + base)
     # last: one line per circuit, in the words of `headtrace summary`
     return lines + ["  " + circuit_line(v, measures) for v in verdict.iter_rows(named=True)]
-
-
-def _verdict_table(results: Path) -> pl.DataFrame | None:
-    """The verdicts of the panel's cells: of each model of its ``panel.json``, the revisions its config
-    names and those its trajectory holds (refined ones), never a cell of another panel, or of a revision
-    no longer configured, left in the same folder; every verdict found, without a manifest."""
-    record = manifest.read(results)
-    found = sorted(results.glob(paths.RELATIVE["verdict"].format(model="*", revision="*")))
-    if record is not None:
-        cells = {(m, r) for m, revs in record.models.items() for r in revs}
-        for p in trajectory_paths(results):
-            cells |= set(pl.read_parquet(p, columns=["model", "revision"]).unique().iter_rows())
-        found = [p for p in found if (p.parent.parent.name, p.parent.name) in cells]
-    if not found:
-        return None
-    return pl.concat([pl.read_parquet(p) for p in found], how="diagonal_relaxed")
 
 
 def _verdicts(v: pl.DataFrame | None) -> dict:

@@ -295,7 +295,7 @@ def write(findings: Mapping[str, pl.DataFrame], verdicts: pl.DataFrame | None, o
           class_threshold: float | None = None, induction_threshold: float | None = None) -> list[dict]:
     """Write the page (and, with ``headline_html``, the sentences + headline table alone: the first
     result of ``snakemake --report``); return the headline rows. ``lineage``: the checkpoint-lineage
-    tables (:func:`headtrace.report.lineage.read`): the banner of flagged revisions on the first
+    tables (:attr:`headtrace.core.results.Results.lineage`): the banner of flagged revisions on the first
     screen, and every statement resting on a flagged revision marked (:mod:`headtrace.report.answers`).
     ``group_tables``: seed group -> its tables by name (``results/groups/{group}/``); ``cross_seed``:
     group -> its cross-seed ablation table: a headline row per group before its members' rows, and

@@ -20,29 +20,15 @@ decided here. Pure functions of the table.
 from __future__ import annotations
 
 import html as _html
-from pathlib import Path
 
 import polars as pl
 
-from headtrace.core import paths, tables
 from headtrace.findings import lineage as _lineage
 from headtrace.report.format import fmt_tokens
 
-__all__ = ["read", "suspect", "continuations", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
+__all__ = ["suspect", "continuations", "banner_markdown", "banner_html", "section_markdown", "section_html", "INTEGRITY_DOC"]
 
 INTEGRITY_DOC = "docs/integrity.md"
-
-
-def read(results="results") -> pl.DataFrame | None:
-    """The findings job's ``lineage_panel`` table under a results folder (every model's lineage rows with
-    the flags across models); without one (a folder from before that table), every model's lineage table
-    (``results/models/*/lineage.parquet``) concatenated, which carries each model's own flags only; None
-    when there is neither (a run of reference models only, or before this check)."""
-    panel = Path(results) / paths.RELATIVE["lineage_panel"]
-    if panel.exists():
-        return tables.read(panel)
-    found = sorted(Path(results).glob("models/*/lineage.parquet"))
-    return tables.read_many(found) if found else None
 
 
 def suspect(table: pl.DataFrame | None):

@@ -84,6 +84,107 @@ OFFLINE = {
 }
 
 
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("revisions", help="print a config block of log-spaced checkpoints of a Hub model or of a folder "
+                                         "of your own run's checkpoints",
+                       description="Print a ready models: block. SOURCE is a Hub model id (its branches, listed from "
+                                   "the Hub) or a folder of your own run's checkpoints (its step<N> / checkpoint-<N> "
+                                   "sub-folders with config.json and *.safetensors, read from disk, no network; each "
+                                   "folder left out is named with its reason).")
+    r.add_argument("hf_id", metavar="SOURCE", help="Hub model id, e.g. EleutherAI/pythia-160m, or a folder of "
+                   "your own run's checkpoints (a source: local block)")
+    r.add_argument("--log-spaced", type=int, metavar="N",
+                   help="choose N log-spaced revisions (first and last included); default: all")
+    r.add_argument("--name", help="model name in the config (default: the Hub id's name or the folder's)")
+    r.add_argument("--from-file", metavar="FILE",
+                   help="read branch names from FILE (one per line, '-' = stdin) instead of the Hub")
+    r.add_argument("--family", default="auto", help="model family (default: auto, from config.json)")
+    r.add_argument("--tokens-per-step", type=rv.parse_count, metavar="N",
+                   help="tokens per training step, e.g. 2097152 or 2M (written to the block; without it, a folder "
+                        "of Trainer checkpoints gets a proposal from trainer_state.json and config.json, commented out)")
+    r.add_argument("--by", choices=("auto", "step", "tokens"), default="auto",
+                   help="space by step or tokens (auto: tokens when every name has them)")
+    r.add_argument("--list", action="store_true",
+                   help="print every branch name, one per line (a recorded list for models.NAME.branch_list)")
+    r.add_argument("--skip-duplicates", action="store_true",
+                   help="--log-spaced: audit every branch and choose among those serving their own weights "
+                        "(default: audit the chosen ones and mark the flagged with a comment)")
+    r.add_argument("--no-audit", action="store_true", help="--log-spaced: do not audit the branches")
+    r.add_argument("--recorded", metavar="FILE", help="audit from a recording (headtrace.models.audit) instead of the Hub")
+    r.set_defaults(func=_cmd_revisions)
+    a = sub.add_parser("audit", help="which branches of a Hub model serve identical weight files or shards (no download)")
+    a.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-2.8b")
+    a.add_argument("--revisions", nargs="+", metavar="R", help="branches to audit (default: every branch)")
+    a.add_argument("--from-file", metavar="LIST", help="branches to audit, one per line ('-' = stdin)")
+    a.add_argument("--recorded", metavar="FILE",
+                   help="read the branches' file metadata from a recording instead of the Hub (offline)")
+    a.set_defaults(func=_cmd_audit)
+    s = sub.add_parser("summary", help="one-screen summary of a finished run: the models of its panel.json")
+    s.add_argument("results", nargs="?", default="results",
+                   help="results folder, the config's `results` key (default: results)")
+    s.set_defaults(func=_cmd_summary)
+    m = sub.add_parser("compare", help="two finished runs side by side: each headline question, each panel's answers "
+                                       "(RESULTS folders, or RESULTS:MODEL for one model of a folder)")
+    m.add_argument("runs", nargs="+", metavar="RESULTS[:MODEL]",
+                   help="results folders (each config's `results`), e.g. results runs/my-run; "
+                        "results:toy-olmo results:toy-neox-seed1 compares two models of one panel")
+    m.set_defaults(func=_cmd_compare)
+    c = sub.add_parser("cell", help="run the per-cell recipe on one checkpoint folder or Hub id")
+    c.add_argument("checkpoint", metavar="CHECKPOINT", help="folder with config.json + safetensors, or a Hub id")
+    c.add_argument("--revision", help="Hub revision (branch, tag or commit) to pin")
+    c.add_argument("--out", metavar="DIR", help="write attention/pr/screen/ablation/verdict Parquet here")
+    c.add_argument("--name", help="model name in the tables (default: the folder or repository name)")
+    c.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
+    c.add_argument("--device", default="auto")
+    c.add_argument("--batch-size", default="auto", type=lambda v: v if v == "auto" else int(v))
+    c.add_argument("--no-ablate", action="store_true", help="skip the causal ablation")
+    c.add_argument("--n-random", type=int, default=None,
+                   help="draws of a circuit's reference set when it is too large to evaluate whole (default: "
+                        "ablation.n_random of the config schema, 99)")
+    c.add_argument("--n-sequences", type=int, help="probe sequences (default 2000)")
+    c.add_argument("--seq-len", type=int, help="probe length (default 256)")
+    c.add_argument("--token-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
+                   help="probe tokens drawn from [LOW, HIGH) (default 100 10000)")
+    c.add_argument("--ab-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
+                   help="position of A's first occurrence in [LOW, HIGH) (default 20 128)")
+    c.add_argument("--probe-seed", type=int)
+    c.add_argument("--ablation-probe", choices=("held_out", "same"),
+                   help="ablate on a held-out draw of the probe (default) or on the screen's own sequences")
+    c.add_argument("--probe", choices=("auto",),
+                   help="auto: derive --seq-len, --ab-range and --token-range (those not given) from the "
+                        "checkpoint's config.json: its context length and vocabulary, in the paper's proportions")
+    c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
+    c.set_defaults(func=_cmd_cell)
+    k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")
+    k.add_argument("directory", nargs="?", default=".", help="Snakemake working directory (default: .)")
+    k.add_argument("--before-unlock", action="store_true",
+                   help="exit 0 on a stale lock too (refuse only under a live run): what `make unlock` runs")
+    k.add_argument("--unlock-command", default="make unlock", help="the unlock command the message names")
+    k.add_argument("--rerun-command", default="make demo", help="the rerun command the message names")
+    k.set_defaults(func=_cmd_lock_check)
+    w = sub.add_parser("warm", help="run a local snakemake command with torch imported once for all its jobs")
+    w.add_argument("--log", metavar="FILE", help="the warm server's own output (default: discarded)")
+    w.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
+    w.set_defaults(func=_cmd_warm)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Exception as e:  # noqa: BLE001 - a Hub that cannot be reached: one line, not the client's traceback
+        if args.command in OFFLINE and reach.is_network_failure(e):
+            print(reach.unreachable(args.command, OFFLINE[args.command]), file=sys.stderr)
+            return 2
+        if isinstance(e, (ValueError, OSError)):  # bad input or a broken checkpoint: say what, not a traceback
+            print(f"headtrace {args.command}: {e}", file=sys.stderr)
+            return 2
+        raise
+
+
 def _is_local(arg: str) -> bool:
     """A folder on disk (or a path that cannot be a Hub id), not ``owner/name``."""
     return Path(arg).is_dir() or not re.fullmatch(REPO_PATTERN, arg) or arg.startswith((".", "/", "~"))
@@ -276,107 +377,6 @@ def _cmd_lock_check(args: argparse.Namespace) -> int:
     if text:
         print(text, file=sys.stderr)
     return state.status
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="headtrace", description="headtrace: tools for checkpoint panels.")
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("revisions", help="print a config block of log-spaced checkpoints of a Hub model or of a folder "
-                                         "of your own run's checkpoints",
-                       description="Print a ready models: block. SOURCE is a Hub model id (its branches, listed from "
-                                   "the Hub) or a folder of your own run's checkpoints (its step<N> / checkpoint-<N> "
-                                   "sub-folders with config.json and *.safetensors, read from disk, no network; each "
-                                   "folder left out is named with its reason).")
-    r.add_argument("hf_id", metavar="SOURCE", help="Hub model id, e.g. EleutherAI/pythia-160m, or a folder of "
-                   "your own run's checkpoints (a source: local block)")
-    r.add_argument("--log-spaced", type=int, metavar="N",
-                   help="choose N log-spaced revisions (first and last included); default: all")
-    r.add_argument("--name", help="model name in the config (default: the Hub id's name or the folder's)")
-    r.add_argument("--from-file", metavar="FILE",
-                   help="read branch names from FILE (one per line, '-' = stdin) instead of the Hub")
-    r.add_argument("--family", default="auto", help="model family (default: auto, from config.json)")
-    r.add_argument("--tokens-per-step", type=rv.parse_count, metavar="N",
-                   help="tokens per training step, e.g. 2097152 or 2M (written to the block; without it, a folder "
-                        "of Trainer checkpoints gets a proposal from trainer_state.json and config.json, commented out)")
-    r.add_argument("--by", choices=("auto", "step", "tokens"), default="auto",
-                   help="space by step or tokens (auto: tokens when every name has them)")
-    r.add_argument("--list", action="store_true",
-                   help="print every branch name, one per line (a recorded list for models.NAME.branch_list)")
-    r.add_argument("--skip-duplicates", action="store_true",
-                   help="--log-spaced: audit every branch and choose among those serving their own weights "
-                        "(default: audit the chosen ones and mark the flagged with a comment)")
-    r.add_argument("--no-audit", action="store_true", help="--log-spaced: do not audit the branches")
-    r.add_argument("--recorded", metavar="FILE", help="audit from a recording (headtrace.models.audit) instead of the Hub")
-    r.set_defaults(func=_cmd_revisions)
-    a = sub.add_parser("audit", help="which branches of a Hub model serve identical weight files or shards (no download)")
-    a.add_argument("hf_id", metavar="HF_ID", help="Hub model id, e.g. EleutherAI/pythia-2.8b")
-    a.add_argument("--revisions", nargs="+", metavar="R", help="branches to audit (default: every branch)")
-    a.add_argument("--from-file", metavar="LIST", help="branches to audit, one per line ('-' = stdin)")
-    a.add_argument("--recorded", metavar="FILE",
-                   help="read the branches' file metadata from a recording instead of the Hub (offline)")
-    a.set_defaults(func=_cmd_audit)
-    s = sub.add_parser("summary", help="one-screen summary of a finished run: the models of its panel.json")
-    s.add_argument("results", nargs="?", default="results",
-                   help="results folder, the config's `results` key (default: results)")
-    s.set_defaults(func=_cmd_summary)
-    m = sub.add_parser("compare", help="two finished runs side by side: each headline question, each panel's answers "
-                                       "(RESULTS folders, or RESULTS:MODEL for one model of a folder)")
-    m.add_argument("runs", nargs="+", metavar="RESULTS[:MODEL]",
-                   help="results folders (each config's `results`), e.g. results runs/my-run; "
-                        "results:toy-olmo results:toy-neox-seed1 compares two models of one panel")
-    m.set_defaults(func=_cmd_compare)
-    c = sub.add_parser("cell", help="run the per-cell recipe on one checkpoint folder or Hub id")
-    c.add_argument("checkpoint", metavar="CHECKPOINT", help="folder with config.json + safetensors, or a Hub id")
-    c.add_argument("--revision", help="Hub revision (branch, tag or commit) to pin")
-    c.add_argument("--out", metavar="DIR", help="write attention/pr/screen/ablation/verdict Parquet here")
-    c.add_argument("--name", help="model name in the tables (default: the folder or repository name)")
-    c.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
-    c.add_argument("--device", default="auto")
-    c.add_argument("--batch-size", default="auto", type=lambda v: v if v == "auto" else int(v))
-    c.add_argument("--no-ablate", action="store_true", help="skip the causal ablation")
-    c.add_argument("--n-random", type=int, default=None,
-                   help="draws of a circuit's reference set when it is too large to evaluate whole (default: "
-                        "ablation.n_random of the config schema, 99)")
-    c.add_argument("--n-sequences", type=int, help="probe sequences (default 2000)")
-    c.add_argument("--seq-len", type=int, help="probe length (default 256)")
-    c.add_argument("--token-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
-                   help="probe tokens drawn from [LOW, HIGH) (default 100 10000)")
-    c.add_argument("--ab-range", type=int, nargs=2, metavar=("LOW", "HIGH"),
-                   help="position of A's first occurrence in [LOW, HIGH) (default 20 128)")
-    c.add_argument("--probe-seed", type=int)
-    c.add_argument("--ablation-probe", choices=("held_out", "same"),
-                   help="ablate on a held-out draw of the probe (default) or on the screen's own sequences")
-    c.add_argument("--probe", choices=("auto",),
-                   help="auto: derive --seq-len, --ab-range and --token-range (those not given) from the "
-                        "checkpoint's config.json: its context length and vocabulary, in the paper's proportions")
-    c.add_argument("--offline", action="store_true", help="Hub id: read the local cache only")
-    c.set_defaults(func=_cmd_cell)
-    k = sub.add_parser("lock-check", help="is Snakemake's lock in this folder stale (a killed run) or held by a live run?")
-    k.add_argument("directory", nargs="?", default=".", help="Snakemake working directory (default: .)")
-    k.add_argument("--before-unlock", action="store_true",
-                   help="exit 0 on a stale lock too (refuse only under a live run): what `make unlock` runs")
-    k.add_argument("--unlock-command", default="make unlock", help="the unlock command the message names")
-    k.add_argument("--rerun-command", default="make demo", help="the rerun command the message names")
-    k.set_defaults(func=_cmd_lock_check)
-    w = sub.add_parser("warm", help="run a local snakemake command with torch imported once for all its jobs")
-    w.add_argument("--log", metavar="FILE", help="the warm server's own output (default: discarded)")
-    w.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
-    w.set_defaults(func=_cmd_warm)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except Exception as e:  # noqa: BLE001 - a Hub that cannot be reached: one line, not the client's traceback
-        if args.command in OFFLINE and reach.is_network_failure(e):
-            print(reach.unreachable(args.command, OFFLINE[args.command]), file=sys.stderr)
-            return 2
-        if isinstance(e, (ValueError, OSError)):  # bad input or a broken checkpoint: say what, not a traceback
-            print(f"headtrace {args.command}: {e}", file=sys.stderr)
-            return 2
-        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -98,299 +98,6 @@ EXPECTED_LAYER_KWARGS = {
 }
 
 
-def _layer_kwargs(layer: nn.Module, args: tuple, kwargs: dict) -> dict:
-    """A decoder layer's arguments besides the hidden states, by name: positional ones (GPT-2
-    passes cache and mask positionally) named from the layer's signature."""
-    names = [n for n in inspect.signature(layer.forward).parameters if n not in ("args", "kwargs")]
-    out = dict(zip(names[1:], args[1:]))
-    out.update((k, v) for k, v in kwargs.items() if k != "hidden_states")
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# Measurement and masks
-
-
-def _metrics(logits: torch.Tensor, target: torch.Tensor, control: torch.Tensor,
-             context: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-row values (float64) of every metric of the registry (``headtrace.core.metrics``, each its
-    ``measure``) from (rows, vocab) logits, fp32, for (rows,) targets B, (rows,) control tokens (-1: none)
-    and the (rows, T) token ids of each row's sequence."""
-    logits = logits.float()
-    q = metrics.Query(logits=logits, target=target, control=control, context=context, top=logits.argmax(dim=1),
-                      target_logit=logits.gather(1, target[:, None])[:, 0])
-    return {m.name: m.measure(q).double() for m in METRICS.values()}
-
-
-def _head_mask(sets: Sequence[tuple[Head, ...]], layer: int, n_heads: int, d_head: int, rows_per: int,
-               dtype, device) -> torch.Tensor | None:
-    """(len(sets) * rows_per, 1, n_heads * d_head) keep-mask for ``layer``, or None if no head is cut."""
-    m = torch.ones(len(sets), n_heads, dtype=dtype)
-    any_cut = False
-    for i, heads in enumerate(sets):
-        for l, h in heads:
-            if l == layer:
-                m[i, h] = 0
-                any_cut = True
-    if not any_cut:
-        return None
-    m = m.repeat_interleave(d_head, dim=1).repeat_interleave(rows_per, dim=0)
-    return m[:, None, :].to(device)
-
-
-def _tile(obj, s: int, reps: int, name: str, per_row: bool = False):
-    """Tile a batch-shaped argument (dim 0 == s, or 1 = broadcast) ``reps`` times, into tuples.
-    ``per_row``: dim 0 is s x k, batch-major (k rows per sequence, BLOOM's alibi: one per head)."""
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_tile(o, s, reps, name, per_row) for o in obj)
-    if obj is None or not isinstance(obj, torch.Tensor):
-        return obj
-    if obj.dim() == 0 or obj.shape[0] == 1:
-        return obj  # broadcasts over the stacked rows
-    if per_row and obj.shape[0] % s == 0:
-        return obj.repeat(reps, *([1] * (obj.dim() - 1)))
-    if obj.shape[0] != s:
-        raise RuntimeError(f"layer argument '{name}' has dim 0 = {obj.shape[0]}, expected the batch ({s}) or 1")
-    return obj.repeat(reps, *([1] * (obj.dim() - 1)))
-
-
-def _repeat_kwargs(kwargs: dict, s: int, reps: int) -> dict:
-    """The layer's keyword arguments for ``reps`` stacked copies of an ``s``-sequence chunk:
-    ``LAYER_KWARGS`` says per argument name whether it is tiled; an unknown name is an error."""
-    unknown = sorted(set(kwargs) - set(LAYER_KWARGS))
-    if unknown:
-        raise RuntimeError(f"decoder layer received keyword argument(s) {unknown} that the ablation engine does "
-                           "not know; add them to headtrace.causal.ablation.LAYER_KWARGS (batch-shaped or shared)")
-    if reps == 1:
-        return dict(kwargs)
-    return {k: (v if LAYER_KWARGS[k] == "shared" else _tile(v, s, reps, k, LAYER_KWARGS[k] == "batch_heads"))
-            for k, v in kwargs.items()}
-
-
-class _Override:
-    """Temporarily replace an attention module's forward with precomputed output."""
-
-    def __init__(self, attn: nn.Module, fn):
-        self.attn, self.fn = attn, fn
-
-    def __enter__(self):
-        self.attn.forward = self.fn  # instance attribute shadows the class method
-        return self
-
-    def __exit__(self, *exc):
-        del self.attn.forward
-
-
-class _Stop(Exception):
-    pass
-
-
-def _out_proj_input(layer: nn.Module, out_proj: nn.Module, h: torch.Tensor, kw: dict) -> torch.Tensor:
-    """Run ``layer`` on ``h`` only as far as its out_proj; return the out_proj input (per-head outputs)."""
-    box = {}
-
-    def grab(mod, args):
-        box["z"] = args[0]
-        raise _Stop
-
-    hd = out_proj.register_forward_pre_hook(grab)
-    try:
-        layer(h, **kw)
-    except _Stop:
-        pass
-    finally:
-        hd.remove()
-    if "z" not in box:
-        raise RuntimeError("the layer never called its attention output projection")
-    return box["z"]
-
-
-def _finish_layer(layer: nn.Module, attn: nn.Module, out_proj: nn.Module, h: torch.Tensor, z: torch.Tensor,
-                  kw: dict, residual=_families._no_residual) -> torch.Tensor:
-    """Run ``layer`` on residual ``h`` with its attention replaced by ``out_proj(z)``: everything
-    left is position-wise, so ``h`` and ``z`` may hold any subset of positions (e.g. the query).
-    ``residual`` (``Family.attention_residual``): what the attention module adds to its own output
-    (BLOOM adds the residual it is passed), from its call's arguments."""
-    def attention(*a, **k):
-        r = residual(a, k)
-        y = out_proj(z)
-        return (y if r is None else y + r), None
-    with _Override(attn, attention):
-        out = layer(h, **kw)
-    return out[0] if isinstance(out, tuple) else out
-
-
-# --------------------------------------------------------------------------------------------
-# The steps of ``run``
-
-
-def _check_conditions(conditions: Sequence[Condition], n_layers: int, n_heads: int) -> None:
-    for c in conditions:
-        for l, h in c.heads:
-            if not (0 <= l < n_layers and 0 <= h < n_heads):
-                raise ValueError(f"condition {c.name} draw {c.draw}: head L{l}H{h} not in a "
-                                 f"{n_layers} x {n_heads} model")
-
-
-def _distinct_sets(conditions: Sequence[Condition]) -> tuple[list[tuple[Head, ...]], list[int | None]]:
-    """(distinct non-empty head sets, per condition the index of its set or None = baseline)."""
-    index: dict[tuple[Head, ...], int] = {}
-    of = []
-    for c in conditions:
-        heads = tuple(sorted(c.heads))
-        if not heads:
-            of.append(None)
-            continue
-        of.append(index.setdefault(heads, len(index)))
-    return list(index), of
-
-
-def _group_by_first_layer(sets: Sequence[tuple[Head, ...]]) -> dict[int, list[int]]:
-    """First ablated layer l0 -> indices of the sets that start there, l0 ascending."""
-    groups: dict[int, list[int]] = {}
-    for i, heads in enumerate(sets):
-        groups.setdefault(min(l for l, _ in heads), []).append(i)
-    return dict(sorted(groups.items()))
-
-
-def floor_layer_passes(conditions: Sequence[Condition], n_layers: int) -> float:
-    """The method's floor in plain-pass units: one baseline pass, plus per distinct set the share of
-    layers it must recompute (from its first ablated layer to the last)."""
-    sets, _ = _distinct_sets(conditions)
-    return 1.0 + sum((n_layers - min(l for l, _ in s)) / n_layers for s in sets)
-
-
-def _plain_pass(model_parts, groups, ids) -> tuple[torch.Tensor, dict[int, dict]]:
-    """Baseline logits at the query, and per group layer l0 its input ``h``, keyword arguments
-    ``kw`` and out_proj input ``z`` (hooks removed afterwards)."""
-    backbone, layers, out_projs, lm_head = (model_parts[k] for k in ("backbone", "layers", "out_projs", "lm_head"))
-    cap: dict[int, dict] = {l0: {} for l0 in groups}
-    # Every layer's own keyword arguments from the first branch on: layers of one model may get
-    # different ones (Olmo 3, Qwen, SmolLM3: a sliding-window mask and rotary per layer type).
-    layer_kw: dict[int, dict] = {}
-    for c in cap.values():
-        c["layer_kw"] = layer_kw
-    handles = [layers[l].register_forward_pre_hook(
-        lambda mod, args, kwargs, _l=l: layer_kw.__setitem__(_l, _layer_kwargs(mod, args, kwargs)),
-        with_kwargs=True) for l in range(min(groups, default=len(layers)), len(layers))]
-    for l0 in groups:
-        def pre(mod, args, kwargs, _c=cap[l0]):
-            _c["h"] = args[0] if args else kwargs["hidden_states"]
-            _c["kw"] = _layer_kwargs(mod, args, kwargs)
-
-        def zhook(mod, args, _c=cap[l0]):
-            _c["z"] = args[0]
-        handles.append(layers[l0].register_forward_pre_hook(pre, with_kwargs=True))
-        handles.append(out_projs[l0].register_forward_pre_hook(zhook))
-    try:
-        hidden = backbone(input_ids=ids, use_cache=False).last_hidden_state  # final-normed
-    finally:
-        for hd in handles:
-            hd.remove()
-    return lm_head(hidden[:, -1]), cap
-
-
-def _kw_identity(kw: dict) -> tuple:
-    """Which objects a layer's keyword arguments are (by identity, nested tuples included)."""
-    return tuple((k, tuple(map(id, v)) if isinstance(v, (tuple, list)) else id(v)) for k, v in sorted(kw.items()))
-
-
-def _cut(z: torch.Tensor, keep: torch.Tensor | None, fill: torch.Tensor | None) -> torch.Tensor:
-    """Per-head outputs ``z`` with the cut heads (``keep`` 0) zeroed, or set to ``fill`` (the
-    layer's mean per-head output, ``method="mean"``)."""
-    if keep is None:
-        return z
-    return z * keep if fill is None else z * keep + (1 - keep) * fill.to(z.dtype)
-
-
-def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...]], s: int,
-            fill: Mapping[int, torch.Tensor] | None = None) -> torch.Tensor:
-    """Query logits (len(sets) * s rows, set-major) of ``sets`` branching at layer ``l0`` from the
-    captured layer input / out_proj input ``c0`` of an ``s``-sequence chunk. ``fill``: per layer
-    the value a cut head takes (mean ablation); None: zero."""
-    fill = fill or {}
-    layers, attns, out_projs = (model_parts[k] for k in ("layers", "attns", "out_projs"))
-    n_layers, n_heads, d_head = dims
-    nc = len(sets)
-    last_only = l0 == n_layers - 1
-    h0 = c0["h"][:, -1:] if last_only else c0["h"]
-    z0 = c0["z"][:, -1:] if last_only else c0["z"]
-
-    def reps(t):
-        return t.repeat(nc, *([1] * (t.dim() - 1))) if nc > 1 else t
-    kw = _repeat_kwargs(c0["kw"], s, nc)
-    tiled = {_kw_identity(c0["kw"]): kw}  # layers given the same arguments share one tiled copy
-
-    def kw_of(l):
-        own = c0.get("layer_kw", {}).get(l, c0["kw"])
-        key = _kw_identity(own)
-        if key not in tiled:
-            tiled[key] = _repeat_kwargs(own, s, nc)
-        return tiled[key]
-    z = _cut(reps(z0), _head_mask(sets, l0, n_heads, d_head, s, z0.dtype, z0.device), fill.get(l0))  # every set cuts l0
-    res = model_parts["attention_residual"]
-    h = _finish_layer(layers[l0], attns[l0], out_projs[l0], reps(h0), z, kw, res)
-    for l in range(l0 + 1, n_layers):
-        m = _head_mask(sets, l, n_heads, d_head, s, h.dtype, h.device)
-        if l == n_layers - 1:
-            # Only the query matters after the last attention: its per-head outputs need every
-            # position (keys/values), the rest runs on the query alone.
-            z = _out_proj_input(layers[l], out_projs[l], h, kw_of(l))[:, -1:]
-            z = _cut(z, m, fill.get(l))
-            h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw_of(l), res)
-            continue
-        hd = None
-        if m is not None:
-            hd = out_projs[l].register_forward_pre_hook(
-                lambda mod, args, _m=m, _f=fill.get(l): (_cut(args[0], _m, _f),) + args[1:])
-        try:
-            h = layers[l](h, **kw_of(l))
-        finally:
-            if hd is not None:
-                hd.remove()
-        h = h[0] if isinstance(h, tuple) else h
-    return model_parts["lm_head"](model_parts["final_norm"](h[:, -1]))
-
-
-def _results(conditions, set_of, per_set, base, n, method: str, null=None) -> list[dict]:
-    """One dict per condition (then the copy-null, when run): means and per-sequence arrays (its
-    set's, or the baseline's)."""
-    out = []
-    for c, si in zip(conditions, set_of):
-        ps = base if si is None else per_set[si]
-        out.append({"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads,
-                    **{m: float(ps[m].mean()) for m in METRICS}, "n_sequences": n,
-                    "n_sets": c.n_sets, "exact": c.exact, "method": method,
-                    "per_sequence": {m: ps[m].copy() for m in METRICS}})
-    if null is not None:
-        out.append({"name": COPY_NULL, "draw": 0, "heads": (), "n_heads": 0, **{m: float(null[m].mean()) for m in METRICS},
-                    "n_sequences": n, "n_sets": None, "exact": None, "method": method,
-                    "per_sequence": {m: null[m].copy() for m in METRICS}})
-    return out
-
-
-def _head_means(parts, tokens: torch.Tensor, batch_size: int, device) -> dict[int, torch.Tensor]:
-    """Per layer the mean of its out_proj input (every head's output) over every position and
-    sequence of ``tokens``: what ``method="mean"`` puts in place of a cut head. One plain pass."""
-    sums: dict[int, torch.Tensor] = {}
-    count = [0]
-
-    def hook(mod, args, _l):
-        z = args[0].double()  # (batch, T, n_heads * d_head)
-        sums[_l] = sums.get(_l, 0) + z.sum(dim=(0, 1))
-        if _l == 0:
-            count[0] += z.shape[0] * z.shape[1]
-    handles = [o.register_forward_pre_hook(lambda mod, args, _l=l: hook(mod, args, _l))
-               for l, o in enumerate(parts["out_projs"])]
-    try:
-        for start in range(0, tokens.shape[0], batch_size):
-            parts["backbone"](input_ids=tokens[start:start + batch_size].to(device), use_cache=False)
-    finally:
-        for hd in handles:
-            hd.remove()
-    return {l: (v / count[0]).float() for l, v in sums.items()}
-
-
 def run(
     model: nn.Module,
     family: Family,
@@ -529,3 +236,296 @@ def ablation_table(results: Sequence[dict], model_name: str, revision: str, toke
                           **{c: tables.SCHEMAS["ablation"][c] for c in PROBE_RECORD}},
     )
     return tables.conform(df, "ablation")
+
+
+def floor_layer_passes(conditions: Sequence[Condition], n_layers: int) -> float:
+    """The method's floor in plain-pass units: one baseline pass, plus per distinct set the share of
+    layers it must recompute (from its first ablated layer to the last)."""
+    sets, _ = _distinct_sets(conditions)
+    return 1.0 + sum((n_layers - min(l for l, _ in s)) / n_layers for s in sets)
+
+
+# --------------------------------------------------------------------------------------------
+# The steps of ``run``
+
+
+def _check_conditions(conditions: Sequence[Condition], n_layers: int, n_heads: int) -> None:
+    for c in conditions:
+        for l, h in c.heads:
+            if not (0 <= l < n_layers and 0 <= h < n_heads):
+                raise ValueError(f"condition {c.name} draw {c.draw}: head L{l}H{h} not in a "
+                                 f"{n_layers} x {n_heads} model")
+
+
+def _distinct_sets(conditions: Sequence[Condition]) -> tuple[list[tuple[Head, ...]], list[int | None]]:
+    """(distinct non-empty head sets, per condition the index of its set or None = baseline)."""
+    index: dict[tuple[Head, ...], int] = {}
+    of = []
+    for c in conditions:
+        heads = tuple(sorted(c.heads))
+        if not heads:
+            of.append(None)
+            continue
+        of.append(index.setdefault(heads, len(index)))
+    return list(index), of
+
+
+def _group_by_first_layer(sets: Sequence[tuple[Head, ...]]) -> dict[int, list[int]]:
+    """First ablated layer l0 -> indices of the sets that start there, l0 ascending."""
+    groups: dict[int, list[int]] = {}
+    for i, heads in enumerate(sets):
+        groups.setdefault(min(l for l, _ in heads), []).append(i)
+    return dict(sorted(groups.items()))
+
+
+def _plain_pass(model_parts, groups, ids) -> tuple[torch.Tensor, dict[int, dict]]:
+    """Baseline logits at the query, and per group layer l0 its input ``h``, keyword arguments
+    ``kw`` and out_proj input ``z`` (hooks removed afterwards)."""
+    backbone, layers, out_projs, lm_head = (model_parts[k] for k in ("backbone", "layers", "out_projs", "lm_head"))
+    cap: dict[int, dict] = {l0: {} for l0 in groups}
+    # Every layer's own keyword arguments from the first branch on: layers of one model may get
+    # different ones (Olmo 3, Qwen, SmolLM3: a sliding-window mask and rotary per layer type).
+    layer_kw: dict[int, dict] = {}
+    for c in cap.values():
+        c["layer_kw"] = layer_kw
+    handles = [layers[l].register_forward_pre_hook(
+        lambda mod, args, kwargs, _l=l: layer_kw.__setitem__(_l, _layer_kwargs(mod, args, kwargs)),
+        with_kwargs=True) for l in range(min(groups, default=len(layers)), len(layers))]
+    for l0 in groups:
+        def pre(mod, args, kwargs, _c=cap[l0]):
+            _c["h"] = args[0] if args else kwargs["hidden_states"]
+            _c["kw"] = _layer_kwargs(mod, args, kwargs)
+
+        def zhook(mod, args, _c=cap[l0]):
+            _c["z"] = args[0]
+        handles.append(layers[l0].register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(out_projs[l0].register_forward_pre_hook(zhook))
+    try:
+        hidden = backbone(input_ids=ids, use_cache=False).last_hidden_state  # final-normed
+    finally:
+        for hd in handles:
+            hd.remove()
+    return lm_head(hidden[:, -1]), cap
+
+
+def _kw_identity(kw: dict) -> tuple:
+    """Which objects a layer's keyword arguments are (by identity, nested tuples included)."""
+    return tuple((k, tuple(map(id, v)) if isinstance(v, (tuple, list)) else id(v)) for k, v in sorted(kw.items()))
+
+
+def _cut(z: torch.Tensor, keep: torch.Tensor | None, fill: torch.Tensor | None) -> torch.Tensor:
+    """Per-head outputs ``z`` with the cut heads (``keep`` 0) zeroed, or set to ``fill`` (the
+    layer's mean per-head output, ``method="mean"``)."""
+    if keep is None:
+        return z
+    return z * keep if fill is None else z * keep + (1 - keep) * fill.to(z.dtype)
+
+
+def _branch(model_parts, dims, c0: dict, l0: int, sets: Sequence[tuple[Head, ...]], s: int,
+            fill: Mapping[int, torch.Tensor] | None = None) -> torch.Tensor:
+    """Query logits (len(sets) * s rows, set-major) of ``sets`` branching at layer ``l0`` from the
+    captured layer input / out_proj input ``c0`` of an ``s``-sequence chunk. ``fill``: per layer
+    the value a cut head takes (mean ablation); None: zero."""
+    fill = fill or {}
+    layers, attns, out_projs = (model_parts[k] for k in ("layers", "attns", "out_projs"))
+    n_layers, n_heads, d_head = dims
+    nc = len(sets)
+    last_only = l0 == n_layers - 1
+    h0 = c0["h"][:, -1:] if last_only else c0["h"]
+    z0 = c0["z"][:, -1:] if last_only else c0["z"]
+
+    def reps(t):
+        return t.repeat(nc, *([1] * (t.dim() - 1))) if nc > 1 else t
+    kw = _repeat_kwargs(c0["kw"], s, nc)
+    tiled = {_kw_identity(c0["kw"]): kw}  # layers given the same arguments share one tiled copy
+
+    def kw_of(l):
+        own = c0.get("layer_kw", {}).get(l, c0["kw"])
+        key = _kw_identity(own)
+        if key not in tiled:
+            tiled[key] = _repeat_kwargs(own, s, nc)
+        return tiled[key]
+    z = _cut(reps(z0), _head_mask(sets, l0, n_heads, d_head, s, z0.dtype, z0.device), fill.get(l0))  # every set cuts l0
+    res = model_parts["attention_residual"]
+    h = _finish_layer(layers[l0], attns[l0], out_projs[l0], reps(h0), z, kw, res)
+    for l in range(l0 + 1, n_layers):
+        m = _head_mask(sets, l, n_heads, d_head, s, h.dtype, h.device)
+        if l == n_layers - 1:
+            # Only the query matters after the last attention: its per-head outputs need every
+            # position (keys/values), the rest runs on the query alone.
+            z = _out_proj_input(layers[l], out_projs[l], h, kw_of(l))[:, -1:]
+            z = _cut(z, m, fill.get(l))
+            h = _finish_layer(layers[l], attns[l], out_projs[l], h[:, -1:], z, kw_of(l), res)
+            continue
+        hd = None
+        if m is not None:
+            hd = out_projs[l].register_forward_pre_hook(
+                lambda mod, args, _m=m, _f=fill.get(l): (_cut(args[0], _m, _f),) + args[1:])
+        try:
+            h = layers[l](h, **kw_of(l))
+        finally:
+            if hd is not None:
+                hd.remove()
+        h = h[0] if isinstance(h, tuple) else h
+    return model_parts["lm_head"](model_parts["final_norm"](h[:, -1]))
+
+
+def _results(conditions, set_of, per_set, base, n, method: str, null=None) -> list[dict]:
+    """One dict per condition (then the copy-null, when run): means and per-sequence arrays (its
+    set's, or the baseline's)."""
+    out = []
+    for c, si in zip(conditions, set_of):
+        ps = base if si is None else per_set[si]
+        out.append({"name": c.name, "draw": c.draw, "heads": c.heads, "n_heads": c.n_heads,
+                    **{m: float(ps[m].mean()) for m in METRICS}, "n_sequences": n,
+                    "n_sets": c.n_sets, "exact": c.exact, "method": method,
+                    "per_sequence": {m: ps[m].copy() for m in METRICS}})
+    if null is not None:
+        out.append({"name": COPY_NULL, "draw": 0, "heads": (), "n_heads": 0, **{m: float(null[m].mean()) for m in METRICS},
+                    "n_sequences": n, "n_sets": None, "exact": None, "method": method,
+                    "per_sequence": {m: null[m].copy() for m in METRICS}})
+    return out
+
+
+def _head_means(parts, tokens: torch.Tensor, batch_size: int, device) -> dict[int, torch.Tensor]:
+    """Per layer the mean of its out_proj input (every head's output) over every position and
+    sequence of ``tokens``: what ``method="mean"`` puts in place of a cut head. One plain pass."""
+    sums: dict[int, torch.Tensor] = {}
+    count = [0]
+
+    def hook(mod, args, _l):
+        z = args[0].double()  # (batch, T, n_heads * d_head)
+        sums[_l] = sums.get(_l, 0) + z.sum(dim=(0, 1))
+        if _l == 0:
+            count[0] += z.shape[0] * z.shape[1]
+    handles = [o.register_forward_pre_hook(lambda mod, args, _l=l: hook(mod, args, _l))
+               for l, o in enumerate(parts["out_projs"])]
+    try:
+        for start in range(0, tokens.shape[0], batch_size):
+            parts["backbone"](input_ids=tokens[start:start + batch_size].to(device), use_cache=False)
+    finally:
+        for hd in handles:
+            hd.remove()
+    return {l: (v / count[0]).float() for l, v in sums.items()}
+
+
+def _layer_kwargs(layer: nn.Module, args: tuple, kwargs: dict) -> dict:
+    """A decoder layer's arguments besides the hidden states, by name: positional ones (GPT-2
+    passes cache and mask positionally) named from the layer's signature."""
+    names = [n for n in inspect.signature(layer.forward).parameters if n not in ("args", "kwargs")]
+    out = dict(zip(names[1:], args[1:]))
+    out.update((k, v) for k, v in kwargs.items() if k != "hidden_states")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Measurement and masks
+
+
+def _metrics(logits: torch.Tensor, target: torch.Tensor, control: torch.Tensor,
+             context: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-row values (float64) of every metric of the registry (``headtrace.core.metrics``, each its
+    ``measure``) from (rows, vocab) logits, fp32, for (rows,) targets B, (rows,) control tokens (-1: none)
+    and the (rows, T) token ids of each row's sequence."""
+    logits = logits.float()
+    q = metrics.Query(logits=logits, target=target, control=control, context=context, top=logits.argmax(dim=1),
+                      target_logit=logits.gather(1, target[:, None])[:, 0])
+    return {m.name: m.measure(q).double() for m in METRICS.values()}
+
+
+def _head_mask(sets: Sequence[tuple[Head, ...]], layer: int, n_heads: int, d_head: int, rows_per: int,
+               dtype, device) -> torch.Tensor | None:
+    """(len(sets) * rows_per, 1, n_heads * d_head) keep-mask for ``layer``, or None if no head is cut."""
+    m = torch.ones(len(sets), n_heads, dtype=dtype)
+    any_cut = False
+    for i, heads in enumerate(sets):
+        for l, h in heads:
+            if l == layer:
+                m[i, h] = 0
+                any_cut = True
+    if not any_cut:
+        return None
+    m = m.repeat_interleave(d_head, dim=1).repeat_interleave(rows_per, dim=0)
+    return m[:, None, :].to(device)
+
+
+def _tile(obj, s: int, reps: int, name: str, per_row: bool = False):
+    """Tile a batch-shaped argument (dim 0 == s, or 1 = broadcast) ``reps`` times, into tuples.
+    ``per_row``: dim 0 is s x k, batch-major (k rows per sequence, BLOOM's alibi: one per head)."""
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_tile(o, s, reps, name, per_row) for o in obj)
+    if obj is None or not isinstance(obj, torch.Tensor):
+        return obj
+    if obj.dim() == 0 or obj.shape[0] == 1:
+        return obj  # broadcasts over the stacked rows
+    if per_row and obj.shape[0] % s == 0:
+        return obj.repeat(reps, *([1] * (obj.dim() - 1)))
+    if obj.shape[0] != s:
+        raise RuntimeError(f"layer argument '{name}' has dim 0 = {obj.shape[0]}, expected the batch ({s}) or 1")
+    return obj.repeat(reps, *([1] * (obj.dim() - 1)))
+
+
+def _repeat_kwargs(kwargs: dict, s: int, reps: int) -> dict:
+    """The layer's keyword arguments for ``reps`` stacked copies of an ``s``-sequence chunk:
+    ``LAYER_KWARGS`` says per argument name whether it is tiled; an unknown name is an error."""
+    unknown = sorted(set(kwargs) - set(LAYER_KWARGS))
+    if unknown:
+        raise RuntimeError(f"decoder layer received keyword argument(s) {unknown} that the ablation engine does "
+                           "not know; add them to headtrace.causal.ablation.LAYER_KWARGS (batch-shaped or shared)")
+    if reps == 1:
+        return dict(kwargs)
+    return {k: (v if LAYER_KWARGS[k] == "shared" else _tile(v, s, reps, k, LAYER_KWARGS[k] == "batch_heads"))
+            for k, v in kwargs.items()}
+
+
+class _Override:
+    """Temporarily replace an attention module's forward with precomputed output."""
+
+    def __init__(self, attn: nn.Module, fn):
+        self.attn, self.fn = attn, fn
+
+    def __enter__(self):
+        self.attn.forward = self.fn  # instance attribute shadows the class method
+        return self
+
+    def __exit__(self, *exc):
+        del self.attn.forward
+
+
+class _Stop(Exception):
+    pass
+
+
+def _out_proj_input(layer: nn.Module, out_proj: nn.Module, h: torch.Tensor, kw: dict) -> torch.Tensor:
+    """Run ``layer`` on ``h`` only as far as its out_proj; return the out_proj input (per-head outputs)."""
+    box = {}
+
+    def grab(mod, args):
+        box["z"] = args[0]
+        raise _Stop
+
+    hd = out_proj.register_forward_pre_hook(grab)
+    try:
+        layer(h, **kw)
+    except _Stop:
+        pass
+    finally:
+        hd.remove()
+    if "z" not in box:
+        raise RuntimeError("the layer never called its attention output projection")
+    return box["z"]
+
+
+def _finish_layer(layer: nn.Module, attn: nn.Module, out_proj: nn.Module, h: torch.Tensor, z: torch.Tensor,
+                  kw: dict, residual=_families._no_residual) -> torch.Tensor:
+    """Run ``layer`` on residual ``h`` with its attention replaced by ``out_proj(z)``: everything
+    left is position-wise, so ``h`` and ``z`` may hold any subset of positions (e.g. the query).
+    ``residual`` (``Family.attention_residual``): what the attention module adds to its own output
+    (BLOOM adds the residual it is passed), from its call's arguments."""
+    def attention(*a, **k):
+        r = residual(a, k)
+        y = out_proj(z)
+        return (y if r is None else y + r), None
+    with _Override(attn, attention):
+        out = layer(h, **kw)
+    return out[0] if isinstance(out, tuple) else out

@@ -40,48 +40,6 @@ class PatternResult:
     seq_len: int
 
 
-class _PatternCollector:
-    """Per sequence and head, the sink alpha (and prefix score) of every layer of one pass."""
-
-    def __init__(self, n: int, n_layers: int, n_heads: int, device: torch.device):
-        self.alpha = torch.zeros(n, n_layers, n_heads, dtype=torch.float64, device=device)
-        self.prefix = torch.zeros(n, n_layers, n_heads, dtype=torch.float64, device=device)
-        self.calls = torch.zeros(n_layers, dtype=torch.int64)
-        self.rows: slice | None = None
-        self.targets: torch.Tensor | None = None  # (B, T, T) prefix targets of the chunk, or None
-        self.scored: torch.Tensor | None = None  # (B, T) queries scored
-
-    def observe(self, layer: int, query: torch.Tensor, key: torch.Tensor,
-                attention_mask: torch.Tensor | None, scaling: float | None) -> None:
-        b, n_heads, t, d = query.shape
-        n_kv = key.shape[1]
-        if scaling is None:
-            scaling = d ** -0.5
-        k = key.float()
-        if n_kv != n_heads:  # GQA / MQA: head h reads kv head h // (H / Hkv), as repeat_kv
-            k = k.repeat_interleave(n_heads // n_kv, dim=1)
-        scores = torch.matmul(query.float(), k.transpose(-1, -2)) * scaling  # (B, H, T, T)
-        t_k = k.shape[-2]
-        if attention_mask is None:  # SDPA then runs is_causal
-            causal = torch.ones(t, t_k, dtype=torch.bool, device=scores.device).tril(t_k - t)
-            scores = scores.masked_fill(~causal, float("-inf"))
-        else:
-            m = attention_mask[:, :, :, :t_k]
-            scores = scores.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else scores + m.float()
-        self.observe_map(layer, torch.softmax(scores, dim=-1))
-
-    def observe_map(self, layer: int, probs: torch.Tensor) -> None:
-        """Reduce every query row (B, H, T, T) to alpha (and the prefix score) per sequence and head."""
-        p = probs.float()
-        self.alpha[self.rows, layer] = p[:, :, :, measures.SINK_KEY].double().mean(-1)  # key 0: all T queries
-        if self.targets is not None:
-            per_query = torch.einsum("bhij,bij->bhi", p, self.targets).double()  # (B, H, T)
-            scored = self.scored[:, None, :]
-            count = scored.sum(-1).clamp(min=1)
-            self.prefix[self.rows, layer] = (per_query * scored).sum(-1) / count
-        self.calls[layer] += 1
-
-
 def run(model, family: families.Family, tokens: np.ndarray, *, batch_size: int, device="cpu",
         prefix: bool = False, progress: bool = False) -> PatternResult:
     """Sink alpha (and, with ``prefix``, the prefix-matching score) per sequence and head of ``tokens``
@@ -188,3 +146,45 @@ def cell_measures(model, family: families.Family, *, repeated: np.ndarray | None
         raise ValueError("cell_measures: neither a repeated-random nor a text probe")
     share, ratio = copying_readings(model, family)
     return measures_table(results, name, revision, tokens, copying_scores=share, copying_ratios=ratio)
+
+
+class _PatternCollector:
+    """Per sequence and head, the sink alpha (and prefix score) of every layer of one pass."""
+
+    def __init__(self, n: int, n_layers: int, n_heads: int, device: torch.device):
+        self.alpha = torch.zeros(n, n_layers, n_heads, dtype=torch.float64, device=device)
+        self.prefix = torch.zeros(n, n_layers, n_heads, dtype=torch.float64, device=device)
+        self.calls = torch.zeros(n_layers, dtype=torch.int64)
+        self.rows: slice | None = None
+        self.targets: torch.Tensor | None = None  # (B, T, T) prefix targets of the chunk, or None
+        self.scored: torch.Tensor | None = None  # (B, T) queries scored
+
+    def observe(self, layer: int, query: torch.Tensor, key: torch.Tensor,
+                attention_mask: torch.Tensor | None, scaling: float | None) -> None:
+        b, n_heads, t, d = query.shape
+        n_kv = key.shape[1]
+        if scaling is None:
+            scaling = d ** -0.5
+        k = key.float()
+        if n_kv != n_heads:  # GQA / MQA: head h reads kv head h // (H / Hkv), as repeat_kv
+            k = k.repeat_interleave(n_heads // n_kv, dim=1)
+        scores = torch.matmul(query.float(), k.transpose(-1, -2)) * scaling  # (B, H, T, T)
+        t_k = k.shape[-2]
+        if attention_mask is None:  # SDPA then runs is_causal
+            causal = torch.ones(t, t_k, dtype=torch.bool, device=scores.device).tril(t_k - t)
+            scores = scores.masked_fill(~causal, float("-inf"))
+        else:
+            m = attention_mask[:, :, :, :t_k]
+            scores = scores.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else scores + m.float()
+        self.observe_map(layer, torch.softmax(scores, dim=-1))
+
+    def observe_map(self, layer: int, probs: torch.Tensor) -> None:
+        """Reduce every query row (B, H, T, T) to alpha (and the prefix score) per sequence and head."""
+        p = probs.float()
+        self.alpha[self.rows, layer] = p[:, :, :, measures.SINK_KEY].double().mean(-1)  # key 0: all T queries
+        if self.targets is not None:
+            per_query = torch.einsum("bhij,bij->bhi", p, self.targets).double()  # (B, H, T)
+            scored = self.scored[:, None, :]
+            count = scored.sum(-1).clamp(min=1)
+            self.prefix[self.rows, layer] = (per_query * scored).sum(-1) / count
+        self.calls[layer] += 1

@@ -30,13 +30,6 @@ from headtrace.core import tables
 EPS = 1e-12  # the author's epsilon, inside the log and as the floor of sum(sigma^2)
 
 
-def _entropy_rank(s2: np.ndarray) -> np.ndarray:
-    """PR from squared singular values along the last axis (the author's formula)."""
-    s2 = np.maximum(s2, 0.0)  # Gram eigenvalues can come out slightly negative
-    p = s2 / np.maximum(s2.sum(axis=-1, keepdims=True), EPS)
-    return np.exp(-(p * np.log(p + EPS)).sum(axis=-1))
-
-
 def participation_ratio(matrix, center: bool = False) -> float:
     """Entropy effective rank of an (N x d) matrix, fp32 SVD (the author's ``compute_pr``).
 
@@ -103,3 +96,10 @@ def pr_table(pr: np.ndarray, model_name: str, revision: str, tokens: int) -> pl.
         raise ValueError(f"pr must be (n_layers, n_heads), got {pr.shape}")
     df = pl.DataFrame({**tables.head_key_columns(model_name, revision, tokens, *pr.shape), "pr": pr.ravel()})
     return tables.conform(df, "pr")
+
+
+def _entropy_rank(s2: np.ndarray) -> np.ndarray:
+    """PR from squared singular values along the last axis (the author's formula)."""
+    s2 = np.maximum(s2, 0.0)  # Gram eigenvalues can come out slightly negative
+    p = s2 / np.maximum(s2.sum(axis=-1, keepdims=True), EPS)
+    return np.exp(-(p * np.log(p + EPS)).sum(axis=-1))

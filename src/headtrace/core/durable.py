@@ -23,12 +23,6 @@ from pathlib import Path
 __all__ = ["fsync_path", "fsync_dir", "atomic_path", "write_text", "publish_dir"]
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def fsync_path(path: str | os.PathLike) -> None:
     """``fsync`` one existing file (opened read-only: works for files written by any library)."""
     fd = os.open(path, os.O_RDONLY)
@@ -100,3 +94,9 @@ def publish_dir(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
         shutil.rmtree(final)
     os.replace(tmp, final)
     fsync_dir(final.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -18,10 +18,6 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 __all__ = ["directed", "fmt_p", "fmt_share_bound", "fmt_share_interval"]
 
 
-def _bad(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
 def directed(x: float, side: str, sig: int) -> tuple[Decimal, int]:
     """``x`` rounded to ``sig`` significant digits toward -inf (side 'lo') or +inf ('hi'), and the
     number of decimals to print."""
@@ -75,3 +71,7 @@ def fmt_share_bound(x, side: str, decimals: int = 0) -> str:
 def fmt_share_interval(lo, hi, decimals: int = 0, sep: str = " to ") -> str:
     """'45% to 76%': both ends of a share's interval rounded outward (:func:`fmt_share_bound`)."""
     return f"{fmt_share_bound(lo, 'lo', decimals)}{sep}{fmt_share_bound(hi, 'hi', decimals)}"
+
+
+def _bad(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))

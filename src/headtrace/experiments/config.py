@@ -52,15 +52,6 @@ def shift_model_name(base: str) -> str:
     return f"{base}-shift"
 
 
-def _base_spec(config: Mapping, base: str, what: str) -> dict:
-    spec = config["models"].get(base)
-    if spec is None:
-        raise ValueError(f"experiments.{what}.base: no model '{base}' in models")
-    if spec.get("source") != "toy":
-        raise ValueError(f"experiments.{what}.base: '{base}' is not a toy model (source {spec.get('source')})")
-    return spec
-
-
 def expand_models(config: dict) -> dict:
     """Add the seed and data-shift models to ``config["models"]`` (in place; also returned)."""
     s = settings(config)
@@ -115,21 +106,6 @@ def expand_models(config: dict) -> dict:
             new["train"] = train
             config["models"][name] = new
     return config
-
-
-def _chosen_revisions(chosen: Sequence[str], base_revisions: list[str], base: str) -> list[str]:
-    """``experiments.seeds.revisions`` as a list: base's revisions, in its order, ending with its final one."""
-    missing = [r for r in chosen if r not in base_revisions]
-    if missing:
-        raise ValueError(f"experiments.seeds.revisions: {missing} are not revisions of '{base}' "
-                         f"({', '.join(base_revisions)})")
-    idx = [base_revisions.index(r) for r in chosen]
-    if idx != sorted(idx):
-        raise ValueError(f"experiments.seeds.revisions: list them in the training order of '{base}'")
-    if chosen[-1] != base_revisions[-1]:
-        raise ValueError(f"experiments.seeds.revisions: end with the final revision of '{base}', '{base_revisions[-1]}' "
-                         "(the seeds' final circuits are compared at one step)")
-    return list(chosen)
 
 
 def seed_models(config: Mapping) -> list[str]:
@@ -218,13 +194,6 @@ def resolve_revisions(spec: Sequence[str], revisions: Sequence[str]) -> list[str
     return out
 
 
-def _deep_merge(a: dict, b: Mapping) -> dict:
-    out = copy.deepcopy(a)
-    for k, v in (b or {}).items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def shift_train_kwargs(family: str, train: Mapping, revisions: Sequence[str], init_from: str,
                        defaults: Mapping | None = None) -> dict:
     """Keyword arguments of ``toy.train`` for a data-shift continuation from ``init_from``."""
@@ -238,3 +207,34 @@ def shift_train_kwargs(family: str, train: Mapping, revisions: Sequence[str], in
     max_steps = int(train.get("max_steps", max(steps)))
     return {"arch": merged["arch"], "data": data, "optim": merged["optim"], "max_steps": max_steps,
             "checkpoint_steps": steps, "seed": int(train.get("seed", 0)), "init_from": str(init_from)}
+
+
+def _base_spec(config: Mapping, base: str, what: str) -> dict:
+    spec = config["models"].get(base)
+    if spec is None:
+        raise ValueError(f"experiments.{what}.base: no model '{base}' in models")
+    if spec.get("source") != "toy":
+        raise ValueError(f"experiments.{what}.base: '{base}' is not a toy model (source {spec.get('source')})")
+    return spec
+
+
+def _chosen_revisions(chosen: Sequence[str], base_revisions: list[str], base: str) -> list[str]:
+    """``experiments.seeds.revisions`` as a list: base's revisions, in its order, ending with its final one."""
+    missing = [r for r in chosen if r not in base_revisions]
+    if missing:
+        raise ValueError(f"experiments.seeds.revisions: {missing} are not revisions of '{base}' "
+                         f"({', '.join(base_revisions)})")
+    idx = [base_revisions.index(r) for r in chosen]
+    if idx != sorted(idx):
+        raise ValueError(f"experiments.seeds.revisions: list them in the training order of '{base}'")
+    if chosen[-1] != base_revisions[-1]:
+        raise ValueError(f"experiments.seeds.revisions: end with the final revision of '{base}', '{base_revisions[-1]}' "
+                         "(the seeds' final circuits are compared at one step)")
+    return list(chosen)
+
+
+def _deep_merge(a: dict, b: Mapping) -> dict:
+    out = copy.deepcopy(a)
+    for k, v in (b or {}).items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out

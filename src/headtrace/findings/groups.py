@@ -45,16 +45,6 @@ def binomial_p(k: int, n: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def _order_median(values: Sequence[float]) -> float:
-    """Median of finite-or-infinite values (n even: mean of the two middle ones)."""
-    v = sorted(values)
-    n = len(v)
-    if n % 2:
-        return v[n // 2]
-    a, b = v[n // 2 - 1], v[n // 2]
-    return INF if INF in (a, b) else (a + b) / 2
-
-
 def bracket_stats(los: Sequence[float | None], his: Sequence[float | None]) -> dict:
     """Median, minimum and maximum of values each known only to lie in [lo_i, hi_i] (None: lo 0,
     hi unbounded) as intervals ``(median_lo, median_hi, min_lo, min_hi, max_lo, max_hi)``; an
@@ -68,21 +58,6 @@ def bracket_stats(los: Sequence[float | None], his: Sequence[float | None]) -> d
         return None if x == INF else x
     return dict(median_lo=fin(_order_median(lo)), median_hi=fin(_order_median(hi)),
                 min_lo=fin(min(lo)), min_hi=fin(min(hi)), max_lo=fin(max(lo)), max_hi=fin(max(hi)))
-
-
-def _bounds(row: Mapping) -> tuple[float, float]:
-    """A milestone row's crossing interval (lo, hi]: left-censored -> lo 0; right-censored -> hi inf."""
-    return milestone_order.bounds_of_row(row)
-
-
-def _rows_by_member(df: pl.DataFrame | None, members: Sequence[str], key: str | None = None) -> dict:
-    if df is None or not df.height:
-        return {}
-    sub = df.filter(pl.col("model").is_in(list(members)))
-    out: dict = {}
-    for r in sub.iter_rows(named=True):
-        out[(r["model"], r[key]) if key else r["model"]] = r
-    return out
 
 
 def member_milestones(group: str, members: Mapping[str, int], ms: pl.DataFrame) -> pl.DataFrame:
@@ -342,3 +317,27 @@ def group_findings(group: str, members: Mapping[str, int], findings: Mapping[str
         "group_jaccard": jac,
     }
 
+
+def _order_median(values: Sequence[float]) -> float:
+    """Median of finite-or-infinite values (n even: mean of the two middle ones)."""
+    v = sorted(values)
+    n = len(v)
+    if n % 2:
+        return v[n // 2]
+    a, b = v[n // 2 - 1], v[n // 2]
+    return INF if INF in (a, b) else (a + b) / 2
+
+
+def _bounds(row: Mapping) -> tuple[float, float]:
+    """A milestone row's crossing interval (lo, hi]: left-censored -> lo 0; right-censored -> hi inf."""
+    return milestone_order.bounds_of_row(row)
+
+
+def _rows_by_member(df: pl.DataFrame | None, members: Sequence[str], key: str | None = None) -> dict:
+    if df is None or not df.height:
+        return {}
+    sub = df.filter(pl.col("model").is_in(list(members)))
+    out: dict = {}
+    for r in sub.iter_rows(named=True):
+        out[(r["model"], r[key]) if key else r["model"]] = r
+    return out

@@ -115,35 +115,6 @@ def f2_layer_onset(traj: pl.DataFrame, class_threshold: float = 30.0,
     return conform(out.sort("_m", "layer").drop("_m", "_first_index", "_half_index"), "f2_layer_onset")
 
 
-def _avg_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n along the last axis, ties get their average rank."""
-    order = np.argsort(x, kind="stable")
-    xs = np.take_along_axis(x, order, -1)
-    ranks = np.empty_like(x, dtype=float)
-    n = x.shape[-1]
-    pos = np.arange(1, n + 1, dtype=float)
-    # average rank per run of equal values
-    out = np.empty(n)
-    i = 0
-    while i < n:
-        j = i
-        while j + 1 < n and xs[j + 1] == xs[i]:
-            j += 1
-        out[i:j + 1] = pos[i:j + 1].mean()
-        i = j + 1
-    np.put_along_axis(ranks, order, out, -1)
-    return ranks
-
-
-def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson r of each row of ``a`` (P, n) with the vector ``b`` (n,); nan where a row is constant."""
-    a = a - a.mean(-1, keepdims=True)
-    b = b - b.mean()
-    den = np.sqrt((a * a).sum(-1) * (b * b).sum())
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (a * b).sum(-1) / np.where(den > 0, den, 1.0), np.nan)
-
-
 def spread_order(layers, onset, *, alpha: float = 0.05, n_permutations: int = 10000,
                  seed: int = 0, middle: float | None = None) -> dict:
     """Steps 3-6 of the module docstring on one model's ranked layers (the label here uses the
@@ -198,15 +169,6 @@ def spread_order(layers, onset, *, alpha: float = 0.05, n_permutations: int = 10
                 runner_up=ORDERS[runner], p_vs_runner_up=p_pair, pairwise="; ".join(parts), label=label)
 
 
-def _label(best: str | None, p: float | None, p_pair: float | None, alpha: float) -> str:
-    """Step 8: the order's name only when the (corrected) omnibus p and every pairwise p pass."""
-    if best is None or p is None or p > alpha:
-        return NO_ORDER
-    if p_pair is not None and p_pair <= alpha:
-        return best
-    return f"{NOT_EXCHANGEABLE} (p = {fmt_p(p)})"
-
-
 def holm(pvalues: list[float | None], m: int | None = None) -> list[float | None]:
     """Holm-adjusted p-values (step-down, monotone, capped at 1); None stays None. ``m``: the family's
     size as stated before the run (default: the p-values given); the tests it counts beyond them are
@@ -222,10 +184,6 @@ def holm(pvalues: list[float | None], m: int | None = None) -> list[float | None
         running = max(running, min(1.0, (m - k) * pvalues[i]))
         out[i] = running
     return out
-
-
-def _names(layers) -> str:
-    return ",".join(f"L{l}" for l in layers)
 
 
 def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1), *, alpha: float = 0.05,
@@ -289,6 +247,48 @@ def f2_layer_spread(onset: pl.DataFrame, floor_layers: tuple[int, ...] = (0, 1),
             if r["label"] not in (NO_SINK, ONE_CHECKPOINT) and r["p_value"] is not None:
                 r["label"] = _label(r["best_order"], ph, r["p_vs_runner_up"], alpha)
     return conform(pl.DataFrame(rows, schema=SCHEMAS["f2_layer_spread"]), "f2_layer_spread")
+
+
+def _avg_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n along the last axis, ties get their average rank."""
+    order = np.argsort(x, kind="stable")
+    xs = np.take_along_axis(x, order, -1)
+    ranks = np.empty_like(x, dtype=float)
+    n = x.shape[-1]
+    pos = np.arange(1, n + 1, dtype=float)
+    # average rank per run of equal values
+    out = np.empty(n)
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and xs[j + 1] == xs[i]:
+            j += 1
+        out[i:j + 1] = pos[i:j + 1].mean()
+        i = j + 1
+    np.put_along_axis(ranks, order, out, -1)
+    return ranks
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson r of each row of ``a`` (P, n) with the vector ``b`` (n,); nan where a row is constant."""
+    a = a - a.mean(-1, keepdims=True)
+    b = b - b.mean()
+    den = np.sqrt((a * a).sum(-1) * (b * b).sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (a * b).sum(-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def _label(best: str | None, p: float | None, p_pair: float | None, alpha: float) -> str:
+    """Step 8: the order's name only when the (corrected) omnibus p and every pairwise p pass."""
+    if best is None or p is None or p > alpha:
+        return NO_ORDER
+    if p_pair is not None and p_pair <= alpha:
+        return best
+    return f"{NOT_EXCHANGEABLE} (p = {fmt_p(p)})"
+
+
+def _names(layers) -> str:
+    return ",".join(f"L{l}" for l in layers)
 
 
 def _family_of(families: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, str]]:

@@ -62,22 +62,6 @@ def same_weights(table: pl.DataFrame) -> dict[Key, list[Key]]:
     return out
 
 
-def _ends(table: pl.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
-    """Each model's first and last revision in training order (``order``)."""
-    first: dict[str, str] = {}
-    last: dict[str, str] = {}
-    for m, r in table.sort("model", "order").select("model", "revision").iter_rows():
-        first.setdefault(m, r)
-        last[m] = r
-    return first, last
-
-
-def _continues(table: pl.DataFrame) -> dict[str, str]:
-    if "continues" not in table.columns:
-        return {}
-    return {m: c for m, c in table.select("model", "continues").unique().iter_rows() if c}
-
-
 def across_models(table: pl.DataFrame | None) -> pl.DataFrame | None:
     """The concatenated lineage tables of a panel with the flags ``same_weights_as`` and
     ``start_not_declared`` added to ``flags`` and their evidence to ``detail`` (module docstring), and
@@ -146,3 +130,19 @@ def declared_pairs(table: pl.DataFrame | None) -> list[str]:
                        f"declares ({child} continues {parent} from its last checkpoint): one checkpoint, to be "
                        "counted once, not as two independent observations")
     return out
+
+
+def _ends(table: pl.DataFrame) -> tuple[dict[str, str], dict[str, str]]:
+    """Each model's first and last revision in training order (``order``)."""
+    first: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for m, r in table.sort("model", "order").select("model", "revision").iter_rows():
+        first.setdefault(m, r)
+        last[m] = r
+    return first, last
+
+
+def _continues(table: pl.DataFrame) -> dict[str, str]:
+    if "continues" not in table.columns:
+        return {}
+    return {m: c for m, c in table.select("model", "continues").unique().iter_rows() if c}

@@ -69,59 +69,6 @@ _S30, _S27, _S31 = (np.uint64(n) for n in (30, 27, 31))
 _MASK2 = np.uint64(2 * SKETCH_DIM - 1)
 
 
-def _key(name: str, numel: int, seed: int) -> np.uint64:
-    digest = hashlib.sha256(f"{seed}/{name}/{numel}".encode()).digest()
-    return np.uint64(int.from_bytes(digest[:8], "little"))
-
-
-def _hash(start: int, stop: int, key: np.uint64) -> np.ndarray:
-    """splitmix64 of ``key + i * GOLDEN`` for i in [start, stop) (uint64, wrapping)."""
-    z = np.arange(start, stop, dtype=np.uint64)
-    z *= _GOLDEN
-    z += key
-    z ^= z >> _S30
-    z *= _C1
-    z ^= z >> _S27
-    z *= _C2
-    z ^= z >> _S31
-    return z
-
-
-def _numpy_source(tensor):
-    """``(flat array, to_float64)``: a flat numpy view of the tensor's values as stored (no copy for a
-    contiguous CPU tensor) and a function turning a slice of it into float64. bfloat16, which numpy
-    lacks, is read as its 16 bit patterns and widened exactly (bf16 is the top half of a float32)."""
-    if isinstance(tensor, np.ndarray):
-        flat = np.ascontiguousarray(tensor).reshape(-1)
-        if flat.dtype.kind == "c":
-            raise TypeError("complex tensors have no sketch")
-        return flat, lambda a: a.astype(np.float64)
-    import torch  # a torch tensor was passed, so torch is already imported
-
-    t = tensor.detach().to("cpu").contiguous().reshape(-1)
-    if t.is_complex():
-        raise TypeError("complex tensors have no sketch")
-    if t.dtype == torch.bfloat16:
-        bits = t.view(torch.int16).numpy().view(np.uint16)
-        return bits, lambda a: (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-    try:
-        return t.numpy(), lambda a: a.astype(np.float64)
-    except TypeError:  # float8 and other dtypes numpy lacks: widen through torch, slice by slice
-        return t, lambda a: a.to(torch.float64).numpy()
-
-
-def _numel(tensor) -> int:
-    return int(tensor.size) if isinstance(tensor, np.ndarray) else int(tensor.numel())
-
-
-def _chunks(tensor):
-    """``(start, float64 chunk)`` over the flattened tensor, ``CHUNK`` elements at a time."""
-    flat, widen = _numpy_source(tensor)
-    n = _numel(tensor)
-    for start in range(0, n, CHUNK):
-        yield start, widen(flat[start:start + CHUNK])
-
-
 def sketch_and_norm(tensor, name: str, *, seed: int = SEED) -> tuple[np.ndarray, float]:
     """``(sketch, L2 norm in float64)`` in one pass over the tensor."""
     key = _key(name, _numel(tensor), seed)
@@ -225,3 +172,56 @@ def fingerprint_rows(files: list[Path], model: str, revision: str, fmt: str | No
         "model": pl.String, "revision": pl.String, "kind": pl.String, "name": pl.String, "file": pl.String,
         "format": pl.String, "sha256": pl.String, "dtype": pl.String, "shape": pl.List(pl.Int64),
         "numel": pl.Int64, "norm": pl.Float64, "sketch": pl.List(pl.Float64)})
+
+
+def _key(name: str, numel: int, seed: int) -> np.uint64:
+    digest = hashlib.sha256(f"{seed}/{name}/{numel}".encode()).digest()
+    return np.uint64(int.from_bytes(digest[:8], "little"))
+
+
+def _hash(start: int, stop: int, key: np.uint64) -> np.ndarray:
+    """splitmix64 of ``key + i * GOLDEN`` for i in [start, stop) (uint64, wrapping)."""
+    z = np.arange(start, stop, dtype=np.uint64)
+    z *= _GOLDEN
+    z += key
+    z ^= z >> _S30
+    z *= _C1
+    z ^= z >> _S27
+    z *= _C2
+    z ^= z >> _S31
+    return z
+
+
+def _numpy_source(tensor):
+    """``(flat array, to_float64)``: a flat numpy view of the tensor's values as stored (no copy for a
+    contiguous CPU tensor) and a function turning a slice of it into float64. bfloat16, which numpy
+    lacks, is read as its 16 bit patterns and widened exactly (bf16 is the top half of a float32)."""
+    if isinstance(tensor, np.ndarray):
+        flat = np.ascontiguousarray(tensor).reshape(-1)
+        if flat.dtype.kind == "c":
+            raise TypeError("complex tensors have no sketch")
+        return flat, lambda a: a.astype(np.float64)
+    import torch  # a torch tensor was passed, so torch is already imported
+
+    t = tensor.detach().to("cpu").contiguous().reshape(-1)
+    if t.is_complex():
+        raise TypeError("complex tensors have no sketch")
+    if t.dtype == torch.bfloat16:
+        bits = t.view(torch.int16).numpy().view(np.uint16)
+        return bits, lambda a: (a.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
+    try:
+        return t.numpy(), lambda a: a.astype(np.float64)
+    except TypeError:  # float8 and other dtypes numpy lacks: widen through torch, slice by slice
+        return t, lambda a: a.to(torch.float64).numpy()
+
+
+def _numel(tensor) -> int:
+    return int(tensor.size) if isinstance(tensor, np.ndarray) else int(tensor.numel())
+
+
+def _chunks(tensor):
+    """``(start, float64 chunk)`` over the flattened tensor, ``CHUNK`` elements at a time."""
+    flat, widen = _numpy_source(tensor)
+    n = _numel(tensor)
+    for start in range(0, n, CHUNK):
+        yield start, widen(flat[start:start + CHUNK])

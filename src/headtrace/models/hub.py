@@ -47,19 +47,6 @@ TOY_ROOT = "resources/checkpoints"
 CheckpointError = weights.CheckpointError  # defined there, so weights/fingerprint need no transformers
 
 
-def _where(hf_id: str, revision: str | None) -> str:
-    return f"model '{hf_id}' revision '{revision or 'main'}'"
-
-
-def _check_weights(path: str | Path, what: str) -> tuple[str, list[Path]]:
-    """``(format, files)`` of the loadable weights in ``path``
-    (:func:`headtrace.models.weights.weight_files`), or a :class:`CheckpointError` naming ``what``."""
-    try:
-        return weights.weight_files(path)
-    except CheckpointError as e:
-        raise CheckpointError(f"{what}: {e}") from e
-
-
 def allow_patterns(files: list[str], what: str = "checkpoint") -> list[str]:
     """What :func:`fetch` downloads for a revision whose repository lists ``files``: the
     safetensors patterns (:data:`ALLOW_PATTERNS`) when it has any ``*.safetensors`` weight file,
@@ -432,3 +419,16 @@ def load_for_cell(load: dict, model: str, revision: str, device: str = "auto",
                           dtype=load.get("dtype", "fp32"), device=dev, offline=True, cache_dir=cache_dir,
                           seq_len=seq_len, name=model, token_range=token_range)
     return net, families.get(fam), dev, auto_batch_size(net, seq_len or 256, dev, batch_size)
+
+
+def _where(hf_id: str, revision: str | None) -> str:
+    return f"model '{hf_id}' revision '{revision or 'main'}'"
+
+
+def _check_weights(path: str | Path, what: str) -> tuple[str, list[Path]]:
+    """``(format, files)`` of the loadable weights in ``path``
+    (:func:`headtrace.models.weights.weight_files`), or a :class:`CheckpointError` naming ``what``."""
+    try:
+        return weights.weight_files(path)
+    except CheckpointError as e:
+        raise CheckpointError(f"{what}: {e}") from e

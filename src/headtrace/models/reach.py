@@ -10,14 +10,6 @@ _NETWORK_MODULES = ("httpx", "httpcore", "requests", "urllib3", "huggingface_hub
 _NETWORK_WORDS = ("Connect", "Timeout", "Network", "Offline", "Proxy", "Resolve", "SSL")
 
 
-def _chain(exc: BaseException):
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-
-
 def is_network_failure(exc: BaseException) -> bool:
     """Whether ``exc`` (or what caused it) is a failure to reach a server: no connection, no name
     resolution, a timeout, a proxy, or the Hub's offline mode."""
@@ -34,3 +26,11 @@ def unreachable(command: str, offline: str) -> str:
     """The one line said instead of the traceback; ``offline``: what the command can do without the Hub."""
     return (f"headtrace {command}: the Hugging Face Hub is unreachable (no network, or HF_HUB_OFFLINE is set). "
             f"Offline: {offline}")
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__

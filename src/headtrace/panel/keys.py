@@ -19,19 +19,6 @@ from headtrace.core.errors import ConfigError
 MAX_MESSAGE = 240  # characters of a schema message (jsonschema quotes the whole instance)
 
 
-def _resolve(node: dict) -> dict:
-    while isinstance(node, dict) and "$ref" in node:
-        target = schema_core.schema()
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-    return node
-
-
-def _where(path) -> str:
-    return ".".join(str(p) for p in path) or "the top level"
-
-
 def unknown_keys(config, node: dict | None = None, path: tuple = ()) -> list[tuple[tuple, str, list[str]]]:
     """``(where, key, valid keys)`` for every key the schema does not know, walking the blocks
     that close their keys (``additionalProperties: false``) and the maps of models and groups."""
@@ -49,18 +36,6 @@ def unknown_keys(config, node: dict | None = None, path: tuple = ()) -> list[tup
         elif isinstance(extra, dict):
             out += unknown_keys(value, extra, path + (key,))
     return out
-
-
-def _unknown_line(where: tuple, key: str, valid: list[str]) -> str:
-    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-    hint = f"did you mean `{close[0]}`?" if close else f"valid keys here: {', '.join(valid)}"
-    place = f"in `{_where(where)}`" if where else "at the top level"
-    return f"unknown key `{key}` {place}: {hint}"
-
-
-def _schema_line(err: jsonschema.ValidationError) -> str:
-    message = err.message if len(err.message) <= MAX_MESSAGE else err.message[:MAX_MESSAGE] + " …"
-    return f"`{_where(err.absolute_path)}`: {message}"
 
 
 def problems(config: dict) -> list[str]:
@@ -118,3 +93,28 @@ def check_blocks(settings, blocks, where: str = "settings") -> None:
     if lines:
         raise ConfigError(f"{where} does not fit config/schema.yaml (every key: config/README.md):\n  "
                           + "\n  ".join(lines))
+
+
+def _resolve(node: dict) -> dict:
+    while isinstance(node, dict) and "$ref" in node:
+        target = schema_core.schema()
+        for part in node["$ref"].removeprefix("#/").split("/"):
+            target = target[part]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return node
+
+
+def _where(path) -> str:
+    return ".".join(str(p) for p in path) or "the top level"
+
+
+def _unknown_line(where: tuple, key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    hint = f"did you mean `{close[0]}`?" if close else f"valid keys here: {', '.join(valid)}"
+    place = f"in `{_where(where)}`" if where else "at the top level"
+    return f"unknown key `{key}` {place}: {hint}"
+
+
+def _schema_line(err: jsonschema.ValidationError) -> str:
+    message = err.message if len(err.message) <= MAX_MESSAGE else err.message[:MAX_MESSAGE] + " …"
+    return f"`{_where(err.absolute_path)}`: {message}"

@@ -68,27 +68,6 @@ def check(config: dict, shown: int = 8) -> None:
         + "\n  ".join(lines[:shown]) + more + fixes)
 
 
-def _problem(spec: dict, revision: str, folder: str) -> tuple[str | None, str]:
-    path = Path(folder)
-    try:
-        gguf_file = gguf.locate(path)
-    except gguf.CheckpointError:
-        return None, ""  # several GGUF files in one folder: refused by panel.local_gguf.check
-    if not path.exists():
-        near = nearest(spec, revision)
-        return MISSING, f"no folder {folder}" + (f" (nearest there: '{near}')" if near else " (nothing like it there)")
-    if gguf_file is not None:
-        return None, ""  # a GGUF file carries its own configuration (checked by panel.local_gguf)
-    problem = revs.config_json_problem(path)
-    if problem:
-        return UNREADABLE, problem
-    try:
-        weights.weight_files(path)
-    except weights.CheckpointError as err:
-        return NO_WEIGHTS, str(err)
-    return None, ""
-
-
 def nearest(spec: dict, revision: str) -> str | None:
     """The name of an existing revision folder closest to ``revision`` (difflib), or None."""
     names = existing_names(spec)
@@ -111,3 +90,24 @@ def existing_names(spec: dict) -> list[str]:
         return sorted({f[len(before):len(f) - len(after)] for f in found if "/" not in f[len(before):len(f) - len(after)]})
     root = Path(base)
     return sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
+
+
+def _problem(spec: dict, revision: str, folder: str) -> tuple[str | None, str]:
+    path = Path(folder)
+    try:
+        gguf_file = gguf.locate(path)
+    except gguf.CheckpointError:
+        return None, ""  # several GGUF files in one folder: refused by panel.local_gguf.check
+    if not path.exists():
+        near = nearest(spec, revision)
+        return MISSING, f"no folder {folder}" + (f" (nearest there: '{near}')" if near else " (nothing like it there)")
+    if gguf_file is not None:
+        return None, ""  # a GGUF file carries its own configuration (checked by panel.local_gguf)
+    problem = revs.config_json_problem(path)
+    if problem:
+        return UNREADABLE, problem
+    try:
+        weights.weight_files(path)
+    except weights.CheckpointError as err:
+        return NO_WEIGHTS, str(err)
+    return None, ""

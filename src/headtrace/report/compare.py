@@ -40,23 +40,6 @@ def parse(arg: str) -> Side:
     return Side(Path(folder), model or None)
 
 
-def _rows(side: Side) -> tuple[list[dict], list[str]]:
-    """The headline rows of a side (its model's alone with ``model``) and the problems found."""
-    if not side.results.is_dir():
-        return [], [f"{side.results}: no such folder"]
-    rows, fs = console.screen_of(R.read(side.results))
-    if fs is None:
-        return [], [f"{side.results}: no findings yet (has the workflow finished there?)"]
-    rows = [r for r in rows if not r.get("group")]
-    if side.model is not None:
-        found = [r for r in rows if r["model"] == side.model]
-        if not found:
-            names = ", ".join(r["model"] for r in rows) or "none"
-            return [], [f"{side.label}: no model {side.model} in {side.results} (its models: {names})"]
-        rows = found
-    return rows, []
-
-
 def compare(args: list[str] | list[Side]) -> tuple[str, list[str]]:
     """The comparison in text, and the problems (a folder missing, a model not there): each question of
     the headline (:data:`headtrace.report.headline.COLUMNS`), each side's models' answers below it."""
@@ -82,3 +65,20 @@ def compare(args: list[str] | list[Side]) -> tuple[str, list[str]]:
                                        subsequent_indent=" " * len(lead)))
         lines.append("")
     return "\n".join(lines).rstrip() + "\n", problems
+
+
+def _rows(side: Side) -> tuple[list[dict], list[str]]:
+    """The headline rows of a side (its model's alone with ``model``) and the problems found."""
+    if not side.results.is_dir():
+        return [], [f"{side.results}: no such folder"]
+    rows, fs = console.screen_of(R.read(side.results))
+    if fs is None:
+        return [], [f"{side.results}: no findings yet (has the workflow finished there?)"]
+    rows = [r for r in rows if not r.get("group")]
+    if side.model is not None:
+        found = [r for r in rows if r["model"] == side.model]
+        if not found:
+            names = ", ".join(r["model"] for r in rows) or "none"
+            return [], [f"{side.label}: no model {side.model} in {side.results} (its models: {names})"]
+        rows = found
+    return rows, []

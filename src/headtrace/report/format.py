@@ -31,10 +31,6 @@ def fmt_tokens(t: int | None) -> str:
     return f"{t:.0f}"
 
 
-def _bad(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
 def fmt_ratio(x, unit: str = "×", sig: int = 2) -> str:
     """A point ratio, nearest, ``sig`` significant digits (at least one decimal below 10): 26.4 ->
     '26×', 5.13 -> '5.1×'; None/NaN -> '?'; inf -> '∞'."""
@@ -95,3 +91,7 @@ def fmt_chance(summary) -> str:
     k, n = int(summary.get("jaccard_n_beyond_chance") or 0), int(summary.get("jaccard_n_pairs") or 0)
     said = "no more than chance" if k == 0 else f"{k} of {n} pair{'s' if n != 1 else ''} beyond chance"
     return f"; {said} ({chance:.2f} by placement within the layers alone)"
+
+
+def _bad(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))

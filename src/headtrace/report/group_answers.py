@@ -18,17 +18,6 @@ from headtrace.report.words import names as _names
 from headtrace.report.words import plural as _plural
 
 
-def _p_text(p: float | None, n: int, what: str = "decided seed") -> str:
-    """'exact two-sided binomial p = 0.50 against 50% (the smallest 2 seeds allow)'."""
-    if _nan(p) or not n:
-        return "no member's order decided: no test"
-    floor = 2 * 0.5 ** n
-    out = f"exact two-sided binomial p = {fmt_p(p)} against 50%"
-    if abs(p - min(1.0, floor)) < 1e-12:
-        out += f", the smallest {_plural(n, what)} allow"
-    return out
-
-
 @dataclass(frozen=True)
 class GroupAnswer:
     """A seed group's answers, as its tables (``results/groups/{group}/``) say them. ``members``:
@@ -196,3 +185,12 @@ def group_answers(group_tables: Mapping[str, Mapping[str, pl.DataFrame]], *, fam
     return out
 
 
+def _p_text(p: float | None, n: int, what: str = "decided seed") -> str:
+    """'exact two-sided binomial p = 0.50 against 50% (the smallest 2 seeds allow)'."""
+    if _nan(p) or not n:
+        return "no member's order decided: no test"
+    floor = 2 * 0.5 ** n
+    out = f"exact two-sided binomial p = {fmt_p(p)} against 50%"
+    if abs(p - min(1.0, floor)) < 1e-12:
+        out += f", the smallest {_plural(n, what)} allow"
+    return out

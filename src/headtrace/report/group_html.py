@@ -29,25 +29,6 @@ OVERLAYS = [
 ]
 
 
-def _e(x) -> str:
-    return html.escape("" if x is None else str(x))
-
-
-def _series(F: Mapping[str, pl.DataFrame], table: str, col: str, members: list[str]) -> dict[str, list[tuple]]:
-    t = F.get(table)
-    if t is None or not t.height or col not in t.columns:
-        return {}
-    t = t.filter(pl.col("model").is_in(members))
-    if table == "f1_bos_floor":  # the floor layers, summed per revision
-        t = t.filter(pl.col("layer").is_in([0, 1])).group_by("model", "revision", "tokens").agg(pl.col(col).sum())
-    out = {}
-    for m in members:
-        g = t.filter((pl.col("model") == m) & pl.col("tokens").is_not_null() & pl.col(col).is_not_null()).sort("tokens")
-        if g.height:
-            out[m] = list(zip(g["tokens"].to_list(), g[col].to_list()))
-    return out
-
-
 def svg_overlay(series: Mapping[str, list[tuple]], label: str, width: int = 520, height: int = 190) -> str:
     """One line per member over log training tokens (inline SVG), its colour named in the legend."""
     pts = [(t, y) for s in series.values() for t, y in s]
@@ -80,31 +61,6 @@ def svg_overlay(series: Mapping[str, list[tuple]], label: str, width: int = 520,
         out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.5" fill="{c}"/>' for a, b in seq]
         out.append(f'<text x="{L + 6 + 110 * i}" y="{T - 4}" fill="{c}">{_e(m)}</text>')
     return "".join(out) + "</svg>"
-
-
-def _table(df: pl.DataFrame | None, cols: list[str]) -> str:
-    if df is None or not df.height:
-        return '<p class="note">(empty)</p>'
-    cols = [c for c in cols if c in df.columns]
-
-    def cell(x, col):
-        if isinstance(x, float):
-            if math.isnan(x):
-                return "—"
-            if col.startswith("p_") or col == "p_value":  # a p-value up, an interval's ends outward (core.rounding)
-                return fmt_p(x)
-            side = "lo" if col.endswith("_lo") else "hi" if col.endswith("_hi") else None
-            if side and x != 0 and not math.isinf(x):
-                q, decimals = directed(x, side, 4)
-                return f"{q:.{decimals}f}"
-            return f"{x:.4g}"
-        if isinstance(x, list):
-            return " ".join(map(str, x)) or "—"
-        return "—" if x is None else str(x)
-    body = "".join("<tr>" + "".join(f"<td>{_e(cell(r[c], c))}</td>" for c in cols) + "</tr>"
-                   for r in df.iter_rows(named=True))
-    return ("<table><thead><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr></thead><tbody>" + body
-            + "</tbody></table>")
 
 
 def group_section(g: A.GroupAnswer, F: Mapping[str, pl.DataFrame], T: Mapping[str, pl.DataFrame] | None = None,
@@ -152,3 +108,47 @@ def group_section(g: A.GroupAnswer, F: Mapping[str, pl.DataFrame], T: Mapping[st
     out.append('<p class="note">Tables: <code>results/groups/' + _e(g.group) + '/</code> (docs/statistics.md, seed '
                'groups). <a href="#top">back to the headline</a></p></section>')
     return "\n".join(out)
+
+
+def _e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _series(F: Mapping[str, pl.DataFrame], table: str, col: str, members: list[str]) -> dict[str, list[tuple]]:
+    t = F.get(table)
+    if t is None or not t.height or col not in t.columns:
+        return {}
+    t = t.filter(pl.col("model").is_in(members))
+    if table == "f1_bos_floor":  # the floor layers, summed per revision
+        t = t.filter(pl.col("layer").is_in([0, 1])).group_by("model", "revision", "tokens").agg(pl.col(col).sum())
+    out = {}
+    for m in members:
+        g = t.filter((pl.col("model") == m) & pl.col("tokens").is_not_null() & pl.col(col).is_not_null()).sort("tokens")
+        if g.height:
+            out[m] = list(zip(g["tokens"].to_list(), g[col].to_list()))
+    return out
+
+
+def _table(df: pl.DataFrame | None, cols: list[str]) -> str:
+    if df is None or not df.height:
+        return '<p class="note">(empty)</p>'
+    cols = [c for c in cols if c in df.columns]
+
+    def cell(x, col):
+        if isinstance(x, float):
+            if math.isnan(x):
+                return "—"
+            if col.startswith("p_") or col == "p_value":  # a p-value up, an interval's ends outward (core.rounding)
+                return fmt_p(x)
+            side = "lo" if col.endswith("_lo") else "hi" if col.endswith("_hi") else None
+            if side and x != 0 and not math.isinf(x):
+                q, decimals = directed(x, side, 4)
+                return f"{q:.{decimals}f}"
+            return f"{x:.4g}"
+        if isinstance(x, list):
+            return " ".join(map(str, x)) or "—"
+        return "—" if x is None else str(x)
+    body = "".join("<tr>" + "".join(f"<td>{_e(cell(r[c], c))}</td>" for c in cols) + "</tr>"
+                   for r in df.iter_rows(named=True))
+    return ("<table><thead><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr></thead><tbody>" + body
+            + "</tbody></table>")

@@ -21,6 +21,17 @@ PREFIX_LINES = (("n_induction_circuit", "induction circuit (synthetic)", "o-"),
                 ("n_prefix_heads", "prefix-matching heads (repeated)", "s--"))
 
 
+def plot_sink(over: pl.DataFrame, path) -> None:
+    """``measures_sink``: first-token fraction and text sink rate over tokens, a panel per model."""
+    _panels(over, path, SINK_LINES, "% of heads", True,
+            "first-token heads on the synthetic probe vs sink rate on text (alpha > {eps})")
+
+
+def plot_prefix(over: pl.DataFrame, path) -> None:
+    """``measures_prefix``: induction-circuit size and prefix-matching heads over tokens, a panel per model."""
+    _panels(over, path, PREFIX_LINES, "heads", False, "induction circuit vs prefix-matching heads")
+
+
 def _panels(over: pl.DataFrame, path, lines, ylabel: str, percent: bool, title: str) -> None:
     if not over.height:
         empty(path, "no measures (measures.enabled is false, or no model was run here)")
@@ -51,14 +62,3 @@ def _panels(over: pl.DataFrame, path, lines, ylabel: str, percent: bool, title: 
         ax.legend(fontsize=7)
     fig.suptitle(title.format(eps=eps0), fontsize=10)
     save(fig, path)
-
-
-def plot_sink(over: pl.DataFrame, path) -> None:
-    """``measures_sink``: first-token fraction and text sink rate over tokens, a panel per model."""
-    _panels(over, path, SINK_LINES, "% of heads", True,
-            "first-token heads on the synthetic probe vs sink rate on text (alpha > {eps})")
-
-
-def plot_prefix(over: pl.DataFrame, path) -> None:
-    """``measures_prefix``: induction-circuit size and prefix-matching heads over tokens, a panel per model."""
-    _panels(over, path, PREFIX_LINES, "heads", False, "induction circuit vs prefix-matching heads")

@@ -62,13 +62,6 @@ def x_at(tokens, floor: float) -> float:
     return floor if tokens == 0 else float(tokens)
 
 
-def _x(tokens: list, floor: float) -> tuple[np.ndarray, np.ndarray]:
-    """x values (zeros moved to ``floor``; nulls -> nan) and a mask of the zero-token points."""
-    x = np.array([np.nan if t is None else x_at(t, floor) for t in tokens])
-    zero = np.array([t == 0 for t in tokens])
-    return x, zero
-
-
 def log_token_axis(ax, floor: float, any_zero: bool) -> None:
     """Make ``ax``'s x axis the log token axis: its label, and with ``any_zero`` a "0" tick at ``floor``."""
     ax.set_xscale("log")
@@ -97,10 +90,16 @@ def save(fig, path) -> None:
     plt.close(fig)
 
 
-
 def empty(path, text: str) -> None:
     """A small placeholder figure that says why there is nothing to draw."""
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.axis("off")
     ax.text(0.5, 0.5, text, ha="center", va="center")
     save(fig, path)
+
+
+def _x(tokens: list, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """x values (zeros moved to ``floor``; nulls -> nan) and a mask of the zero-token points."""
+    x = np.array([np.nan if t is None else x_at(t, floor) for t in tokens])
+    zero = np.array([t == 0 for t in tokens])
+    return x, zero

@@ -45,16 +45,6 @@ def class_text(r: dict) -> str:
     return f"{r['class']} {path} ({r['last_head']}{peak}; {state_text(r)})"
 
 
-def _rows(trend: pl.DataFrame | None, model: str, classes: Iterable[str] | None) -> list[dict]:
-    if trend is None or not trend.height:
-        return []
-    rows = trend.filter(pl.col("model") == model).rows(named=True)
-    if classes is not None:
-        keep = list(classes)
-        rows = sorted((r for r in rows if r["class"] in keep), key=lambda r: keep.index(r["class"]))
-    return rows
-
-
 def model_text(trend: pl.DataFrame | None, model: str, classes: Iterable[str] | None = None) -> str:
     """A model's classes (all, or ``classes`` in that order), '; '-joined :func:`class_text` ("" without the table)."""
     return "; ".join(class_text(r) for r in _rows(trend, model, classes))
@@ -90,3 +80,13 @@ def markdown(trend: pl.DataFrame | None, models: Iterable[str]) -> str:
                          f"{fmt_sel(r['peak_selectivity'])} at {r['peak_revision']} ({r['peak_head']}) | "
                          f"{r['threshold']:g}× | {state_text(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def _rows(trend: pl.DataFrame | None, model: str, classes: Iterable[str] | None) -> list[dict]:
+    if trend is None or not trend.height:
+        return []
+    rows = trend.filter(pl.col("model") == model).rows(named=True)
+    if classes is not None:
+        keep = list(classes)
+        rows = sorted((r for r in rows if r["class"] in keep), key=lambda r: keep.index(r["class"]))
+    return rows

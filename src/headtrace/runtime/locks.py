@@ -51,6 +51,82 @@ class LockState:
         return STALE if self.lock_files else NO_LOCK
 
 
+def snakemake_processes(workdir: str | os.PathLike, proc: str | os.PathLike = "/proc") -> list[tuple[int, str]]:
+    """``(pid, command line)`` of every Snakemake process that runs on ``workdir`` (see the module
+    docstring), this process and its parents excluded."""
+    workdir = os.path.realpath(workdir)
+    proc = Path(proc)
+    mine = _ancestors()
+    if not proc.is_dir():
+        return _ps_fallback(mine)
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        try:
+            argv = [a for a in (entry / "cmdline").read_bytes().decode(errors="replace").split("\0") if a]
+        except OSError:
+            continue  # gone, or not ours to read
+        if not argv or not _is_snakemake(argv):
+            continue
+        try:
+            cwd = os.path.realpath(os.readlink(entry / "cwd"))
+        except OSError:
+            cwd = None  # another user's process: its cwd is unreadable
+        where = _directory_arg(argv, cwd) or cwd
+        if where is None:
+            if os.stat(entry).st_uid != os.getuid():
+                continue  # another user's run cannot hold our lock files
+            where = workdir  # ours but unreadable: count it as live
+        if where == workdir:
+            found.append((int(entry.name), " ".join(argv)))
+    return sorted(found)
+
+
+def check(workdir: str | os.PathLike = ".", proc: str | os.PathLike = "/proc") -> LockState:
+    """The lock state of a Snakemake working directory (see the module docstring)."""
+    workdir = Path(workdir).resolve()
+    state = LockState(workdir, _lock_files(workdir), _incomplete(workdir))
+    if state.lock_files:
+        state.live = snakemake_processes(workdir, proc)
+    return state
+
+
+class LiveRunError(RuntimeError):
+    """A Snakemake run is still working in this folder: a second one must not start under it."""
+
+
+def refuse_live_run(workdir: str | os.PathLike = ".", proc: str | os.PathLike = "/proc") -> None:
+    """Raise :class:`LiveRunError` with :func:`message` when a live run holds ``workdir``'s lock; nothing
+    otherwise (no lock, or a stale one: Snakemake's own lock error follows, and ``make demo`` says more)."""
+    state = check(workdir, proc)
+    if state.status == LIVE:
+        raise LiveRunError(message(state))
+
+
+def message(state: LockState, unlock: str = "make unlock", rerun: str = "make demo") -> str:
+    """What the user sees (empty when there is no lock)."""
+    locks = ", ".join(str(p.relative_to(state.workdir)) for p in state.lock_files)
+    if state.status == LIVE:
+        procs = "\n".join(f"  pid {pid}: {cmd[:160]}" for pid, cmd in state.live)
+        return (f"headtrace: a Snakemake run is still working in {state.workdir} ({locks}):\n{procs}\n"
+                "Wait for it to finish (or stop it: kill PID) and run again; do not unlock or --rerun-incomplete "
+                "under a live run (that redoes the outputs it is writing).")
+    if state.status == STALE:
+        inc = ""
+        if state.incomplete:
+            shown = "".join(f"\n  {p}" for p in state.incomplete[:10])
+            more = f"\n  ... and {len(state.incomplete) - 10} more" if len(state.incomplete) > 10 else ""
+            inc = (f"\n{len(state.incomplete)} output(s) had been started and will be redone "
+                   f"(--rerun-incomplete):{shown}{more}")
+        return (f"headtrace: stale Snakemake lock in {state.workdir}/.snakemake/locks ({locks}): the run that "
+                "took it is no longer alive (killed, out of memory or a power cut) and no Snakemake process "
+                f"works in this folder now. Nothing finished is lost.{inc}\n"
+                f"To recover, run:\n  {unlock}\n  {rerun}\n"
+                "(If a run on another machine uses this folder, e.g. a cluster login node, wait for it instead.)")
+    return ""
+
+
 def _lock_files(workdir: Path) -> list[Path]:
     d = workdir / ".snakemake" / "locks"
     if not d.is_dir():
@@ -114,38 +190,6 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def snakemake_processes(workdir: str | os.PathLike, proc: str | os.PathLike = "/proc") -> list[tuple[int, str]]:
-    """``(pid, command line)`` of every Snakemake process that runs on ``workdir`` (see the module
-    docstring), this process and its parents excluded."""
-    workdir = os.path.realpath(workdir)
-    proc = Path(proc)
-    mine = _ancestors()
-    if not proc.is_dir():
-        return _ps_fallback(mine)
-    found = []
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) in mine:
-            continue
-        try:
-            argv = [a for a in (entry / "cmdline").read_bytes().decode(errors="replace").split("\0") if a]
-        except OSError:
-            continue  # gone, or not ours to read
-        if not argv or not _is_snakemake(argv):
-            continue
-        try:
-            cwd = os.path.realpath(os.readlink(entry / "cwd"))
-        except OSError:
-            cwd = None  # another user's process: its cwd is unreadable
-        where = _directory_arg(argv, cwd) or cwd
-        if where is None:
-            if os.stat(entry).st_uid != os.getuid():
-                continue  # another user's run cannot hold our lock files
-            where = workdir  # ours but unreadable: count it as live
-        if where == workdir:
-            found.append((int(entry.name), " ".join(argv)))
-    return sorted(found)
-
-
 def _ps_fallback(mine: set[int]) -> list[tuple[int, str]]:  # pragma: no cover - non-Linux
     try:
         out = subprocess.run(["ps", "-U", str(os.getuid()), "-o", "pid=,command="], capture_output=True,
@@ -158,47 +202,3 @@ def _ps_fallback(mine: set[int]) -> list[tuple[int, str]]:  # pragma: no cover -
         if pid.isdigit() and int(pid) not in mine and _is_snakemake(cmd.split()):
             found.append((int(pid), cmd))
     return found
-
-
-def check(workdir: str | os.PathLike = ".", proc: str | os.PathLike = "/proc") -> LockState:
-    """The lock state of a Snakemake working directory (see the module docstring)."""
-    workdir = Path(workdir).resolve()
-    state = LockState(workdir, _lock_files(workdir), _incomplete(workdir))
-    if state.lock_files:
-        state.live = snakemake_processes(workdir, proc)
-    return state
-
-
-class LiveRunError(RuntimeError):
-    """A Snakemake run is still working in this folder: a second one must not start under it."""
-
-
-def refuse_live_run(workdir: str | os.PathLike = ".", proc: str | os.PathLike = "/proc") -> None:
-    """Raise :class:`LiveRunError` with :func:`message` when a live run holds ``workdir``'s lock; nothing
-    otherwise (no lock, or a stale one: Snakemake's own lock error follows, and ``make demo`` says more)."""
-    state = check(workdir, proc)
-    if state.status == LIVE:
-        raise LiveRunError(message(state))
-
-
-def message(state: LockState, unlock: str = "make unlock", rerun: str = "make demo") -> str:
-    """What the user sees (empty when there is no lock)."""
-    locks = ", ".join(str(p.relative_to(state.workdir)) for p in state.lock_files)
-    if state.status == LIVE:
-        procs = "\n".join(f"  pid {pid}: {cmd[:160]}" for pid, cmd in state.live)
-        return (f"headtrace: a Snakemake run is still working in {state.workdir} ({locks}):\n{procs}\n"
-                "Wait for it to finish (or stop it: kill PID) and run again; do not unlock or --rerun-incomplete "
-                "under a live run (that redoes the outputs it is writing).")
-    if state.status == STALE:
-        inc = ""
-        if state.incomplete:
-            shown = "".join(f"\n  {p}" for p in state.incomplete[:10])
-            more = f"\n  ... and {len(state.incomplete) - 10} more" if len(state.incomplete) > 10 else ""
-            inc = (f"\n{len(state.incomplete)} output(s) had been started and will be redone "
-                   f"(--rerun-incomplete):{shown}{more}")
-        return (f"headtrace: stale Snakemake lock in {state.workdir}/.snakemake/locks ({locks}): the run that "
-                "took it is no longer alive (killed, out of memory or a power cut) and no Snakemake process "
-                f"works in this folder now. Nothing finished is lost.{inc}\n"
-                f"To recover, run:\n  {unlock}\n  {rerun}\n"
-                "(If a run on another machine uses this folder, e.g. a cluster login node, wait for it instead.)")
-    return ""

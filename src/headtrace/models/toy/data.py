@@ -52,13 +52,6 @@ BOS_TOKEN_ID = 256
 EOS_TOKEN_ID = 257
 
 
-def _check_triggers(kind: str, t_low: int, n: int, lo: int, hi: int) -> None:
-    """A trigger kind's tokens ``[t_low, t_low + n)`` must miss the content range and stay below 256."""
-    if t_low < hi and t_low + n > lo or t_low + n > 256:
-        raise ValueError(f"{kind} trigger tokens [{t_low}, {t_low + n}) must lie outside the "
-                         f"content range [{lo}, {hi}) and below 256")
-
-
 def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
     """One training batch ``(batch_size, seq_len)`` int64 drawn from ``rng`` (see module docstring)."""
     kind = data.get("kind", "repeat")
@@ -160,3 +153,10 @@ def make_data(data: dict, batch_size: int, seq_len: int, rng: np.random.Generato
     if bos:
         out = np.concatenate([np.full((batch_size, 1), int(data.get("bos_token_id", BOS_TOKEN_ID)), np.int64), out], 1)
     return out
+
+
+def _check_triggers(kind: str, t_low: int, n: int, lo: int, hi: int) -> None:
+    """A trigger kind's tokens ``[t_low, t_low + n)`` must miss the content range and stay below 256."""
+    if t_low < hi and t_low + n > lo or t_low + n > 256:
+        raise ValueError(f"{kind} trigger tokens [{t_low}, {t_low + n}) must lie outside the "
+                         f"content range [{lo}, {hi}) and below 256")

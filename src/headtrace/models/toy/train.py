@@ -81,28 +81,6 @@ def build_model(family: str, arch: dict, seed: int) -> transformers.PreTrainedMo
     return model
 
 
-def _lr_at(step: int, optim: dict, max_steps: int) -> float:
-    """Linear warmup over ``warmup`` steps, then constant (``schedule: constant``, the only one)."""
-    lr, warm = float(optim["lr"]), int(optim.get("warmup", 0))
-    if warm and step < warm:
-        return lr * (step + 1) / warm
-    return lr
-
-
-def _save(model: torch.nn.Module, out_dir: Path, step: int) -> Path:
-    final = out_dir / toy_revision(step)
-    tmp = out_dir / f".step{step}.tmp{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    transformers.utils.logging.disable_progress_bar()
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
-    finally:
-        transformers.utils.logging.enable_progress_bar()
-    durable.publish_dir(tmp, final)  # fsync files + folder, replace final, fsync out_dir
-    return final
-
-
 def train(
     family: str,
     out_dir,
@@ -218,3 +196,23 @@ def train_revisions(family: str, out_dir, *, revisions: list[str], overrides: di
                  curriculum=r["curriculum"], progress=progress)
 
 
+def _lr_at(step: int, optim: dict, max_steps: int) -> float:
+    """Linear warmup over ``warmup`` steps, then constant (``schedule: constant``, the only one)."""
+    lr, warm = float(optim["lr"]), int(optim.get("warmup", 0))
+    if warm and step < warm:
+        return lr * (step + 1) / warm
+    return lr
+
+
+def _save(model: torch.nn.Module, out_dir: Path, step: int) -> Path:
+    final = out_dir / toy_revision(step)
+    tmp = out_dir / f".step{step}.tmp{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+    finally:
+        transformers.utils.logging.enable_progress_bar()
+    durable.publish_dir(tmp, final)  # fsync files + folder, replace final, fsync out_dir
+    return final

@@ -141,7 +141,7 @@ def test_cross_seed_conditions_and_table():
                 "top1": top1["circuit:" + c.name.split(":")[1]] if own.get(c.name) == c.heads else top1[c.name]}
                for c in conds]
     df = E.cross_seed_table(results, circuits, "a", {"a": 0, "b": 1})
-    tables.conform(df, "cross_seed_ablation")
+    tables.conform(df, "cross_seed_model")
     ra = df.filter(pl.col("circuit_model") == "a").row(0, named=True)
     rb = df.filter(pl.col("circuit_model") == "b").row(0, named=True)
     # a's six sets drop 0.5 (itself) and 0.1 (the five others): mean 1/6, excess 0.5 - 1/6
@@ -402,7 +402,7 @@ def test_figures_and_summary(tmp_path):
         res = [{"name": c.name, "top1": 0.5 if c.name == "baseline" else (0.1 if c.name == f"circuit:{m}" else 0.45)}
                for c in conds]
         frames.append(E.cross_seed_table(res, circuits, m, {"a": 0, "b": 1}))
-    cs = pl.concat(frames)
+    cs = E.seed_specificity(pl.concat(frames))  # as the cross_seed_table job writes it
     EF.plot_cross_seed(cs, tmp_path / "cs.png")
     base = _traj("b", [("step0", 0), ("step100", 1000)], [set(), {(1, 0)}])
     shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0)}, {(1, 0)}])
@@ -420,7 +420,7 @@ def test_figures_and_summary(tmp_path):
     EF.plot_noise_floor(nf, tmp_path / "nf.png")
     for f in ("cs", "ds", "comp", "nf"):
         assert (tmp_path / f"{f}.png").stat().st_size > 1000
-    text = ES.summary_markdown(cs, ds, comp, nf, fl)
+    text = ES.summary_markdown(cs, ds, comp, nf)
     for word in ("Seed specificity", "Data shift", "Composition", "noise floor"):
         assert word in text
     assert "seed 0: L1H0" in text and "from step10" in text

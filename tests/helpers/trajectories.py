@@ -5,6 +5,8 @@
 * ``seed_group_trajectory``: three toy seeds A, B, C of 4 layers x 4 heads with known onsets
   (``MEMBERS``, the milestone pair ``PAIRS``), tabulated in tests/findings/test_groups.py's docstring
   (tests/findings/test_groups.py, tests/report/test_parity.py);
+* ``final_circuit_trajectory``: two models whose final induction circuit and F4 recall at the class and
+  the circuit threshold are known (tests/findings/test_final_circuit.py, tests/report/test_final_circuit_words.py);
 * ``RENDER_SETTINGS``: the thresholds ``all_findings`` computes with when given none, which the pages
   (``summary.render``, ``figures.plot_all``) must be told: report/ holds no threshold default.
 """
@@ -72,4 +74,26 @@ def seed_group_trajectory() -> pl.DataFrame:
                     rows.append(dict(model=m, revision=r, tokens=TOKENS[r], layer=layer, head=head, pr=1.0, **sel,
                                      best_class="induction" if ind >= ft and ind else ("first-token" if ft else "none"),
                                      best_selectivity=best, classification="x", in_induction_circuit=ind >= 50))
+    return pl.DataFrame(rows, schema=SCHEMAS["trajectory"])
+
+
+# model "m", 2 layers x 2 heads, induction selectivity per head (L0H0, L0H1, L1H0, L1H1) at each revision:
+# the final circuit (>= 50x at s2) is L0H0 (60x), L0H1 (80x), L1H0 (55x); L1H1 (40x) is found at the class
+# threshold (30x) only, and is no circuit head. Recall, found at >= 30x: s1 2 of 3 (L0H0 60, L0H1 35), s2 3 of 3;
+# at >= 50x: s1 1 of 3, s2 3 of 3. Model "none": no head reaches 50x at its final revision (45x at most).
+FINAL_CIRCUIT_PLAN = {"m": {"s0": (0, [1, 1, 1, 1]), "s1": (100, [60, 35, 1, 1]), "s2": (1000, [60, 80, 55, 40])},
+                      "none": {"s0": (0, [1, 1, 1, 1]), "s1": (100, [45, 1, 1, 1])}}
+
+
+def final_circuit_trajectory() -> pl.DataFrame:
+    """The trajectory of ``FINAL_CIRCUIT_PLAN`` (every other class 1x, PR 1), classified at 30x / 50x."""
+    rows = []
+    for model, plan in FINAL_CIRCUIT_PLAN.items():
+        for rev, (tok, sels) in plan.items():
+            for i, s in enumerate(sels):
+                sel = {f"sel_{c}": float(s if c == "induction" else 1.0) for c in CLASS_COLUMNS}
+                rows.append(dict(model=model, revision=rev, tokens=tok, layer=i // 2, head=i % 2, pr=1.0, **sel,
+                                 best_class="induction" if s > 1 else "none", best_selectivity=float(s),
+                                 classification="induction" if s >= 30 else "unclassified",
+                                 in_induction_circuit=s >= 50))
     return pl.DataFrame(rows, schema=SCHEMAS["trajectory"])

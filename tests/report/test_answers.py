@@ -369,12 +369,13 @@ def test_cross_seed_controls_follow_exact_max():
 
 
 def _cross_seed(excess_other=math.nan, excess_own=0.3):
-    return pl.DataFrame({
+    """Both seeds' rows, with the whole table's call made as the cross_seed_table job makes it."""
+    return E.seed_specificity(pl.DataFrame({
         "circuit_seed": [0, 1, 0, 1], "model_seed": [0, 1, 1, 0], "same_seed": [True, True, False, False],
         "model": ["s0", "s1", "s1", "s0"], "circuit": [["L1H0"], ["L1H1"], ["L1H0"], ["L1H1"]],
         "n_heads": [1, 1, 1, 1], "top1_drop": [0.4, 0.4, 0.1, 0.1],
         "top1_drop_vs_random": [excess_own, excess_own, excess_other, excess_other],
-        "jaccard": [1.0, 1.0, 0.0, 0.0], "control_exact": [True, True, None, None]})
+        "jaccard": [1.0, 1.0, 0.0, 0.0], "control_exact": [True, True, None, None]}))
 
 
 def test_seed_specificity_without_matched_draws_is_undecidable():

@@ -106,5 +106,7 @@ def test_figures_from_the_findings_jobs_tables_compute_nothing(tmp_path, monkeyp
 
 def test_head_trajectories_without_induction_heads(tmp_path):
     t = toy_traj().with_columns(sel_induction=pl.lit(1.0))
-    Fg.plot_head_trajectories(t, tmp_path / "none.png", RENDER_SETTINGS["induction_threshold"])
+    fin = all_findings(t)["f4_final_circuit"]  # the findings job's: no head
+    assert not fin.height
+    Fg.plot_head_trajectories(t, tmp_path / "none.png", RENDER_SETTINGS["induction_threshold"], final=fin)
     assert (tmp_path / "none.png").exists()

@@ -63,6 +63,49 @@ def test_report_reads_no_table():
     assert not hits, "report/ reads a table: read it in headtrace.core.results or the script\n" + "\n".join(hits)
 
 
+COMPUTE = REPORT.parent / "findings" / "compute.py"
+
+
+def _builders() -> set[str]:
+    """The functions the findings job computes its tables with: every function ``findings/compute.py``
+    imports from a findings module or calls on one (``spectral_lead.f5_pr_lead``); ``all_findings``, its
+    entry; and ``final_circuit``, the circuit F4's and F5's tables follow (``findings.trajectory``)."""
+    tree = ast.parse(COMPUTE.read_text())
+    names, modules = {"all_findings", "final_circuit"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "headtrace.findings":
+            modules |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("headtrace.findings."):
+            names |= {a.asname or a.name for a in node.names if not a.name.isupper()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in modules:
+            names.add(node.func.attr)
+    return names
+
+
+def _builder_calls(path: Path, builders: set[str]) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+            if name in builders:
+                out.append(f"{path.name}:{node.lineno}: calls {name}()")
+    return sorted(out, key=lambda h: int(h.split(":")[1]))
+
+
+def test_report_computes_no_findings_table():
+    """report/ words the findings job's tables and never builds one itself (the final circuit, F4's
+    strict recall): no module there calls a function the job computes its tables with."""
+    builders = _builders()
+    assert {"final_circuit", "f4_final_circuit", "f4_recall", "f4_recall_milestones", "f5_pr_lead",
+            "all_findings"} <= builders
+    assert not builders & {"with_rev_index", "revision_order", "conform"}, "ordering helpers are not builders"
+    hits = [h for p in _modules() for h in _builder_calls(p, builders)]
+    assert not hits, "report/ computes a findings table: read the findings job's instead\n" + "\n".join(hits)
+
+
 def test_the_check_finds_what_it_looks_for(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from x import agreement\n"
@@ -78,3 +121,11 @@ def test_the_check_finds_what_it_looks_for(tmp_path):
                     "bad.py:4: compares with a significance level: return x <= agreement.ALPHA",
                     "bad.py:6: compares with a significance level: return a or 0.05"]
     assert _hits(REPORT / "experiment_summary.py") == []
+    calls = tmp_path / "calls.py"
+    calls.write_text("from headtrace.findings import trajectory as T\n"
+                     "from headtrace.findings.trajectory import f4_recall\n"
+                     "fin = T.final_circuit(traj, 50.0)\n"
+                     "strict = T.f4_recall_milestones(f4_recall(traj, 50.0, 50.0))\n"
+                     "o = T.with_rev_index(traj)\n")
+    assert _builder_calls(calls, _builders()) == [
+        "calls.py:3: calls final_circuit()", "calls.py:4: calls f4_recall_milestones()", "calls.py:4: calls f4_recall()"]

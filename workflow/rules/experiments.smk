@@ -218,8 +218,7 @@ rule experiments_summary:
         cross_seed=PATHS["exp_cross_seed"] if SEED_MODELS else [],
         data_shift=PATHS["exp_data_shift"] if SHIFT_PAIR else [],
         composition=PATHS["exp_composition"] if COMPOSITION_ON else [],
-        noise_floor=PATHS["exp_noise_floor"] if NF_MODELS else [],
-        floors=PATHS["exp_noise_floor_null"] if NF_MODELS else [],
+        noise_floor=PATHS["exp_noise_floor"] if NF_MODELS else [],  # its quantile and narrowness recorded in it
     output:
         PATHS["exp_summary"],
     conda:

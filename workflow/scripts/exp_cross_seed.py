@@ -29,4 +29,4 @@ with logs.to_file(snakemake.log[0]):
     conds = experiments.cross_seed_conditions(circuits, n_heads, p.n_random, p.seed, exact_max=p.exact_max)
     results = ablation.run(model, family, batch, conds, batch_size=batch_size, device=device, copy_null=False)
     table = experiments.cross_seed_table(results, circuits, wc.model, p.seeds, n_heads_per_layer=n_heads)
-    tables.write(table, snakemake.output[0], schema="cross_seed_ablation")
+    tables.write(table, snakemake.output[0], schema="cross_seed_model")  # the table job decides across seeds

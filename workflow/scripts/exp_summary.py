@@ -14,5 +14,5 @@ with logs.to_file(snakemake.log[0]):
         return tables.read(i[name]) if i.get(name) else None
 
     text = experiment_summary.summary_markdown(get("cross_seed"), get("data_shift"), get("composition"),
-                                               get("noise_floor"), get("floors"))
+                                               get("noise_floor"))
     tables.write_text(text, snakemake.output[0])  # atomic + fsync, like every output

@@ -8,6 +8,16 @@ import polars as pl
 
 from headtrace.core.cell_schemas import CELL_KEY
 
+# seed i's final induction circuit ablated in seed j's final model (experiments.seeds.cross_seed_table)
+_CROSS_SEED = {
+    "circuit_seed": pl.Int64,
+    "model_seed": pl.Int64,
+    "top1_drop": pl.Float64,
+    "top1_drop_vs_random": pl.Float64,
+    "jaccard": pl.Float64,
+    "n_candidates": pl.Int64,
+}
+
 FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     # ---- findings (headtrace.findings.trajectory), results/findings/*.parquet ----
     # F1: first-token (BOS) heads per layer; first-token = sel_first_token >= class threshold.
@@ -187,6 +197,17 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "n_resamples": pl.Int32,
         "interval": pl.Float64,
     },
+    # F4: each model's final-revision induction circuit, one row per head (findings.trajectory.f4_final_circuit):
+    # the final revision, the head's induction selectivity there and the circuit threshold it was held to
+    "f4_final_circuit": {
+        "model": pl.String,
+        "layer": pl.Int32,
+        "head": pl.Int32,
+        "revision": pl.String,
+        "tokens": pl.Int64,
+        "sel_induction": pl.Float64,
+        "induction_threshold": pl.Float64,
+    },
     # F4: recall of the final-revision induction circuit at each revision.
     "f4_recall": {
         **CELL_KEY,
@@ -196,6 +217,17 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     },
     # F4: first revision reaching each recall level.
     "f4_recall_milestones": {
+        "model": pl.String,
+        "level": pl.Float64,
+        "level_label": pl.String,
+        "revision": pl.String,
+        "tokens": pl.Int64,
+        "final_tokens": pl.Int64,
+        "token_share": pl.Float64,
+    },
+    # F4, strict variant: the same, a head counting as found only at the circuit threshold (found_threshold =
+    # induction_threshold), the second table of summary.md's Finding 4
+    "f4_recall_milestones_strict": {
         "model": pl.String,
         "level": pl.Float64,
         "level_label": pl.String,
@@ -290,15 +322,19 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "positional_induction": pl.Boolean,
     },
     # ---- method experiments (headtrace.experiments), results/experiments/*.parquet ----
-    # Seed specificity: seed i's final induction circuit ablated in seed j's final model.
+    # Seed specificity: seed i's final induction circuit ablated in seed j's final model, every model seed's
+    # rows together (the cross_seed_table job), with the whole table's call decided once
+    # (experiments.seeds.seed_specificity), the pages only word it
     "cross_seed_ablation": {
-        "circuit_seed": pl.Int64,
-        "model_seed": pl.Int64,
-        "top1_drop": pl.Float64,
-        "top1_drop_vs_random": pl.Float64,
-        "jaccard": pl.Float64,
-        "n_candidates": pl.Int64,
+        **_CROSS_SEED,
+        # no_circuit | undecidable (no reference draws for the own or the foreign circuits) | specific (mean
+        # cross-seed Jaccard < 1 and the foreign circuits' mean excess drop < specificity_factor x the own
+        # ones') | not_specific
+        "seed_specificity": pl.String,
+        "specificity_factor": pl.Float64,
     },
+    # one model seed's rows (results/experiments/cross_seed/{model}.parquet, experiments.seeds.cross_seed_table)
+    "cross_seed_model": _CROSS_SEED,
     # Data shift: induction circuit per revision before (base model) and after (continued) the shift.
     "data_shift": {
         **CELL_KEY,
@@ -365,6 +401,14 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "floor": pl.Float64,
         "n_above": pl.Int32,
         "fraction_above": pl.Float64,
+        # recorded and decided here (experiments.noise_floor.init_null_columns), the pages only word them, on
+        # every row: the floors' quantile, the class threshold of n_classified, the init null's median floor
+        # over every model and class (null: no init null) and whether it lies below narrow_below (x): narrow
+        "quantile": pl.Float64,
+        "class_threshold": pl.Float64,
+        "init_floor_median": pl.Float64,
+        "narrow_below": pl.Float64,
+        "init_null_narrow": pl.Boolean,
     },
     # The noise floors themselves: per model, class and null (init, shuffled, combined).
     "noise_floor_null": {

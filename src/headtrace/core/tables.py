@@ -82,6 +82,7 @@ LOCATIONS: dict[str, str] = {
     **{name: f"{paths.DEFAULT}/{paths.RELATIVE[name]}" for name in _LOCATED},
     **{name: f"{paths.DEFAULT}/{paths.RELATIVE['measures_findings']}/{name}.parquet"
        for name in ("measures_over_training", "measures_comparison", "measures_circuit_copying")},
+    "cross_seed_model": f"{paths.DEFAULT}/{paths.RELATIVE['exp_cross_seed_model']}",
 }
 
 
@@ -101,7 +102,8 @@ def markdown() -> str:
 _FINDINGS_TABLES = {
     "f1_bos_floor", "f1_floor", "f2_bos_fraction", "f2_shape", "f2_layer_onset", "f2_layer_spread",
     "circuit_size", "f3_milestones", "f3_onset_bootstrap",
-    "f3_gaps", "f3_onsets", "f4_recall", "f4_recall_milestones", "f5_pr_lead", "pr_integral",
+    "f3_gaps", "f3_onsets", "f4_final_circuit", "f4_recall", "f4_recall_milestones", "f4_recall_milestones_strict",
+    "f5_pr_lead", "pr_integral",
     "strongest_head", "strongest_trend", "lineage_panel", "circuit_positional",
 }
 

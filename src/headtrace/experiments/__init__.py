@@ -34,7 +34,8 @@ from headtrace.experiments.config import (
 )
 from headtrace.experiments.data_shift import behaviour_change, data_shift_heads, data_shift_table
 from headtrace.experiments.noise_floor import SHUFFLE_CLASSES, floors, noise_floor_table, null_samples, shuffle_batch
-from headtrace.experiments.seeds import circuit_of, cross_seed_conditions, cross_seed_matrix, cross_seed_table
+from headtrace.experiments.seeds import (circuit_of, cross_seed_conditions, cross_seed_matrix, cross_seed_table,
+                                         seed_specificity)
 
 __all__ = [
     "DEFAULTS", "EXPERIMENTS", "SHUFFLE_CLASSES", "circuit_of", "composition_on", "composition_table",
@@ -42,6 +43,6 @@ __all__ = [
     "behaviour_change", "cross_seed_conditions", "cross_seed_matrix", "cross_seed_table", "data_shift_heads",
     "data_shift_table",
     "expand_models", "floors", "jaccard", "model_seed", "noise_floor_models", "noise_floor_table", "null_samples",
-    "resolve_revisions", "seed_model_name", "seed_models", "settings", "shift_model_name",
+    "resolve_revisions", "seed_model_name", "seed_specificity", "seed_models", "settings", "shift_model_name",
     "shift_models", "shift_pair", "shift_train_kwargs", "shuffle_batch", "shuffled_cells", "targets", "wanted",
 ]

@@ -10,6 +10,13 @@ floor of a class is the ``quantile`` (0.99, 'higher' interpolation) of each null
 ``combined`` floor is the maximum over the nulls available for the class. Per revision and class:
 ``n_above`` heads with selectivity > floor; class ``any``: heads above the floor of at least one
 class = the specialized-head fraction, next to the 30x classification count (``n_classified``).
+
+**Recorded and decided here** (the pages only word these columns), on every row of
+:func:`noise_floor_table`: the floors' ``quantile``, the ``class_threshold`` of the classification count,
+``init_floor_median`` (the median floor of the ``init`` null over every model and class) and
+``init_null_narrow``: that median below ``narrow_below`` (:data:`NARROW_FLOOR`) x, random-init heads
+attending almost uniformly, so that any trained head departing from uniform attention crosses the floor
+(the above-floor fraction an upper bound, the classified count a lower one); null without an ``init`` null.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ from headtrace.core.probe import CLASSES
 from headtrace.core.tables import CLASS_COLUMNS
 
 SHUFFLE_CLASSES = ("induction", "duplicate_token")
+# an init null whose median floor lies below this selectivity (x) is narrow: near-uniform random-init heads
+NARROW_FLOOR = 2.0
 
 
 def shuffle_batch(batch: _probe.ProbeBatch, seed: int = 0, keep_first: bool = False) -> _probe.ProbeBatch:
@@ -74,8 +83,10 @@ def floors(null: pl.DataFrame, quantile: float = 0.99) -> pl.DataFrame:
 
 
 def noise_floor_table(traj: pl.DataFrame, floor_table: pl.DataFrame, class_threshold: float = 30.0,
-                      null: str = "combined") -> pl.DataFrame:
-    """Per model x revision x class (+ ``any``): heads above the class floor, and the 30x count."""
+                      null: str = "combined", quantile: float | None = None) -> pl.DataFrame:
+    """Per model x revision x class (+ ``any``): heads above the class floor, and the 30x count; on
+    every row what :func:`init_null_columns` records and decides (``quantile``: the floors', recorded;
+    default the floor table's)."""
 
     fl = floor_table.filter(pl.col("null") == null)
     rows = []
@@ -99,4 +110,23 @@ def noise_floor_table(traj: pl.DataFrame, floor_table: pl.DataFrame, class_thres
                      "n_above": int(above_any.sum()), "fraction_above": above_any.sum() / n if n else math.nan,
                      "n_heads": n, "n_classified": n_cls, "fraction_classified": n_cls / n if n else math.nan,
                      "null": null})
-    return pl.DataFrame(rows, schema_overrides={"tokens": pl.Int64, "floor": pl.Float64, "null": pl.String})
+    out = pl.DataFrame(rows, schema_overrides={"tokens": pl.Int64, "floor": pl.Float64, "null": pl.String})
+    return out.with_columns(**{k: pl.lit(v, t) for k, (v, t) in
+                               init_null_columns(floor_table, class_threshold, quantile).items()})
+
+
+def init_null_columns(floor_table: pl.DataFrame, class_threshold: float, quantile: float | None = None,
+                      narrow_below: float = NARROW_FLOOR) -> dict[str, tuple]:
+    """The panel-wide columns of :func:`noise_floor_table` (module docstring), each as (value, dtype):
+    ``quantile`` (the argument, else the floor table's; null: neither), ``class_threshold``,
+    ``init_floor_median`` (null: no ``init`` null), ``narrow_below`` and ``init_null_narrow``."""
+    if quantile is None and floor_table.height and "quantile" in floor_table.columns:
+        quantile = floor_table["quantile"][0]
+    init = floor_table.filter(pl.col("null") == "init")["floor"].drop_nulls().drop_nans() if floor_table.height \
+        else pl.Series([], dtype=pl.Float64)
+    median = float(init.median()) if init.len() else None
+    return {"quantile": (None if quantile is None else float(quantile), pl.Float64),
+            "class_threshold": (float(class_threshold), pl.Float64),
+            "init_floor_median": (median, pl.Float64),
+            "narrow_below": (float(narrow_below), pl.Float64),
+            "init_null_narrow": (None if median is None else median < narrow_below, pl.Boolean)}

@@ -14,6 +14,13 @@ verdict's rule (the same ``exact_max``, ``ablation.exact_max``): every set when 
 a negative. ``jaccard`` (``heads.jaccard``) is between circuit i and circuit j;
 ``n_candidates`` is the number of heads in the circuit's layers (how much room two seeds had to
 land on different heads).
+
+**Seed specificity, decided here** (:func:`seed_specificity`, on the whole seed x seed table; the pages
+only word it): ``seed_specificity`` is ``no_circuit`` (no seed has an induction circuit at its final
+revision), ``undecidable`` (the own or the foreign circuits have no reference draws, so no excess to
+compare), ``specific`` (the circuits differ, mean cross-seed Jaccard below 1, and a foreign circuit's
+mean excess drop is below ``specificity_factor`` x the own circuits', as in the paper) or ``not_specific``;
+``specificity_factor`` (:data:`SPECIFICITY_FACTOR`) is recorded on every row.
 """
 from __future__ import annotations
 
@@ -26,6 +33,10 @@ import polars as pl
 from headtrace.causal.conditions import Condition, reference_sets
 from headtrace.causal.verdict import reference_p
 from headtrace.core.heads import Head, as_heads, head_name, jaccard, layers_of
+
+# a foreign circuit hurts "far less" than the own one when its mean excess drop is below this share of it
+SPECIFICITY_FACTOR = 0.5
+SPECIFICITY = ("no_circuit", "undecidable", "specific", "not_specific")
 
 
 def circuit_of(screen_or_traj: pl.DataFrame, revision: str | None = None) -> tuple[Head, ...]:
@@ -96,6 +107,33 @@ def cross_seed_table(results: Sequence[dict], circuits: Mapping[str, Sequence], 
         })
     return pl.DataFrame(rows, schema_overrides={"circuit": pl.List(pl.String), "n_candidates": pl.Int64,
                                                 "n_matched_sets": pl.Int64, "control_exact": pl.Boolean})
+
+
+def seed_specificity(df: pl.DataFrame, factor: float = SPECIFICITY_FACTOR) -> pl.DataFrame:
+    """``df`` (every model seed's :func:`cross_seed_table` rows together) with the whole table's call
+    (module docstring) on every row: ``seed_specificity`` and the ``specificity_factor`` it was made at.
+    The excess drops are the rows' ``top1_drop_vs_random`` where there were reference draws (NaN: none)."""
+    return df.with_columns(seed_specificity=pl.lit(_specificity(df, factor), pl.String),
+                           specificity_factor=pl.lit(float(factor), pl.Float64))
+
+
+def _specificity(df: pl.DataFrame, factor: float) -> str | None:
+    if not df.height:
+        return None
+    own, other = df.filter(pl.col("same_seed")), df.filter(~pl.col("same_seed"))
+    if own["n_heads"].sum() == 0:
+        return "no_circuit"
+    own_ex, other_ex = _mean_excess(own), _mean_excess(other)
+    if own_ex is None or other_ex is None:
+        return "undecidable"
+    jac = other["jaccard"].drop_nans().drop_nulls()
+    return "specific" if jac.len() and jac.mean() < 1 and other_ex < factor * own_ex else "not_specific"
+
+
+def _mean_excess(rows: pl.DataFrame) -> float | None:
+    """Mean excess drop over the reference set of the rows that had reference draws; None: none had."""
+    x = rows["top1_drop_vs_random"].fill_nan(None).drop_nulls()
+    return float(x.mean()) if x.len() else None
 
 
 def cross_seed_matrix(df: pl.DataFrame, value: str = "top1_drop_vs_random") -> tuple[list[int], list[int], np.ndarray]:

@@ -17,6 +17,7 @@ from headtrace.findings.trajectory import (
     f2_shape,
     f3_gap_table,
     f3_milestones,
+    f4_final_circuit,
     f4_recall,
     f4_recall_milestones,
 )
@@ -38,7 +39,9 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
     A model screened at one revision gets F1's counts and a fraction, and no test of a trajectory: its F2
     shape and F2b spread read "one checkpoint", it has no p in any Holm family and it has no F4 recall
     milestone (its F3 milestones are met, or not, at that revision: left-censored).
-    ``trend_factor``: the strongest heads' trend, ``strongest``."""
+    ``trend_factor``: the strongest heads' trend, ``strongest``. F4's final circuit is a table of its own
+    (``f4_final_circuit``), and its recall milestones come twice: a head found at ``found_threshold``
+    (``f4_recall_milestones``) and, strictly, at ``induction_threshold`` (``f4_recall_milestones_strict``)."""
     f1 = f1_bos_floor(traj, class_threshold, key0_mass)
     onset = layer_onset.f2_layer_onset(traj, class_threshold, f1=f1)
     f2 = f2_bos_fraction(traj, class_threshold, key0_mass)
@@ -58,8 +61,10 @@ def all_findings(traj: pl.DataFrame, class_threshold: float = 30.0, induction_th
         "circuit_size": circuit_size(traj, class_threshold, induction_threshold),
         "f3_milestones": ms,
         "f3_gaps": f3_gap_table(ms, [tuple(g) for g in gaps]),
+        "f4_final_circuit": f4_final_circuit(traj, induction_threshold),
         "f4_recall": rec,
         "f4_recall_milestones": f4_recall_milestones(rec),
+        "f4_recall_milestones_strict": f4_recall_milestones(f4_recall(traj, induction_threshold, induction_threshold)),
         "f5_pr_lead": spectral_lead.f5_pr_lead(traj, induction_threshold, pr_rise_rule, pr_rise_factor),
         "pr_integral": spectral_lead.pr_integral(traj),
         "strongest_head": best,

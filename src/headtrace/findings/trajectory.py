@@ -416,6 +416,21 @@ def final_circuit(traj: pl.DataFrame, induction_threshold: float = 50.0) -> pl.D
             .select("model", "layer", "head").sort("model", "layer", "head"))
 
 
+def f4_final_circuit(traj: pl.DataFrame, induction_threshold: float = 50.0) -> pl.DataFrame:
+    """Each model's final-revision induction circuit (:func:`final_circuit`), one row per head with the
+    final ``revision`` and ``tokens``, its ``sel_induction`` there and the ``induction_threshold`` it
+    was held to (recorded): the heads F4's recall follows and F5's figure draws. A model whose final
+    revision has no such head has no row."""
+    o = _ordered(traj)
+    last = o.group_by("model").agg(pl.col("rev_index").max().alias("_last"))
+    out = (o.join(last, on="model").filter(pl.col("rev_index") == pl.col("_last"))
+           .join(final_circuit(traj, induction_threshold), on=["model", "layer", "head"], how="semi")
+           .select("model", "layer", "head", "revision", "tokens", "sel_induction")
+           .with_columns(induction_threshold=pl.lit(float(induction_threshold)))
+           .sort("model", "layer", "head"))
+    return conform(out, "f4_final_circuit")
+
+
 def f4_recall(traj: pl.DataFrame, induction_threshold: float = 50.0,
               found_threshold: float = 30.0) -> pl.DataFrame:
     """Per model x revision: recall of the final circuit (heads >= ``induction_threshold`` at the
@@ -469,7 +484,7 @@ def specialized_fraction(traj: pl.DataFrame, class_threshold: float = 30.0) -> p
 __all__ = [
     "assemble", "revision_order", "f1_bos_floor", "f1_floor_holds", "f2_bos_fraction", "f2_shape",
     "circuit_size", "milestone_specs", "f3_milestones", "milestone_row", "lapses", "f3_gaps", "f3_gap_table",
-    "GAP_CASES", "gap_case", "final_circuit", "f4_recall", "f4_recall_milestones",
+    "GAP_CASES", "gap_case", "final_circuit", "f4_final_circuit", "f4_recall", "f4_recall_milestones",
     "specialized_fraction",
     "with_rev_index",
 ]

@@ -41,9 +41,10 @@ def _controls(cross_seed: pl.DataFrame) -> str:
 
 
 def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.DataFrame | None = None,
-                     composition: pl.DataFrame | None = None, noise_floor: pl.DataFrame | None = None,
-                     floor_table: pl.DataFrame | None = None) -> str:
-    """One paragraph per experiment, stating what this panel shows (markdown)."""
+                     composition: pl.DataFrame | None = None, noise_floor: pl.DataFrame | None = None) -> str:
+    """One paragraph per experiment, stating what this panel shows (markdown), as the experiments'
+    tables decided it (``seed_specificity``: ``experiments.seeds``; the data shift's survival columns;
+    the noise floor's ``quantile``, ``class_threshold`` and ``init_null_narrow``: ``experiments.noise_floor``)."""
     out = ["## Method experiments (paper A)", ""]
     # seed specificity
     if cross_seed is not None and cross_seed.height:
@@ -54,17 +55,17 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         jac = other["jaccard"].drop_nans().drop_nulls()
         own_ex, own_n = _excess(own)
         other_ex, other_n = _excess(other)
-        if own["n_heads"].sum() == 0:
+        call = cross_seed["seed_specificity"][0]  # decided in experiments.seeds.seed_specificity
+        if call == "no_circuit":
             verdict = "No seed has an induction circuit at its final revision, so there is nothing to compare. "
-        elif own_ex is None or other_ex is None:
+        elif call == "undecidable":
             which = " and ".join(w for w, x in (("own", own_ex), ("foreign", other_ex)) if x is None)
             verdict = (f"Seed specificity is undecidable: no reference draws for the {which} circuits, so there is "
                        "no excess over the reference set to compare. ")
+        elif call == "specific":
+            verdict = "Circuits differ by seed and a foreign circuit hurts far less than the own one, as in the paper. "
         else:
-            specific = jac.len() > 0 and jac.mean() < 1 and other_ex < 0.5 * own_ex
-            verdict = ("Circuits differ by seed and a foreign circuit hurts far less than the own one, as in the paper. "
-                       if specific else
-                       "Unlike the paper's 51M models, the circuits here are not clearly seed-specific (with few heads "
+            verdict = ("Unlike the paper's 51M models, the circuits here are not clearly seed-specific (with few heads "
                        "per layer, seeds can land on the same heads), so a foreign circuit can hurt like the own one. ")
         out.append(
             f"**Seed specificity.** {len(seeds)} seeds of `{own['model'][0]}`; final induction "
@@ -105,24 +106,26 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
         out.append("")
     # noise floor
     if noise_floor is not None and noise_floor.height:
+        first = noise_floor.row(0, named=True)  # recorded and decided on every row (experiments.noise_floor)
+        cut = f"{first['class_threshold']:g}×"
         parts = []
         for (m,), g in noise_floor.filter(pl.col("class") == "any").group_by("model", maintain_order=True):
             g = g.sort("tokens")
             gi = noise_floor.filter((pl.col("model") == m) & (pl.col("class") == "induction")).sort("tokens")
             parts.append(f"`{m}` {100 * g['fraction_above'][-1]:.1f}% of heads above the floor of some class vs "
-                         f"{100 * g['fraction_classified'][-1]:.1f}% classified at ≥ 30×; induction alone "
+                         f"{100 * g['fraction_classified'][-1]:.1f}% classified at ≥ {cut}; induction alone "
                          f"{100 * gi['fraction_above'][-1]:.1f}% above its floor ({gi['floor'][-1]:.3g}×) vs "
-                         f"{100 * gi['fraction_classified'][-1]:.1f}% at ≥ 30×")
+                         f"{100 * gi['fraction_classified'][-1]:.1f}% at ≥ {cut}")
         narrow = ("Random-init heads attend almost uniformly, so the init null is narrow (floors near 1×) and "
                   "any trained head that departs from uniform attention crosses it: the above-floor fraction is an "
-                  "upper bound, the 30× count a lower one. ")
-        q = floor_table["quantile"][0] if floor_table is not None and floor_table.height else 0.99
+                  f"upper bound, the {cut} count a lower one. ")
+        q = first["quantile"]
         out.append(
-            f"**Specialized fraction and noise floor.** Floor = the {100 * q:g}th percentile of a null of "
+            "**Specialized fraction and noise floor.** Floor = "
+            + ("a high percentile" if q is None else f"the {100 * q:g}th percentile") + " of a null of "
             "selectivities (random-init heads; position-shuffled probe for the content classes). At the final "
             "revision: " + "; ".join(parts) + ". Paper: ~17–19% over 124M–410M, 4.7–27.3% at 1B. "
-            + (narrow if (floor_table is not None and floor_table.height and float(
-                floor_table.filter(pl.col("null") == "init")["floor"].median() or 0) < 2) else "")
+            + (narrow if first["init_null_narrow"] else "")
             + "(`results/experiments/noise_floor.parquet`)")
         out.append("")
     return "\n".join(out) + "\n"

@@ -154,10 +154,11 @@ def plot_circuit_recall(sizes: pl.DataFrame, recall: pl.DataFrame, path) -> None
 
 
 def plot_head_trajectories(traj: pl.DataFrame, path, induction_threshold: float,
-                           lead: pl.DataFrame | None = None) -> None:
+                           lead: pl.DataFrame | None = None, *, final: pl.DataFrame) -> None:
     """Per model (rows): PR (left) and induction selectivity (right, log y) of every final-revision
-    induction head vs tokens. With ``lead`` (f5_pr_lead), PR-rise revisions are marked (triangle)."""
-    fin = T.final_circuit(traj, induction_threshold)
+    induction head (``final``: the ``f4_final_circuit`` table) vs tokens; ``induction_threshold`` the
+    dashed line. With ``lead`` (f5_pr_lead), PR-rise revisions are marked (triangle)."""
+    fin = final.select("model", "layer", "head")
     models = fin["model"].unique(maintain_order=True).to_list()
     if not models:
         fig, ax = plt.subplots(figsize=(5, 2))
@@ -347,7 +348,7 @@ def plot_all(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame], abl
     plot_bos_heatmap(F["f1_bos_floor"], paths["bos_heatmap"])
     plot_circuit_recall(F["circuit_size"], F["f4_recall"], paths["circuit_recall"])
     plot_head_trajectories(traj, paths["head_trajectories"], induction_threshold,
-                           F["f5_pr_lead"])
+                           F["f5_pr_lead"], final=F["f4_final_circuit"])
     paths["layer_onset"] = out / "layer_onset.png"
     onset_figures.plot_layer_onset(F["f2_layer_onset"], paths["layer_onset"], F["f2_layer_spread"])
     paths["milestones"] = out / "milestones.png"

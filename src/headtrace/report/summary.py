@@ -292,14 +292,16 @@ def _f3_bootstrap(ms: pl.DataFrame, boot: pl.DataFrame) -> str:
 
 
 def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_threshold: float) -> str:
-    fin = T.final_circuit(traj, induction_threshold)
-    strict = T.f4_recall_milestones(T.f4_recall(traj, induction_threshold, induction_threshold))
+    """Finding 4 as the findings job's tables hold it: the final circuit (``f4_final_circuit``) and the
+    first revision at each recall level, a head found at the class threshold (``f4_recall_milestones``)
+    and strictly at the circuit threshold (``f4_recall_milestones_strict``)."""
+    fin = F["f4_final_circuit"]
     text = ["## Finding 4: recall of the final induction circuit over training\n\n"
             f"Final circuit = heads with `sel_induction ≥ {induction_threshold:g}×` at the last revision; "
             f"a head counts as found at a revision where its `sel_induction ≥ {found_threshold:g}×` "
             f"(strict variant: ≥ {induction_threshold:g}×, in the second table).\n"]
     for title, rm in (("found at the class threshold", F["f4_recall_milestones"]),
-                      ("strict: found at the circuit threshold", strict)):
+                      ("strict: found at the circuit threshold", F["f4_recall_milestones_strict"])):
         rows = []
         for m in _models(traj):
             heads = fin.filter(pl.col("model") == m)
@@ -353,13 +355,12 @@ def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: s
             "before; near 1 = the rise revision hinges on a few percent of PR).\n",
             _md(["model", "head", "PR rises", "selectivity crosses", "lead", "lead (revisions)",
                  "rule ratio"], rows) + "\n" if rows else EC.f5_empty_note(induction_threshold)]
-    # worked example per model: the final induction head with the highest final selectivity
+    # worked example per model: the final-circuit head (f4_final_circuit) with the highest final selectivity
     o = T.with_rev_index(traj)
     for m in _models(traj):
         g = o.filter(pl.col("model") == m)
-        last = g["rev_index"].max()
-        top = g.filter((pl.col("rev_index") == last) & (pl.col("sel_induction") >= induction_threshold)) \
-            .sort("sel_induction", descending=True).head(1)
+        top = (F["f4_final_circuit"].filter(pl.col("model") == m)
+               .sort(["sel_induction", "layer", "head"], descending=[True, False, False]).head(1))
         if not top.height:
             continue
         L, H = top["layer"][0], top["head"][0]

@@ -80,6 +80,23 @@ def test_the_package_has_no_import_cycle():
     assert _cycles(graph) == []
 
 
+# A private definition a module needs at import time, before its first public one (a dataclass default).
+OPENS_WITH_HELPERS = {"models/families.py": "_no_residual is the Family dataclass's default"}
+
+
+def test_modules_read_top_down():
+    """STYLE.md: the public function first, helpers below. No module opens with two or more private
+    definitions before its first public one (except where one is needed at import time, named above)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        names = [n.name for n in ast.parse(path.read_text()).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        first = next((i for i, n in enumerate(names) if not n.startswith("_")), None)
+        rel = path.relative_to(PACKAGE).as_posix()
+        if first is not None and first >= 2 and rel not in OPENS_WITH_HELPERS:
+            found[rel] = names[:first]
+    assert not found, f"modules that open with their helpers (move the public definitions up): {found}"
+
+
 def test_function_local_imports_are_heavy_optional_dependencies_with_a_reason():
     bad = []
     for path in PACKAGE.rglob("*.py"):

@@ -117,6 +117,16 @@ def seed_specificity(df: pl.DataFrame, factor: float = SPECIFICITY_FACTOR) -> pl
                            specificity_factor=pl.lit(float(factor), pl.Float64))
 
 
+def cross_seed_matrix(df: pl.DataFrame, value: str = "top1_drop_vs_random") -> tuple[list[int], list[int], np.ndarray]:
+    """(circuit seeds = rows, model seeds = columns, matrix of ``value``)."""
+    rows = sorted(df["circuit_seed"].unique().to_list())
+    cols = sorted(df["model_seed"].unique().to_list())
+    m = np.full((len(rows), len(cols)), np.nan)
+    for r in df.iter_rows(named=True):
+        m[rows.index(r["circuit_seed"]), cols.index(r["model_seed"])] = r[value]
+    return rows, cols, m
+
+
 def _specificity(df: pl.DataFrame, factor: float) -> str | None:
     if not df.height:
         return None
@@ -134,13 +144,3 @@ def _mean_excess(rows: pl.DataFrame) -> float | None:
     """Mean excess drop over the reference set of the rows that had reference draws; None: none had."""
     x = rows["top1_drop_vs_random"].fill_nan(None).drop_nulls()
     return float(x.mean()) if x.len() else None
-
-
-def cross_seed_matrix(df: pl.DataFrame, value: str = "top1_drop_vs_random") -> tuple[list[int], list[int], np.ndarray]:
-    """(circuit seeds = rows, model seeds = columns, matrix of ``value``)."""
-    rows = sorted(df["circuit_seed"].unique().to_list())
-    cols = sorted(df["model_seed"].unique().to_list())
-    m = np.full((len(rows), len(cols)), np.nan)
-    for r in df.iter_rows(named=True):
-        m[rows.index(r["circuit_seed"]), cols.index(r["model_seed"])] = r[value]
-    return rows, cols, m

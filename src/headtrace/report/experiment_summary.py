@@ -13,33 +13,6 @@ from headtrace.report.format import fmt_tokens
 from headtrace.report.verdicts import effect_text, say
 
 
-def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
-    """Mean excess drop over the reference set of the rows that had reference draws (NaN: none), and
-    how many rows that is; (None, 0) when no row had any."""
-    x = g["top1_drop_vs_random"].fill_nan(None).drop_nulls()
-    return (float(x.mean()) if x.len() else None), x.len()
-
-
-def _beyond(mean: float | None, n: int, total: int) -> str:
-    if mean is None:
-        return "beyond the reference set: undecidable, no reference draws"
-    return f"{100 * mean:+.1f} pp beyond the reference set" + ("" if n == total else f", over the {n} of {total} "
-                                                              "pairs with reference draws")
-
-
-def _controls(cross_seed: pl.DataFrame) -> str:
-    """How the cross-seed reference sets were evaluated: exact (every set) or sampled (draws)."""
-    if "control_exact" not in cross_seed.columns:
-        return ""
-    ex = cross_seed["control_exact"]
-    n_exact, n_sampled = int((ex == True).sum()), int((ex == False).sum())  # noqa: E712
-    if not n_exact + n_sampled:
-        return ""
-    return (f"Reference sets: {n_exact} exact (every set of the circuit's shape in its layers), {n_sampled} sampled"
-            + ("" if n_exact + n_sampled == cross_seed.height else
-               f", {cross_seed.height - n_exact - n_sampled} without reference draws") + ". ")
-
-
 def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.DataFrame | None = None,
                      composition: pl.DataFrame | None = None, noise_floor: pl.DataFrame | None = None) -> str:
     """One paragraph per experiment, stating what this panel shows (markdown), as the experiments'
@@ -131,16 +104,6 @@ def summary_markdown(cross_seed: pl.DataFrame | None = None, data_shift: pl.Data
     return "\n".join(out) + "\n"
 
 
-def _chance(after: pl.DataFrame) -> str:
-    """'; by placement within the layers alone 0.78, P = 1: no more than chance' for the last checkpoint
-    (``heads_overlap_by_chance``, decided in ``experiments.data_shift``)."""
-    if not after.height or "jaccard_chance" not in after.columns or after["jaccard_chance"][-1] is None:
-        return ""
-    p = after["jaccard_p_value"][-1]
-    return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {fmt_p(p)}: "
-            + ("no more than chance" if after["heads_overlap_by_chance"][-1] else "beyond chance"))
-
-
 def data_shift_paragraph(data_shift: pl.DataFrame) -> str:
     """The data-shift paragraph: the heads across the shift (Jaccard beside its null), their
     selectivity, and beside them the behaviour (the unablated top-1 before and after, with intervals,
@@ -172,6 +135,43 @@ def data_shift_paragraph(data_shift: pl.DataFrame) -> str:
     text += _behaviour(b_last, a_last)
     text += _survives(pre, j_end, sel_before, sel_after, b_last, a_last)
     return text + "(`results/experiments/data_shift.parquet`)"
+
+
+def _excess(g: pl.DataFrame) -> tuple[float | None, int]:
+    """Mean excess drop over the reference set of the rows that had reference draws (NaN: none), and
+    how many rows that is; (None, 0) when no row had any."""
+    x = g["top1_drop_vs_random"].fill_nan(None).drop_nulls()
+    return (float(x.mean()) if x.len() else None), x.len()
+
+
+def _beyond(mean: float | None, n: int, total: int) -> str:
+    if mean is None:
+        return "beyond the reference set: undecidable, no reference draws"
+    return f"{100 * mean:+.1f} pp beyond the reference set" + ("" if n == total else f", over the {n} of {total} "
+                                                              "pairs with reference draws")
+
+
+def _controls(cross_seed: pl.DataFrame) -> str:
+    """How the cross-seed reference sets were evaluated: exact (every set) or sampled (draws)."""
+    if "control_exact" not in cross_seed.columns:
+        return ""
+    ex = cross_seed["control_exact"]
+    n_exact, n_sampled = int((ex == True).sum()), int((ex == False).sum())  # noqa: E712
+    if not n_exact + n_sampled:
+        return ""
+    return (f"Reference sets: {n_exact} exact (every set of the circuit's shape in its layers), {n_sampled} sampled"
+            + ("" if n_exact + n_sampled == cross_seed.height else
+               f", {cross_seed.height - n_exact - n_sampled} without reference draws") + ". ")
+
+
+def _chance(after: pl.DataFrame) -> str:
+    """'; by placement within the layers alone 0.78, P = 1: no more than chance' for the last checkpoint
+    (``heads_overlap_by_chance``, decided in ``experiments.data_shift``)."""
+    if not after.height or "jaccard_chance" not in after.columns or after["jaccard_chance"][-1] is None:
+        return ""
+    p = after["jaccard_p_value"][-1]
+    return (f"; by placement within the layers alone {after['jaccard_chance'][-1]:.2f}, P = {fmt_p(p)}: "
+            + ("no more than chance" if after["heads_overlap_by_chance"][-1] else "beyond chance"))
 
 
 def _pct(x) -> str:

@@ -33,15 +33,6 @@ from headtrace.report.plotting import (
 )
 
 
-def _ordered(df: pl.DataFrame) -> pl.DataFrame:
-    return T.with_rev_index(df).sort("model", "rev_index")
-
-
-def _null_note(df: pl.DataFrame) -> str:
-    n = df.filter(pl.col("tokens").is_null()).height
-    return f" ({n} row(s) with unknown tokens not shown)" if n else ""
-
-
 def plot_bos_fraction(f2: pl.DataFrame, path, best_class: bool = True) -> None:
     """First-token (BOS) fraction vs tokens, one line per model (dashed: best-class variant)."""
     df = _ordered(f2)
@@ -360,3 +351,12 @@ def plot_all(traj: pl.DataFrame, out_dir, findings: dict[str, pl.DataFrame], abl
         paths["ablation"] = out / "ablation.png"
         plot_ablation(ablation, paths["ablation"])
     return paths
+
+
+def _ordered(df: pl.DataFrame) -> pl.DataFrame:
+    return T.with_rev_index(df).sort("model", "rev_index")
+
+
+def _null_note(df: pl.DataFrame) -> str:
+    n = df.filter(pl.col("tokens").is_null()).height
+    return f" ({n} row(s) with unknown tokens not shown)" if n else ""

@@ -25,6 +25,230 @@ from headtrace.report import strongest
 from headtrace.report.format import fmt_bound, fmt_ratio, fmt_tokens
 
 
+def bound_label(lo: float | None, hi: float | None) -> str:
+    """A ratio as the checkpoints bound it, ends rounded outward (``format.fmt_bound``): "5.1–27×"
+    (interval), "≥ 1.0×" (lower bound only), "≤ 3.0×" (upper bound only) or "unknown"."""
+    lo = None if lo is None or lo != lo else lo
+    hi = None if hi is None or hi != hi else hi
+    if lo is not None and hi is not None:
+        return f"{fmt_bound(lo, 'lo', unit='')}–{fmt_bound(hi, 'hi')}"
+    if lo is not None:
+        return f"≥ {fmt_bound(lo, 'lo')}"
+    if hi is not None:
+        return f"≤ {fmt_bound(hi, 'hi')}"
+    return "unknown"
+
+
+def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], *, class_threshold: float,
+           induction_threshold: float, found_threshold: float | None = None, sharp_share: float,
+           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float, spread_alpha: float,
+           spread_permutations: int = 10000, spread_seed: int = 0, trend_factor: float | None = None,
+           **milestones) -> str:
+    """The whole summary.md text for the models in ``traj``. ``findings``: the tables of
+    :func:`headtrace.findings.compute.all_findings`, computed by the findings job with the same
+    parameters (never recomputed here), the thresholds among them given by the caller (the validated
+    config's, as the findings job passes them: no default here); ``milestones`` (its ``induction_counts`` /
+    ``first_token_fractions`` / ``gaps``) and ``trend_factor`` (the strongest heads' trend, read from
+    its table) are accepted so the job passes one parameter set."""
+    found = class_threshold if found_threshold is None else found_threshold
+    F = findings
+    # the title block: the first screen's models and baseline lines (report.first_screen, as on summary.html)
+    head = ["# When do attention circuits form? — findings\n",
+            FS.intro_line(_models(traj), class_threshold, induction_threshold) + "\n", FS.baseline_line(traj) + "\n"]
+    head += _provenance_section(traj)
+    return "\n".join(head + [
+        _f1_section(F, traj, class_threshold),
+        _f2_section(F, traj, class_threshold, sharp_share),
+        _f2b_section(F, class_threshold, spread_alpha, spread_permutations),
+        _f3_section(F, traj, induction_threshold),
+        strongest.markdown(F.get("strongest_trend"), _models(traj)),  # below the thresholds, the trend
+        _f4_section(F, traj, induction_threshold, found),
+        _f5_section(F, traj, induction_threshold, pr_rise_rule, pr_rise_factor),
+        _pr_section(F, traj, class_threshold),
+        copying.markdown(F, _models(traj)),  # the circuit's prefix matching and copying (measures findings)
+    ])
+
+
+def write_findings(findings: dict[str, pl.DataFrame], out_dir) -> dict[str, Path]:
+    """Write every findings table to ``out_dir/{schema}.parquet``; returns the paths."""
+    paths = {}
+    for name, df in findings.items():
+        p = Path(out_dir) / f"{name}.parquet"
+        tables.write(df, p, schema=name)
+        paths[name] = p
+    return paths
+
+
+def _bracket(r: dict) -> str:
+    """One milestone's checkpoint bracket (``f3_milestones``): "(lo, hi]", "≤ hi" or "> lo"."""
+    if r["revision"] is None:
+        return "never" if r.get("lo_revision") is None else f"never (> {fmt_tokens(r['lo_tokens'])})"
+    hi = f"{fmt_tokens(r['tokens'])} ({r['revision']})"
+    if r.get("left_censored"):
+        return f"≤ {hi} (left-censored)"
+    if r.get("lo_revision") is None:
+        return hi
+    return f"({fmt_tokens(r['lo_tokens'])}, {hi}]"
+
+
+def _f3_bootstrap(ms: pl.DataFrame, boot: pl.DataFrame) -> str:
+    """The onsets' bootstrap spread (``onsets.onset_intervals``) beside the point estimates."""
+    rows, none = [], []
+    for r in boot.iter_rows(named=True):
+        if not r["n_resamples"]:
+            if r["model"] not in none:
+                none.append(r["model"])
+            continue
+        p = ms.filter((pl.col("model") == r["model"]) & (pl.col("milestone") == r["milestone"]))
+        point = "never" if not p.height or p["revision"][0] is None else f"{fmt_tokens(p['tokens'][0])} ({p['revision'][0]})"
+        side = (lambda rev, tok: "never" if rev is None else f"{fmt_tokens(tok)} ({rev})")
+        rows.append([r["model"], r["milestone"], point, side(r["onset_lo_revision"], r["onset_lo_tokens"]),
+                     side(r["onset_hi_revision"], r["onset_hi_tokens"]), _pct(r["p_reached"], 0)])
+    if not rows and not none:
+        return ""
+    iv = boot["interval"].drop_nulls()
+    level = f"{100 * iv[0]:g}%" if iv.len() else "—"
+    out = [f"Onset uncertainty (bootstrap over the probe sequences, `f3_onset_bootstrap`): the {level} central "
+           "range across resamples of the first revision reaching each milestone (same draws at every revision; "
+           "*never*: that percentile is a resample that never reaches it within the screened revisions).\n"]
+    if rows:
+        out.append(_md(["model", "milestone", "point estimate", "bootstrap low", "bootstrap high", "resamples reaching it"],
+                       rows, right={2, 3, 4, 5}) + "\n")
+    if none:
+        out.append(f"No bootstrap for {', '.join(none)}: no per-sequence masses (the published reference files hold "
+                   "only the means), so these onsets have no interval.\n")
+    return "\n".join(out)
+
+
+def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_threshold: float) -> str:
+    """Finding 4 as the findings job's tables hold it: the final circuit (``f4_final_circuit``) and the
+    first revision at each recall level, a head found at the class threshold (``f4_recall_milestones``)
+    and strictly at the circuit threshold (``f4_recall_milestones_strict``)."""
+    fin = F["f4_final_circuit"]
+    text = ["## Finding 4: recall of the final induction circuit over training\n\n"
+            f"Final circuit = heads with `sel_induction ≥ {induction_threshold:g}×` at the last revision; "
+            f"a head counts as found at a revision where its `sel_induction ≥ {found_threshold:g}×` "
+            f"(strict variant: ≥ {induction_threshold:g}×, in the second table).\n"]
+    for title, rm in (("found at the class threshold", F["f4_recall_milestones"]),
+                      ("strict: found at the circuit threshold", F["f4_recall_milestones_strict"])):
+        rows = []
+        for m in _models(traj):
+            heads = fin.filter(pl.col("model") == m)
+            label = EC.f4_label(m, [tables.head_name(a, b) for a, b in zip(heads["layer"], heads["head"])])
+            g = rm.filter(pl.col("model") == m).sort("level")
+            cells = ["—" if r["revision"] is None else f"{r['revision']} ({fmt_tokens(r['tokens'])})"
+                     for r in g.iter_rows(named=True)]
+            share = g.filter(pl.col("level_label") == "67%")["token_share"]
+            rows.append([label] + cells + [_pct(share[0]) if share.len() and share[0] is not None else "—"])
+        levels = rm["level_label"].unique(maintain_order=True).to_list()
+        text.append(f"*{title}*\n\n" + _md(["model"] + [f"first revision at {lv}" for lv in levels]
+                                           + ["share of final tokens at 67%"], rows) + "\n")
+    text.append(
+        "Note on the published table (developmental_note.md, Finding 4): its 67% column is exactly the "
+        "class-threshold rule above (first table). Its 33% and 100% columns follow from no single rule: the "
+        "strict rule matches its 100% points for two of the three models but not for the 4-head circuit, "
+        "and for two models its 33% points lie at revisions where every final-circuit head still has "
+        "induction selectivity of order 1× (see `f4_recall`: no head found under either rule). We report what "
+        "the data gives.\n")
+    return "\n".join(text)
+
+
+def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: str, factor: float) -> str:
+    lead = F["f5_pr_lead"]
+
+    def event(rev, tok, lo_tok):
+        if rev is None:
+            return "—"
+        return (f"≤ {fmt_tokens(tok)} ({rev})" if lo_tok is None
+                else f"({fmt_tokens(lo_tok)}, {fmt_tokens(tok)}] ({rev})")
+
+    def decision(r):
+        if r.get("rise_ratio") is None:
+            return "—" if r.get("max_prior_ratio") is None else f"best {r['max_prior_ratio']:.2f}× < {factor:g}×"
+        prior = "" if r.get("max_prior_ratio") is None else f", before: {r['max_prior_ratio']:.2f}×"
+        return f"{r['rise_ratio']:.2f}×{prior} (margin {r['rise_margin']:.2f})"
+    rows = [[r["model"], tables.head_name(r["layer"], r["head"]),
+             event(r["pr_rise_revision"], r["pr_rise_tokens"], r.get("pr_rise_lo_tokens")),
+             event(r["selectivity_cross_revision"], r["selectivity_cross_tokens"], r.get("selectivity_cross_lo_tokens")),
+             bound_label(r.get("lead_lo"), r.get("lead_hi")) if r["pr_rise_revision"] and r["selectivity_cross_revision"]
+             else "—",
+             "—" if r["lead_revisions"] is None else str(r["lead_revisions"]), decision(r)]
+            for r in lead.iter_rows(named=True)]
+    text = ["## Finding 5: PR rise vs induction-selectivity crossing\n\n"
+            f"PR rise rule `{rule}` (factor {factor:g}; see `spectral_lead.pr_rise_index`); crossing = first "
+            f"revision with `sel_induction ≥ {induction_threshold:g}×`; each event lies in its bracket "
+            "(lo, hi] of checkpoints (≤ hi: met at the first revision). *lead* = crossing tokens / rise tokens as "
+            "the brackets bound it (a lead below 1 in its range means the order is not resolved; the ratio of the two "
+            "revisions, `lead_ratio` in `f5_pr_lead`, is one value inside it). *Rule ratio*: PR at the rise over the rule's reference, the largest such ratio "
+            f"before it (each short of {factor:g}×), and the margin (min of rise / {factor:g} and {factor:g} / "
+            "before; near 1 = the rise revision hinges on a few percent of PR).\n",
+            _md(["model", "head", "PR rises", "selectivity crosses", "lead", "lead (revisions)",
+                 "rule ratio"], rows) + "\n" if rows else EC.f5_empty_note(induction_threshold)]
+    # worked example per model: the final-circuit head (f4_final_circuit) with the highest final selectivity
+    o = T.with_rev_index(traj)
+    for m in _models(traj):
+        g = o.filter(pl.col("model") == m)
+        top = (F["f4_final_circuit"].filter(pl.col("model") == m)
+               .sort(["sel_induction", "layer", "head"], descending=[True, False, False]).head(1))
+        if not top.height:
+            continue
+        L, H = top["layer"][0], top["head"][0]
+        h = g.filter((pl.col("layer") == L) & (pl.col("head") == H)).sort("rev_index")
+        rows = [["?" if t is None else f"{t / 1e9:.3f}", "—" if p is None else f"{p:.2f}",
+                 "—" if s is None else f"{s:.1f}"]
+                for t, p, s in zip(h["tokens"], h["pr"], h["sel_induction"])]
+        text.append(f"Example, {m} {tables.head_name(L, H)} (final induction selectivity "
+                    f"{top['sel_induction'][0]:.0f}×):\n\n" + _md(["tokens (B)", "PR", "induction sel"], rows) + "\n")
+    text.append(
+        "Notes: tokens here are exact (Pythia: step × 2,097,152); the author's trajectory files list "
+        "tokens truncated to 3 decimals of a billion, hence last-digit differences. "
+        "A null rise means no revision passes the rule (the head's PR is already high at the first "
+        "checkpoint, or only falls); lead 1× means PR rise and selectivity crossing fall in the same "
+        "checkpoint interval, so the ordering is below checkpoint resolution.\n")
+    return "\n".join(text)
+
+
+def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 10) -> str:
+    pi = F["pr_integral"]
+    text = ["## PR integral and specialized-head fraction\n\n"
+            "`integral_paper` = Σ_t max(PR_t − 1, 0)·Δln tokens_t (backward differences, first revision adds 0); "
+            "`integral_author` = trapezoid of max(PR − 1, 0) over ln(max(tokens/1e9, 1)). Top heads by the "
+            "author's integral:\n"]
+    for m in _models(traj):
+        g = pi.filter(pl.col("model") == m).sort("rank_author").head(top)
+        zero = EC.integral_all_zero(m, pi.filter(pl.col("model") == m), traj.filter(pl.col("model") == m)["tokens"].max())
+        if zero:
+            text.append(zero)
+            continue
+        rows = [[str(r["rank_author"]), tables.head_name(r["layer"], r["head"]),
+                 "—" if r["integral_author"] is None else f"{r['integral_author']:.1f}",
+                 "—" if r["integral_paper"] is None else f"{r['integral_paper']:.1f}",
+                 "—" if r["rank_paper"] is None else str(r["rank_paper"])] for r in g.iter_rows(named=True)]
+        text.append(f"**{m}:**\n\n" + _md(["rank (author)", "head", "integral_author", "integral_paper",
+                                            "rank (paper)"], rows) + "\n")
+    sf = F["circuit_size"]
+    models = _models(traj)
+    rows = []
+    for m in models:
+        g = sf.filter(pl.col("model") == m)
+        rows.append([m] + [f"{fmt_tokens(t)}: {_pct(x)}" for t, x in zip(g["tokens"], g["specialized_fraction"])])
+    text.append("Note: this counts every head whose best class reaches the class threshold on the synthetic "
+                "induction batch, first-token heads included, so it tracks Finding 2; it is not paper A's "
+                "specialized fraction (top-K spectral heads / noise-floor heads at the final checkpoint).\n")
+    text.append(f"Specialized-head fraction (best selectivity ≥ {class_threshold:g}× / all heads) per revision:\n\n"
+                + "\n".join(f"- **{r[0]}**: " + ", ".join(r[1:]) for r in rows) + "\n")
+    return "\n".join(text)
+
+
+def _provenance_section(traj: pl.DataFrame) -> list[str]:
+    """A warning block when two revisions of one model ran byte-identical weights (the trajectory's
+    ``weights_sha256`` column, from each cell's provenance.parquet); nothing otherwise."""
+    lines = provenance.warning_lines(traj)
+    if not lines:
+        return []
+    return [f"## {FS.WARNING_TITLE}\n\n" + "\n".join(f"- {ln}" for ln in lines) + f"\n\n{FS.WARNING_AFTER}\n"]
+
+
 def _pct(x: float | None, digits: int = 1) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.{digits}f}%"
 
@@ -234,227 +458,3 @@ def _f3_section(F: dict, traj: pl.DataFrame, induction_threshold: float) -> str:
     if F.get("f3_onset_bootstrap") is not None:
         text.append(_f3_bootstrap(ms, F["f3_onset_bootstrap"]))
     return "\n".join(text)
-
-
-def bound_label(lo: float | None, hi: float | None) -> str:
-    """A ratio as the checkpoints bound it, ends rounded outward (``format.fmt_bound``): "5.1–27×"
-    (interval), "≥ 1.0×" (lower bound only), "≤ 3.0×" (upper bound only) or "unknown"."""
-    lo = None if lo is None or lo != lo else lo
-    hi = None if hi is None or hi != hi else hi
-    if lo is not None and hi is not None:
-        return f"{fmt_bound(lo, 'lo', unit='')}–{fmt_bound(hi, 'hi')}"
-    if lo is not None:
-        return f"≥ {fmt_bound(lo, 'lo')}"
-    if hi is not None:
-        return f"≤ {fmt_bound(hi, 'hi')}"
-    return "unknown"
-
-
-def _bracket(r: dict) -> str:
-    """One milestone's checkpoint bracket (``f3_milestones``): "(lo, hi]", "≤ hi" or "> lo"."""
-    if r["revision"] is None:
-        return "never" if r.get("lo_revision") is None else f"never (> {fmt_tokens(r['lo_tokens'])})"
-    hi = f"{fmt_tokens(r['tokens'])} ({r['revision']})"
-    if r.get("left_censored"):
-        return f"≤ {hi} (left-censored)"
-    if r.get("lo_revision") is None:
-        return hi
-    return f"({fmt_tokens(r['lo_tokens'])}, {hi}]"
-
-
-def _f3_bootstrap(ms: pl.DataFrame, boot: pl.DataFrame) -> str:
-    """The onsets' bootstrap spread (``onsets.onset_intervals``) beside the point estimates."""
-    rows, none = [], []
-    for r in boot.iter_rows(named=True):
-        if not r["n_resamples"]:
-            if r["model"] not in none:
-                none.append(r["model"])
-            continue
-        p = ms.filter((pl.col("model") == r["model"]) & (pl.col("milestone") == r["milestone"]))
-        point = "never" if not p.height or p["revision"][0] is None else f"{fmt_tokens(p['tokens'][0])} ({p['revision'][0]})"
-        side = (lambda rev, tok: "never" if rev is None else f"{fmt_tokens(tok)} ({rev})")
-        rows.append([r["model"], r["milestone"], point, side(r["onset_lo_revision"], r["onset_lo_tokens"]),
-                     side(r["onset_hi_revision"], r["onset_hi_tokens"]), _pct(r["p_reached"], 0)])
-    if not rows and not none:
-        return ""
-    iv = boot["interval"].drop_nulls()
-    level = f"{100 * iv[0]:g}%" if iv.len() else "—"
-    out = [f"Onset uncertainty (bootstrap over the probe sequences, `f3_onset_bootstrap`): the {level} central "
-           "range across resamples of the first revision reaching each milestone (same draws at every revision; "
-           "*never*: that percentile is a resample that never reaches it within the screened revisions).\n"]
-    if rows:
-        out.append(_md(["model", "milestone", "point estimate", "bootstrap low", "bootstrap high", "resamples reaching it"],
-                       rows, right={2, 3, 4, 5}) + "\n")
-    if none:
-        out.append(f"No bootstrap for {', '.join(none)}: no per-sequence masses (the published reference files hold "
-                   "only the means), so these onsets have no interval.\n")
-    return "\n".join(out)
-
-
-def _f4_section(F: dict, traj: pl.DataFrame, induction_threshold: float, found_threshold: float) -> str:
-    """Finding 4 as the findings job's tables hold it: the final circuit (``f4_final_circuit``) and the
-    first revision at each recall level, a head found at the class threshold (``f4_recall_milestones``)
-    and strictly at the circuit threshold (``f4_recall_milestones_strict``)."""
-    fin = F["f4_final_circuit"]
-    text = ["## Finding 4: recall of the final induction circuit over training\n\n"
-            f"Final circuit = heads with `sel_induction ≥ {induction_threshold:g}×` at the last revision; "
-            f"a head counts as found at a revision where its `sel_induction ≥ {found_threshold:g}×` "
-            f"(strict variant: ≥ {induction_threshold:g}×, in the second table).\n"]
-    for title, rm in (("found at the class threshold", F["f4_recall_milestones"]),
-                      ("strict: found at the circuit threshold", F["f4_recall_milestones_strict"])):
-        rows = []
-        for m in _models(traj):
-            heads = fin.filter(pl.col("model") == m)
-            label = EC.f4_label(m, [tables.head_name(a, b) for a, b in zip(heads["layer"], heads["head"])])
-            g = rm.filter(pl.col("model") == m).sort("level")
-            cells = ["—" if r["revision"] is None else f"{r['revision']} ({fmt_tokens(r['tokens'])})"
-                     for r in g.iter_rows(named=True)]
-            share = g.filter(pl.col("level_label") == "67%")["token_share"]
-            rows.append([label] + cells + [_pct(share[0]) if share.len() and share[0] is not None else "—"])
-        levels = rm["level_label"].unique(maintain_order=True).to_list()
-        text.append(f"*{title}*\n\n" + _md(["model"] + [f"first revision at {lv}" for lv in levels]
-                                           + ["share of final tokens at 67%"], rows) + "\n")
-    text.append(
-        "Note on the published table (developmental_note.md, Finding 4): its 67% column is exactly the "
-        "class-threshold rule above (first table). Its 33% and 100% columns follow from no single rule: the "
-        "strict rule matches its 100% points for two of the three models but not for the 4-head circuit, "
-        "and for two models its 33% points lie at revisions where every final-circuit head still has "
-        "induction selectivity of order 1× (see `f4_recall`: no head found under either rule). We report what "
-        "the data gives.\n")
-    return "\n".join(text)
-
-
-def _f5_section(F: dict, traj: pl.DataFrame, induction_threshold: float, rule: str, factor: float) -> str:
-    lead = F["f5_pr_lead"]
-
-    def event(rev, tok, lo_tok):
-        if rev is None:
-            return "—"
-        return (f"≤ {fmt_tokens(tok)} ({rev})" if lo_tok is None
-                else f"({fmt_tokens(lo_tok)}, {fmt_tokens(tok)}] ({rev})")
-
-    def decision(r):
-        if r.get("rise_ratio") is None:
-            return "—" if r.get("max_prior_ratio") is None else f"best {r['max_prior_ratio']:.2f}× < {factor:g}×"
-        prior = "" if r.get("max_prior_ratio") is None else f", before: {r['max_prior_ratio']:.2f}×"
-        return f"{r['rise_ratio']:.2f}×{prior} (margin {r['rise_margin']:.2f})"
-    rows = [[r["model"], tables.head_name(r["layer"], r["head"]),
-             event(r["pr_rise_revision"], r["pr_rise_tokens"], r.get("pr_rise_lo_tokens")),
-             event(r["selectivity_cross_revision"], r["selectivity_cross_tokens"], r.get("selectivity_cross_lo_tokens")),
-             bound_label(r.get("lead_lo"), r.get("lead_hi")) if r["pr_rise_revision"] and r["selectivity_cross_revision"]
-             else "—",
-             "—" if r["lead_revisions"] is None else str(r["lead_revisions"]), decision(r)]
-            for r in lead.iter_rows(named=True)]
-    text = ["## Finding 5: PR rise vs induction-selectivity crossing\n\n"
-            f"PR rise rule `{rule}` (factor {factor:g}; see `spectral_lead.pr_rise_index`); crossing = first "
-            f"revision with `sel_induction ≥ {induction_threshold:g}×`; each event lies in its bracket "
-            "(lo, hi] of checkpoints (≤ hi: met at the first revision). *lead* = crossing tokens / rise tokens as "
-            "the brackets bound it (a lead below 1 in its range means the order is not resolved; the ratio of the two "
-            "revisions, `lead_ratio` in `f5_pr_lead`, is one value inside it). *Rule ratio*: PR at the rise over the rule's reference, the largest such ratio "
-            f"before it (each short of {factor:g}×), and the margin (min of rise / {factor:g} and {factor:g} / "
-            "before; near 1 = the rise revision hinges on a few percent of PR).\n",
-            _md(["model", "head", "PR rises", "selectivity crosses", "lead", "lead (revisions)",
-                 "rule ratio"], rows) + "\n" if rows else EC.f5_empty_note(induction_threshold)]
-    # worked example per model: the final-circuit head (f4_final_circuit) with the highest final selectivity
-    o = T.with_rev_index(traj)
-    for m in _models(traj):
-        g = o.filter(pl.col("model") == m)
-        top = (F["f4_final_circuit"].filter(pl.col("model") == m)
-               .sort(["sel_induction", "layer", "head"], descending=[True, False, False]).head(1))
-        if not top.height:
-            continue
-        L, H = top["layer"][0], top["head"][0]
-        h = g.filter((pl.col("layer") == L) & (pl.col("head") == H)).sort("rev_index")
-        rows = [["?" if t is None else f"{t / 1e9:.3f}", "—" if p is None else f"{p:.2f}",
-                 "—" if s is None else f"{s:.1f}"]
-                for t, p, s in zip(h["tokens"], h["pr"], h["sel_induction"])]
-        text.append(f"Example, {m} {tables.head_name(L, H)} (final induction selectivity "
-                    f"{top['sel_induction'][0]:.0f}×):\n\n" + _md(["tokens (B)", "PR", "induction sel"], rows) + "\n")
-    text.append(
-        "Notes: tokens here are exact (Pythia: step × 2,097,152); the author's trajectory files list "
-        "tokens truncated to 3 decimals of a billion, hence last-digit differences. "
-        "A null rise means no revision passes the rule (the head's PR is already high at the first "
-        "checkpoint, or only falls); lead 1× means PR rise and selectivity crossing fall in the same "
-        "checkpoint interval, so the ordering is below checkpoint resolution.\n")
-    return "\n".join(text)
-
-
-def _pr_section(F: dict, traj: pl.DataFrame, class_threshold: float, top: int = 10) -> str:
-    pi = F["pr_integral"]
-    text = ["## PR integral and specialized-head fraction\n\n"
-            "`integral_paper` = Σ_t max(PR_t − 1, 0)·Δln tokens_t (backward differences, first revision adds 0); "
-            "`integral_author` = trapezoid of max(PR − 1, 0) over ln(max(tokens/1e9, 1)). Top heads by the "
-            "author's integral:\n"]
-    for m in _models(traj):
-        g = pi.filter(pl.col("model") == m).sort("rank_author").head(top)
-        zero = EC.integral_all_zero(m, pi.filter(pl.col("model") == m), traj.filter(pl.col("model") == m)["tokens"].max())
-        if zero:
-            text.append(zero)
-            continue
-        rows = [[str(r["rank_author"]), tables.head_name(r["layer"], r["head"]),
-                 "—" if r["integral_author"] is None else f"{r['integral_author']:.1f}",
-                 "—" if r["integral_paper"] is None else f"{r['integral_paper']:.1f}",
-                 "—" if r["rank_paper"] is None else str(r["rank_paper"])] for r in g.iter_rows(named=True)]
-        text.append(f"**{m}:**\n\n" + _md(["rank (author)", "head", "integral_author", "integral_paper",
-                                            "rank (paper)"], rows) + "\n")
-    sf = F["circuit_size"]
-    models = _models(traj)
-    rows = []
-    for m in models:
-        g = sf.filter(pl.col("model") == m)
-        rows.append([m] + [f"{fmt_tokens(t)}: {_pct(x)}" for t, x in zip(g["tokens"], g["specialized_fraction"])])
-    text.append("Note: this counts every head whose best class reaches the class threshold on the synthetic "
-                "induction batch, first-token heads included, so it tracks Finding 2; it is not paper A's "
-                "specialized fraction (top-K spectral heads / noise-floor heads at the final checkpoint).\n")
-    text.append(f"Specialized-head fraction (best selectivity ≥ {class_threshold:g}× / all heads) per revision:\n\n"
-                + "\n".join(f"- **{r[0]}**: " + ", ".join(r[1:]) for r in rows) + "\n")
-    return "\n".join(text)
-
-
-def _provenance_section(traj: pl.DataFrame) -> list[str]:
-    """A warning block when two revisions of one model ran byte-identical weights (the trajectory's
-    ``weights_sha256`` column, from each cell's provenance.parquet); nothing otherwise."""
-    lines = provenance.warning_lines(traj)
-    if not lines:
-        return []
-    return [f"## {FS.WARNING_TITLE}\n\n" + "\n".join(f"- {ln}" for ln in lines) + f"\n\n{FS.WARNING_AFTER}\n"]
-
-
-def render(traj: pl.DataFrame, findings: dict[str, pl.DataFrame], *, class_threshold: float,
-           induction_threshold: float, found_threshold: float | None = None, sharp_share: float,
-           pr_rise_rule: str = "running_min_ratio", pr_rise_factor: float, spread_alpha: float,
-           spread_permutations: int = 10000, spread_seed: int = 0, trend_factor: float | None = None,
-           **milestones) -> str:
-    """The whole summary.md text for the models in ``traj``. ``findings``: the tables of
-    :func:`headtrace.findings.compute.all_findings`, computed by the findings job with the same
-    parameters (never recomputed here), the thresholds among them given by the caller (the validated
-    config's, as the findings job passes them: no default here); ``milestones`` (its ``induction_counts`` /
-    ``first_token_fractions`` / ``gaps``) and ``trend_factor`` (the strongest heads' trend, read from
-    its table) are accepted so the job passes one parameter set."""
-    found = class_threshold if found_threshold is None else found_threshold
-    F = findings
-    # the title block: the first screen's models and baseline lines (report.first_screen, as on summary.html)
-    head = ["# When do attention circuits form? — findings\n",
-            FS.intro_line(_models(traj), class_threshold, induction_threshold) + "\n", FS.baseline_line(traj) + "\n"]
-    head += _provenance_section(traj)
-    return "\n".join(head + [
-        _f1_section(F, traj, class_threshold),
-        _f2_section(F, traj, class_threshold, sharp_share),
-        _f2b_section(F, class_threshold, spread_alpha, spread_permutations),
-        _f3_section(F, traj, induction_threshold),
-        strongest.markdown(F.get("strongest_trend"), _models(traj)),  # below the thresholds, the trend
-        _f4_section(F, traj, induction_threshold, found),
-        _f5_section(F, traj, induction_threshold, pr_rise_rule, pr_rise_factor),
-        _pr_section(F, traj, class_threshold),
-        copying.markdown(F, _models(traj)),  # the circuit's prefix matching and copying (measures findings)
-    ])
-
-
-def write_findings(findings: dict[str, pl.DataFrame], out_dir) -> dict[str, Path]:
-    """Write every findings table to ``out_dir/{schema}.parquet``; returns the paths."""
-    paths = {}
-    for name, df in findings.items():
-        p = Path(out_dir) / f"{name}.parquet"
-        tables.write(df, p, schema=name)
-        paths[name] = p
-    return paths

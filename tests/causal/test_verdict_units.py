@@ -286,6 +286,10 @@ def test_a_table_without_a_method_column_is_of_the_method_asked_for():
     t = hand_table(_cell()).drop("method")
     assert _row(t)["method"] == "zero" and _row(t, method="mean")["method"] == "mean"
     assert _row(t, method="mean")["verdict"] == "causal"
+    # an older table without the reference sets' records either: sampled, their sizes not recorded
+    row = _row(t.drop("n_matched_sets", "reference_exact"))
+    assert (row["verdict"], row["p_value"]) == ("causal", pytest.approx(1 / 21))
+    assert (row["n_matched_sets"], row["n_class_matched_sets"], row["control_exact"]) == (None, None, None)
 
 
 def test_a_table_without_the_method_asked_for_or_a_baseline_is_refused_naming_the_cell():
@@ -330,6 +334,7 @@ def test_a_circuit_without_a_reference_set_has_no_reference_numbers():
     assert (row["n_random"], row["n_distinct_draws"], row["excess_effect"], row["effect_vs_random"]) == (0, 0, None,
                                                                                                         None)
     assert math.isnan(row["p_value"]) and math.isnan(row["min_p"]) and math.isnan(row["random_effect_mean"])
+    assert row["control_sizes_match"] is None and row["control_exact"] is None  # no sets to compare
 
 
 def test_a_sampled_reference_set_too_small_says_how_it_was_drawn():

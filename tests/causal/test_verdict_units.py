@@ -308,9 +308,10 @@ def test_a_table_without_the_method_asked_for_or_a_baseline_is_refused_naming_th
 
 
 def test_cells_in_the_tables_order_and_an_empty_table():
-    later = [{**r, "revision": "step2000", "tokens": 2000} for r in _cell()]
-    v = V.verdict(hand_table(later + _cell()))
-    assert v.filter(pl.col("circuit") == "circuit")["revision"].to_list() == ["step2000", "step1000"]
+    # six revisions, written latest first: their rows come out in that order, neither sorted nor hashed
+    steps = [f"step{k}000" for k in range(6, 0, -1)]
+    v = V.verdict(hand_table([{**r, "revision": s, "tokens": int(s[4:])} for s in steps for r in _cell()]))
+    assert v.filter(pl.col("circuit") == "circuit")["revision"].to_list() == steps
     empty = V.verdict(pl.DataFrame(schema=tables.SCHEMAS["ablation"]))
     assert empty.height == 0 and empty.schema == pl.Schema(tables.SCHEMAS["verdict"])
 

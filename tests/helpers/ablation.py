@@ -3,11 +3,13 @@ and the head sets every family is ablated on (tests/causal/test_ablation.py; ben
 same on a GPU)."""
 from __future__ import annotations
 
+import polars as pl
 import torch
 from tiny import tiny_model
 
+from headtrace.causal import ablation
 from headtrace.causal.ablation import Condition
-from headtrace.core import probe
+from headtrace.core import probe, tables
 
 
 def small_batch(n=6, seq_len=40, vocab=128):
@@ -37,3 +39,19 @@ def engine_conditions() -> list[Condition]:
         Condition("all", 0, tuple((l, h) for l in range(3) for h in range(4))),
         Condition("empty", 0, ()),
     ]
+
+
+def hand_table(rows, n_sequences=128):
+    """An ablation table (``tables.SCHEMAS["ablation"]``) from hand-built condition rows, for the verdict's
+    tests: each row gives its ``condition`` and the values it sets (``top1``, ``ce``, ``heads``, ``draw``,
+    ``method``, ``n_matched_sets``, ``reference_exact``, ``{metric}_effect_lo`` ...); every other value is that
+    of one cell, toy-neox at step1000 (tokens 1000), with its metrics at 0 and its intervals, reference-set
+    records, method and probe record null. ``n_heads`` follows ``heads``."""
+    ci = {c: None for c in tables.SCHEMAS["ablation"] if c.endswith(("_lo", "_hi"))}
+    full = [{"model": "toy-neox", "revision": "step1000", "tokens": 1000, "draw": 0, "top1": 0.0, "top5": 0.0,
+             "ce": 0.0, "logit_b": 0.0, "top1_control": 0.0, "top1_context": 0.0, "n_sequences": n_sequences,
+             "n_matched_sets": None, "reference_exact": None, "method": None, **ci,
+             **{c: None for c in ablation.PROBE_RECORD}, **r, "n_heads": len(r.get("heads", [])),
+             "heads": r.get("heads", [])} for r in rows]
+    return tables.conform(pl.DataFrame(full, schema_overrides={c: pl.Float64 for c in ci} | {
+        "n_matched_sets": pl.Int64, "reference_exact": pl.Boolean, "method": pl.String}), "ablation")

@@ -36,6 +36,11 @@ if TESTS not in sys.path:
 
 os.environ.setdefault("SLURM_CONF", os.devnull)
 
+# make test runs two pytest-xdist workers on a 2-core machine: one torch thread each (read when torch loads),
+# not two workers of two threads fighting for the cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="session")
 def warm_jobs():

@@ -52,8 +52,11 @@ demo: $(STAMP)
 # The browser test (tests/report/test_report_browser.py) renders results/findings/summary.html in headless
 # Chromium: `browser` installs Debian's chromium where apt-get exists (as root, as CI runs), else the
 # test skips and says why (or set HEADTRACE_CHROMIUM to a Chromium binary).
+# Two pytest-xdist workers (TEST_WORKERS=0: one process); --dist loadfile keeps each test file in one worker,
+# in its order, so a module's Snakemake run is made once. Each worker's torch takes one thread (tests/conftest.py).
+TEST_WORKERS ?= 2
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The unit tests alone (CONTRIBUTING.md, Tests): everything but the tests marked slow (the end-to-end Snakemake
 # runs, trained or real models); under 2 minutes on an idle 2-core machine (docs/performance.md). make test runs all.

@@ -83,7 +83,7 @@ def test_the_verdict_settings_travel_through_analyze():
 
 
 @pytest.fixture(scope="module")
-def panel(tmp_path_factory):
+def panel(tmp_path_factory, warm_jobs):
     work = tmp_path_factory.mktemp("api")
     models = {}
     for i, fam in enumerate(tiny.FAMILY_NAMES):
@@ -98,7 +98,7 @@ def panel(tmp_path_factory):
     targets = [f"results/cells/{m}/final/{t}.parquet" for m in models for t in ("screen", "positional", "verdict")]
     proc = subprocess.run([snakemake, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
                            str(work / "config.yaml"), "--cores", "2", *targets],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-6000:]
     return work, cfg
 

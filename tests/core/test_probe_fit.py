@@ -292,7 +292,7 @@ def test_a_revision_without_tokens_is_refused_naming_the_key(newcomer):
 
 
 @pytest.mark.slow
-def test_workflow_runs_the_derived_probe_end_to_end(newcomer, tmp_path):
+def test_workflow_runs_the_derived_probe_end_to_end(newcomer, tmp_path, warm_jobs):
     work = tmp_path
     cfg = {"models": {"mine": {"source": "local", "path": str(newcomer / "run"), "family": "auto",
                                "tokens_per_step": 4096, "revisions": list(REVISIONS)}},
@@ -302,7 +302,7 @@ def test_workflow_runs_the_derived_probe_end_to_end(newcomer, tmp_path):
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
            str(work / "config.yaml"), "--cores", "2"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-6000:]
     batch = probe_mod.batch_from_table(tables.read(work / "results" / "probes" / "mine" / "induction_batch.parquet"))
     assert batch.seq_len == 160 and batch.token_span[0] >= 2 and batch.token_span[1] <= 256

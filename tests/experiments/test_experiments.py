@@ -465,7 +465,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_experiment_rules_end_to_end(tmp_path):
+def test_experiment_rules_end_to_end(tmp_path, warm_jobs):
     import yaml
 
     cfg = {
@@ -483,7 +483,8 @@ def test_experiment_rules_end_to_end(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake = str(Path(sys.executable).parent / "snakemake")
     proc = subprocess.run([snakemake, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-                           str(tmp_path / "config.yaml"), "--cores", "2"], capture_output=True, text=True)
+                           str(tmp_path / "config.yaml"), "--cores", "2"], capture_output=True, text=True,
+                          env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-6000:]
     exp = tmp_path / "results" / "experiments"
     for name in ("cross_seed_ablation", "data_shift", "composition", "noise_floor"):

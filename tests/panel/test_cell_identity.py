@@ -88,12 +88,12 @@ def test_weights_changed_after_scheduling_fail_the_cell_by_name(run):
     assert "changed after the DAG was built" in msg
 
 
-def _snakemake(work: Path, cfg: dict, *args: str) -> subprocess.CompletedProcess:
+def _snakemake(work: Path, cfg: dict, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
            str(work / "config.yaml"), "--cores", "2", *args,
            *(f"results/cells/tiny/checkpoint-{s}/screen.parquet" for s in (10, 20))]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
 
 
 def _captures(proc: subprocess.CompletedProcess) -> list[str]:
@@ -104,9 +104,9 @@ def _captures(proc: subprocess.CompletedProcess) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_moved_or_relisted_run_schedules_no_capture_and_new_weights_rerun_their_cell(run):
+def test_a_moved_or_relisted_run_schedules_no_capture_and_new_weights_rerun_their_cell(run, warm_jobs):
     listed = _config(str(run / "run" / "{revision}"), ["checkpoint-10", "checkpoint-20"])
-    assert _snakemake(run, listed).returncode == 0
+    assert _snakemake(run, listed, env=warm_jobs).returncode == 0
     # the live form over the same folders, the {revision} path included, and the folder itself
     for path in (str(run / "run" / "{revision}"), str(run / "run")):
         assert _captures(_snakemake(run, _config(path, {"glob": "checkpoint-*"}), "-n")) == [], path
@@ -117,6 +117,6 @@ def test_a_moved_or_relisted_run_schedules_no_capture_and_new_weights_rerun_thei
     # other weights saved under an old name: that cell, and only that cell, runs again
     tiny_model("olmo", seed=9, vocab_size=128).save_pretrained(run / "copy" / "checkpoint-20")
     assert _captures(_snakemake(run, copied, "-n")) == ["checkpoint-20"]
-    proc = _snakemake(run, copied)
+    proc = _snakemake(run, copied, env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _captures(_snakemake(run, copied, "-n")) == []

@@ -87,7 +87,7 @@ def test_the_dag_build_prints_the_probe(small_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_newcomer_run_states_its_probe_on_the_first_screen(small_run, tmp_path):
+def test_a_newcomer_run_states_its_probe_on_the_first_screen(small_run, tmp_path, warm_jobs):
     """The whole workflow on the small run (derived probe, no circuit forms in random weights): the
     probe is above the headline of summary.md and summary.html, and in the probe job's log."""
     cfg = {**_cfg(small_run, n_sequences=32), "capture": {"device": "cpu", "batch_size": 16},
@@ -95,7 +95,8 @@ def test_a_newcomer_run_states_its_probe_on_the_first_screen(small_run, tmp_path
            "measures": {"enabled": False}, "experiments": {"enabled": False}}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     proc = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-                           str(tmp_path / "c.yaml"), "--cores", "2"], capture_output=True, text=True, timeout=900)
+                           str(tmp_path / "c.yaml"), "--cores", "2"], capture_output=True, text=True, timeout=900,
+                          env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-4000:]
     said = "my-run: 32 sequences of 160 tokens, A first at positions 12–79, token ids 2–255"
     md = (tmp_path / "results" / "findings" / "summary.md").read_text()

@@ -461,10 +461,10 @@ def test_identical_weights_are_flagged_in_the_log_and_summary(caplog):
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 
-def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
+def _snakemake(work: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
            str(work / "config.yaml"), "--cores", "2", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
 
 
 def _e2e_config(work: Path, top_revisions) -> dict:
@@ -487,7 +487,7 @@ def _e2e_config(work: Path, top_revisions) -> dict:
 
 
 @pytest.mark.slow
-def test_e2e_missing_revision_refused_and_identical_weights(tmp_path):
+def test_e2e_missing_revision_refused_and_identical_weights(tmp_path, warm_jobs):
     work = tmp_path
     tiny_model("olmo", seed=9, vocab_size=128).save_pretrained(work / "top")
     tiny_model("olmo", seed=1, vocab_size=128).save_pretrained(work / "top" / "rev-a")
@@ -511,7 +511,8 @@ def test_e2e_missing_revision_refused_and_identical_weights(tmp_path):
 
     # the panel without it runs
     (work / "config.yaml").write_text(yaml.safe_dump(_e2e_config(work, ["rev-a"])))
-    proc = _snakemake(work, "results/models/tiny-top/trajectory.parquet", "results/models/tiny-same/trajectory.parquet")
+    proc = _snakemake(work, "results/models/tiny-top/trajectory.parquet", "results/models/tiny-same/trajectory.parquet",
+                      env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = work / "results"
     for model, rev in (("tiny-top", "rev-a"), ("tiny-same", "r1"), ("tiny-same", "r2")):

@@ -10,7 +10,6 @@ revision (tests/test_api.py).
 """
 from __future__ import annotations
 
-import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory):
+def ran(tmp_path_factory, warm_jobs):
     work = tmp_path_factory.mktemp("families-wf")
     models = {}
     for i, fam in enumerate(FAMILIES):
@@ -46,14 +45,10 @@ def ran(tmp_path_factory):
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     targets = [f"results/models/{m}/trajectory.parquet" for m in models] + [
         f"results/cells/{m}/{r}/verdict.parquet" for m in models for r in REVISIONS]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
                            str(work / "config.yaml"), "--cores", "2", *targets],
-                          capture_output=True, text=True, timeout=600)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                          capture_output=True, text=True, timeout=600, env=warm_jobs)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    print(f"\n{len(models)} models x {len(REVISIONS)} revisions: {cpu:.0f} s CPU (user + sys, all jobs)")
     return work, cfg
 
 

@@ -52,9 +52,9 @@ def workdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ran(workdir):
+def ran(workdir, warm_jobs):
     dry = snakemake(workdir, "-n")
-    out = snakemake(workdir, warm=True)  # as make demo runs it
+    out = snakemake(workdir, env=warm_jobs)  # jobs in forks of a warm server, as make demo runs them
     return dry, out
 
 
@@ -118,7 +118,7 @@ def test_the_first_screen_shows_the_group_row_before_its_members(ran, workdir):
     assert H.escape(sent) in page
 
 
-def test_a_group_without_its_own_cross_seed_ablation_reads_the_seed_experiment_s(ran, workdir):
+def test_a_group_without_its_own_cross_seed_ablation_reads_the_seed_experiment_s(ran, workdir, warm_jobs):
     """groups.NAME.cross_seed_ablation: false (the demo's choice) on a group whose members and seeds are
     the seed experiment's: no second ablation; the group's sentence reads the experiment's table."""
     cfg = yaml.safe_load((workdir / "config.yaml").read_text())
@@ -126,7 +126,7 @@ def test_a_group_without_its_own_cross_seed_ablation_reads_the_seed_experiment_s
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     counts = job_counts(snakemake(workdir, "-n"))
     assert "group_cross_seed_ablation" not in counts and "cross_seed_ablation" not in counts
-    snakemake(workdir)
+    snakemake(workdir, env=warm_jobs)
     md = (workdir / "results" / "findings" / "summary.md").read_text()
     sent = next(line for line in md.splitlines() if line.startswith("- Across the 2 seeds of tiny"))
     assert "cross-seed ablation, top-1 drop in a seed's final model" in sent

@@ -4,7 +4,6 @@ cell by name; a checkpoint missing a tensor fails its own cell by name; the othe
 Every cell that ran has a fingerprint table."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ REVISIONS = (*GOOD, "evil", "broken")
 
 
 @pytest.mark.slow
-def test_pickle_cells_match_safetensors_and_bad_checkpoints_fail_their_own_cell(tmp_path):
+def test_pickle_cells_match_safetensors_and_bad_checkpoints_fail_their_own_cell(tmp_path, warm_jobs):
     work, ck = tmp_path, tmp_path / "ckpt"
     tiny_model("olmo", seed=5, vocab_size=128).save_pretrained(ck / "st")
     save_pickle_copy(ck / "st", ck / "pk1")
@@ -54,7 +53,7 @@ def test_pickle_cells_match_safetensors_and_bad_checkpoints_fail_their_own_cell(
     }
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     targets = [f"results/cells/tiny/{r}/{t}.parquet" for r in REVISIONS for t in ("screen", "pr")]
-    env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # cannot switch our explicit weights_only off
+    env = {**warm_jobs, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # cannot switch our explicit weights_only off
     proc = subprocess.run([SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--configfile",
                            str(work / "config.yaml"), "--cores", "2", "--keep-going", *targets],
                           capture_output=True, text=True, timeout=900, env=env)

@@ -96,10 +96,10 @@ def cells(model, revisions):
 
 
 @pytest.fixture(scope="module")
-def first_pass(work):
+def first_pass(work, warm_jobs):
     """Round 1 and every configured cell, nothing else: the state after the first pass."""
     snakemake(work, "results/refine/tiny-refine/round1.json", *cells("tiny-refine", CONFIGURED),
-              *cells("tiny-live", ["checkpoint-10", "checkpoint-20"]))
+              *cells("tiny-live", ["checkpoint-10", "checkpoint-20"]), env=warm_jobs)
     return json.loads((work / "results" / "refine" / "tiny-refine" / "round1.json").read_text())
 
 
@@ -109,8 +109,8 @@ def dry_after_first(work, first_pass):
 
 
 @pytest.fixture(scope="module")
-def full(work, dry_after_first):
-    snakemake(work)
+def full(work, dry_after_first, warm_jobs):
+    snakemake(work, env=warm_jobs)
     return work / "results"
 
 

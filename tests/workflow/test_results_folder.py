@@ -29,11 +29,11 @@ def panel(results: str, name: str, spec: dict) -> dict:
     return {"results": results, "models": {name: spec}, "screen": {"baseline": "sampled"}}
 
 
-def snakemake(workdir: Path, config: dict, *args: str) -> str:
+def snakemake(workdir: Path, config: dict, *args: str, env: dict | None = None) -> str:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     cmd = [SNAKEMAKE, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), "--configfile",
            str(workdir / "config.yaml"), "--cores", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout + proc.stderr
 
@@ -80,10 +80,10 @@ def test_a_dry_run_writes_every_output_under_the_results_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_panels_in_two_folders_each_summary_names_only_its_models(tmp_path, monkeypatch):
-    snakemake(tmp_path, panel("runs/a", "pythia", PYTHIA))
+def test_two_panels_in_two_folders_each_summary_names_only_its_models(tmp_path, monkeypatch, warm_jobs):
+    snakemake(tmp_path, panel("runs/a", "pythia", PYTHIA), env=warm_jobs)
     first = {p: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "a").rglob("*") if p.is_file()}
-    snakemake(tmp_path, panel("runs/b", "olmo", OLMO))
+    snakemake(tmp_path, panel("runs/b", "olmo", OLMO), env=warm_jobs)
     # the second panel, in the same working folder (one .snakemake/), touched nothing of the first's
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "a").rglob("*") if p.is_file()} == first
     assert "Nothing to be done" in snakemake(tmp_path, panel("runs/a", "pythia", PYTHIA), "-n")
@@ -110,7 +110,7 @@ def test_two_panels_in_two_folders_each_summary_names_only_its_models(tmp_path, 
 
     # a second panel run into a folder that holds the first's cells: its summary names only its own
     shutil.copytree(tmp_path / "runs" / "a", tmp_path / "runs" / "shared")
-    snakemake(tmp_path, panel("runs/shared", "olmo", OLMO))
+    snakemake(tmp_path, panel("runs/shared", "olmo", OLMO), env=warm_jobs)
     shared = tmp_path / "runs" / "shared"
     assert (shared / "models" / "pythia" / "trajectory.parquet").exists()  # the stale cells are still there
     text = console.summary(shared)

@@ -283,7 +283,7 @@ def test_summary_page_shows_the_tables_answers(ran, workdir):
         assert final["verdict"][0] in text if final["n_heads"][0] else "no circuit" in text
 
 
-def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, workdir):
+def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, workdir, warm_jobs):
     """results/models/{model}/lineage.parquet per run model: the toy run (step0 -> step4) raises no
     flag; the local tiny-olmo's rev-a and rev-c are inits of two seeds (tiny.tiny_model), so rev-c
     does not descend from rev-a. provenance.on_suspect: fail stops the lineage job naming it; drop
@@ -301,12 +301,12 @@ def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, 
         cfg["provenance"] = {"on_suspect": "fail"}
         (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
         with pytest.raises(AssertionError, match="lineage"):
-            snakemake(workdir, "results/models/tiny-olmo/lineage.parquet", "--forcerun", "lineage")
+            snakemake(workdir, "results/models/tiny-olmo/lineage.parquet", "--forcerun", "lineage", env=warm_jobs)
         log = (workdir / "logs" / "lineage" / "tiny-olmo.log").read_text()
         assert "on_suspect is 'fail'" in log and "revision 'rev-c': not descended from the first revision's init" in log
         cfg["provenance"] = {"on_suspect": "drop"}
         (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-        snakemake(workdir, "results/models/tiny-olmo/trajectory.parquet")
+        snakemake(workdir, "results/models/tiny-olmo/trajectory.parquet", env=warm_jobs)
         assert pl.read_parquet(res / "tiny-olmo" / "trajectory.parquet")["revision"].unique().to_list() == ["rev-a"]
     finally:
         cfg.pop("provenance")

@@ -364,8 +364,7 @@ def _cmd_warm(args: argparse.Namespace) -> int:
     if not command:
         raise ValueError("give the command to run after --, e.g. headtrace warm -- snakemake --cores all")
     from headtrace.models import families  # imports torch: here, not for every command
-    classes = tuple(f"transformers:{family.model_class}" for family in families.FAMILIES.values())
-    return warm.run(command, preload=warm.PRELOAD + classes, log=args.log)
+    return warm.run(command, preload=warm.PRELOAD + families.warm_preload(), log=args.log)
 
 
 def _cmd_lock_check(args: argparse.Namespace) -> int:

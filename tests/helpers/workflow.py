@@ -46,18 +46,12 @@ def warm_server(folder: Path):
     from headtrace.runtime import warm
 
     socket = folder / "socket"
-    classes = tuple(f"transformers:{family.model_class}" for family in families.FAMILIES.values())
     with open(folder / "warm.log", "w") as log:
-        server = warm.start(str(socket), warm.PRELOAD + classes, stdout=log)
+        server = warm.start(str(socket), warm.PRELOAD + families.warm_preload(), stdout=log)
         try:
             deadline = time.monotonic() + 120
             while not socket.exists() and server.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
             yield {**os.environ, warm.ENV: str(socket)}
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                server.kill()
-                server.wait()
+            warm.stop(server)

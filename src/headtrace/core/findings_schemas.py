@@ -18,6 +18,17 @@ _CROSS_SEED = {
     "n_candidates": pl.Int64,
 }
 
+# F4's recall milestones, at the class threshold and (strict) at the circuit threshold: one schema
+_RECALL_MILESTONES = {
+    "model": pl.String,
+    "level": pl.Float64,
+    "level_label": pl.String,
+    "revision": pl.String,
+    "tokens": pl.Int64,
+    "final_tokens": pl.Int64,
+    "token_share": pl.Float64,
+}
+
 FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     # ---- findings (headtrace.findings.trajectory), results/findings/*.parquet ----
     # F1: first-token (BOS) heads per layer; first-token = sel_first_token >= class threshold.
@@ -216,26 +227,10 @@ FINDINGS_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "recall": pl.Float64,
     },
     # F4: first revision reaching each recall level.
-    "f4_recall_milestones": {
-        "model": pl.String,
-        "level": pl.Float64,
-        "level_label": pl.String,
-        "revision": pl.String,
-        "tokens": pl.Int64,
-        "final_tokens": pl.Int64,
-        "token_share": pl.Float64,
-    },
+    "f4_recall_milestones": _RECALL_MILESTONES,
     # F4, strict variant: the same, a head counting as found only at the circuit threshold (found_threshold =
     # induction_threshold), the second table of summary.md's Finding 4
-    "f4_recall_milestones_strict": {
-        "model": pl.String,
-        "level": pl.Float64,
-        "level_label": pl.String,
-        "revision": pl.String,
-        "tokens": pl.Int64,
-        "final_tokens": pl.Int64,
-        "token_share": pl.Float64,
-    },
+    "f4_recall_milestones_strict": _RECALL_MILESTONES,
     # F5: PR rise vs induction-selectivity crossing, per final induction head.
     "f5_pr_lead": {
         "model": pl.String,

@@ -187,6 +187,12 @@ MODEL_TYPES = {name: name for name in FAMILIES}
 REFUSED: dict[str, str] = {}
 
 
+def warm_preload() -> tuple[str, ...]:
+    """Every family's model class as :mod:`headtrace.runtime.warm` preloads it (``transformers:Class``):
+    what ``headtrace warm`` and the tests' warm server import beside ``warm.PRELOAD``."""
+    return tuple(f"transformers:{family.model_class}" for family in FAMILIES.values())
+
+
 def get(name: str) -> Family:
     if name in REFUSED:
         raise ValueError(f"model family '{name}' is not supported: {REFUSED[name]}")

@@ -46,7 +46,7 @@ import time
 import traceback
 from pathlib import Path
 
-__all__ = ["ENV", "PRELOAD", "THREAD_ENV", "delegate", "serve", "start", "run"]
+__all__ = ["ENV", "PRELOAD", "THREAD_ENV", "delegate", "serve", "start", "stop", "run"]
 
 ENV = "HEADTRACE_WARM"  # the server's socket, set by run() for the command it runs
 _IN_FORK = "HEADTRACE_WARM_FORK"  # set inside a fork: its script's delegate() returns at once
@@ -187,12 +187,7 @@ def run(command: list[str], *, preload: tuple[str, ...] = PRELOAD, socket_dir: s
         return 130
     finally:
         ended = server.poll()
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            server.kill()
-            server.wait()
+        stop(server)
         if log:
             out.close()
         if ended:
@@ -212,6 +207,16 @@ def start(path: str, preload: tuple[str, ...] = PRELOAD, *, env: dict | None = N
     env = {**(os.environ if env is None else env), **{k: "1" for k in THREAD_ENV}}
     return subprocess.Popen([sys.executable, "-m", "headtrace.runtime.warm", path, str(os.getpid()), *preload],
                             env=env, stdout=stdout, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Stop a server :func:`start` started (and its forks): terminate, killed after 30 s."""
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        server.kill()
+        server.wait()
 
 
 # --- the server's parts -------------------------------------------------------------------------

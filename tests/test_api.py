@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,25 @@ def test_the_verdict_settings_travel_through_analyze():
     v = cell.verdict.filter(pl.col("circuit") == "final_circuit").row(0, named=True)
     assert v["metric"] == "logit_b" and v["alpha"] == 0.01 and "decided on the logit of B" in v["floor_reason"]
     assert v["method"] == "zero" and v["second_method"] is None
+
+
+def test_the_prefix_threshold_reaches_the_cells_circuit_line():
+    """``measures.prefix_threshold`` decides which heads prefix-match in the summary's circuit line
+    (``CellTables.copying_heads``), not head_decisions' default; the decisions are not written as a table."""
+    probe_keys = {"n_sequences": 16, "seq_len": 64, "token_range": [2, 128], "ab_range": [10, 40]}
+    model = tiny.tiny_model("gpt_neox", n_layers=2, n_heads=4)
+    for threshold in (0.05, 0.9):
+        cell = headtrace.analyze(model, probe=probe_keys, n_random=3, final_circuit=["L1H0", "L1H1"], progress=False,
+                                 settings={"measures": {"prefix_threshold": threshold},
+                                           "repeated_probe": {"n_sequences": 4, "length": 16}})
+        decided = cell.copying_heads
+        assert decided["prefix_threshold"].unique().to_list() == [threshold]
+        expected = decided.filter((pl.col("layer") == 1) & pl.col("head").is_in([0, 1]))["prefix_matches"].sum()
+        final = [ln for ln in cell.summary().splitlines() if ln.startswith("  final circuit (L1H0 L1H1): ")]
+        assert len(final) == 1 and f"prefix-matching (> {threshold:g}) and copying" in final[0], final
+        assert f"(prefix-matching {expected}, copying " in final[0]
+    with tempfile.TemporaryDirectory() as out:
+        assert "copying_heads" not in cell.write(out) and not list(Path(out).glob("copying_heads*"))
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from headtrace.core import probe, schema, tables
 from headtrace.core import probe as probe_module  # analyze's ``probe`` argument shadows the module
 from headtrace.core.heads import as_heads
 from headtrace.core.probe import ProbeBatch
+from headtrace.findings.measures import head_decisions
 from headtrace.models import context, families, hub, tokenize
 from headtrace.panel import keys
 from headtrace.report import console
@@ -42,6 +43,7 @@ DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ab
 TEXT_KEYS = tuple(schema.defaults("text_probe"))
 PROBE_KEYS = tuple(schema.defaults("$defs", "probe"))
 TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict", "measures")
+DERIVED = ("copying_heads",)  # CellTables' fields decided from the tables above, not written
 
 
 @dataclass(repr=False)
@@ -58,12 +60,15 @@ class CellTables:
     verdict: pl.DataFrame | None = None
     measures: pl.DataFrame | None = None  # headtrace.cell.patterns: sink alpha, prefix matching (docs/measures.md)
     text_probe: pl.DataFrame | None = None  # the text probe's sequences and where they came from
+    # the measures' heads with Olsson et al.'s two properties decided at the analysis's measures.prefix_threshold
+    # (headtrace.findings.measures.head_decisions): what summary() counts; derived, so not written
+    copying_heads: pl.DataFrame | None = None
 
     def summary(self) -> str:
         """The cell in words, as ``headtrace cell`` prints it (:func:`headtrace.report.console.cell_lines`):
         the induction circuit with each head's selectivity, its positional heads, the sequences the
         ablation ran on, what the unablated model predicts and one line per circuit with its verdict."""
-        return "\n".join(console.cell_lines(self.screen, self.positional, self.verdict, self.measures))
+        return "\n".join(console.cell_lines(self.screen, self.positional, self.verdict, self.copying_heads))
 
     def __repr__(self) -> str:
         present = ", ".join(f"{f.name} ({getattr(self, f.name).height} rows)" for f in fields(self)
@@ -75,7 +80,7 @@ class CellTables:
         out = {}
         for f in fields(self):
             df = getattr(self, f.name)
-            if df is not None:
+            if df is not None and f.name not in DERIVED:
                 out[f.name] = Path(out_dir) / f"{f.name}.parquet"
                 tables.write(df, out[f.name], schema=f.name)
         return out
@@ -224,6 +229,7 @@ def analyze(
                                                                                    settings_of_probe, model)),
             text=None if text_table is None else tokenize.tokens_of(text_table), batch_size=bs, device=dev,
             name=name, revision=revision, tokens=tokens)
+        cell.copying_heads = head_decisions(cell.measures, prefix_threshold=opts["measures"]["prefix_threshold"])
     if ablate:
         final = as_heads(final_circuit) if final_circuit is not None else screen.circuit_heads(cell_screen)
         cell.ablation, cell.verdict = ablate_cell(model, family, batch, cell_screen, final,

@@ -354,7 +354,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out,
                        settings={"ablation": ablation})
-    print("\n".join(console.cell_lines(cell.screen, cell.positional, cell.verdict, cell.measures, name=name,
+    print("\n".join(console.cell_lines(cell.screen, cell.positional, cell.verdict, cell.copying_heads, name=name,
                                         revision=args.revision or "", out=args.out)))
     return 0
 

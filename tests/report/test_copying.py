@@ -82,13 +82,15 @@ def test_html_carries_the_same_facts_as_markdown():
     assert page.startswith('<section id="copying">') and page.endswith("</section>")
 
 
-def _measures(prefix, share):
-    return pl.DataFrame([dict(probe=probe, layer=1, head=h, prefix_matching=prefix[h] if probe == "repeated" else None,
-                              copying=share[h]) for probe in ("repeated", "text") for h in range(len(share))])
+def _decided(prefix, share):
+    """One cell's heads as findings.measures.head_decisions decides them at 0.4 and 0.5, decided here by hand."""
+    return pl.DataFrame([dict(probe="repeated", layer=1, head=h, prefix_matching=p, copying=c, prefix_matches=p > 0.4,
+                              copies=c > 0.5, prefix_threshold=0.4, copying_threshold=0.5)
+                         for h, (p, c) in enumerate(zip(prefix, share))])
 
 
 def test_console_circuit_line_counts_prefix_matching_and_copying():
-    m = _measures([0.9, 0.8, 0.1], [0.7, 0.45, 0.6])
+    m = _decided([0.9, 0.8, 0.1], [0.7, 0.45, 0.6])
     assert C.circuit_text(["L1H0", "L1H1", "L1H2"], m) == (
         "prefix-matching (> 0.4) and copying (OV positive-eigenvalue share > 0.5): 1 of 3 heads "
         "(prefix-matching 2, copying 2)")

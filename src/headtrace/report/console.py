@@ -231,10 +231,11 @@ def baseline_line(v: dict) -> str | None:
             + f"; a shuffled-B control token of the context {control:.2%}; any other context token {other:.2%}")
 
 
-def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
+def circuit_line(v: dict, copying_heads: pl.DataFrame | None = None) -> str:
     """One circuit's verdict in one line, for ``headtrace cell``: its heads, the effect with its
     interval, p over which reference sets, and the verdict with its reason; for an induction circuit,
-    given the cell's ``measures`` table, how many of its heads prefix-match and copy
+    given the cell's heads with prefix matching and copying decided (``CellTables.copying_heads``,
+    :func:`headtrace.findings.measures.head_decisions`), how many of its heads do both
     (:func:`headtrace.report.copying.circuit_text`)."""
     metric = v.get("metric") or "top1"
     heads = v.get("heads")
@@ -249,7 +250,7 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
     else:
         out += ", no reference set"
     verdict = v.get("verdict") or ("causal" if v.get("causal") else "not_causal")
-    olsson = copying.circuit_text(heads, measures) if v.get("circuit", "circuit") in ("circuit", "final_circuit") else ""
+    olsson = copying.circuit_text(heads, copying_heads) if v.get("circuit", "circuit") in ("circuit", "final_circuit") else ""
     olsson = f"; {olsson}" if olsson else ""
     if verdict == "underpowered":
         return out + f" -> underpowered: {underpowered_reason(v)} (the test cannot decide here){olsson}"
@@ -260,7 +261,7 @@ def circuit_line(v: dict, measures: pl.DataFrame | None = None) -> str:
 
 
 def cell_lines(screen: pl.DataFrame, positional_table: pl.DataFrame | None = None,
-               verdict: pl.DataFrame | None = None, measures: pl.DataFrame | None = None, *,
+               verdict: pl.DataFrame | None = None, copying_heads: pl.DataFrame | None = None, *,
                name: str | None = None, revision: str | None = None, out=None) -> list[str]:
     """One cell's screen in lines, as ``headtrace cell`` prints it and ``CellTables.summary()`` returns
     it: the induction circuit with each head's selectivity, its positional heads, the sequences the
@@ -293,7 +294,7 @@ def cell_lines(screen: pl.DataFrame, positional_table: pl.DataFrame | None = Non
         if base:
             lines.append("  " + base)
     # last: one line per circuit, in the words of `headtrace summary`
-    return lines + ["  " + circuit_line(v, measures) for v in verdict.iter_rows(named=True)]
+    return lines + ["  " + circuit_line(v, copying_heads) for v in verdict.iter_rows(named=True)]
 
 
 def _verdicts(v: pl.DataFrame | None) -> dict:

@@ -17,8 +17,6 @@ from typing import Iterable, Mapping
 
 import polars as pl
 
-from headtrace.findings import measures as decided
-
 TABLE = "measures_circuit_copying"
 OVER = "measures_over_training"
 
@@ -223,17 +221,15 @@ def html(findings: Mapping[str, pl.DataFrame], models: Iterable[str] = ()) -> st
     return "\n".join(out) + "</section>"
 
 
-def circuit_text(heads: Iterable[str], measures: pl.DataFrame | None) -> str:
+def circuit_text(heads: Iterable[str], decided: pl.DataFrame | None) -> str:
     """For the console's circuit line: 'prefix-matching and copying: 4 of 5 heads (prefix-matching 5,
     copying 4)', from one cell's heads as :func:`headtrace.findings.measures.head_decisions` decided them
-    (its ``prefix_matches``, ``copies`` and thresholds); '' without them or without heads. Given the
-    cell's raw ``measures`` table (no decision columns: what the console passes today), it is decided
-    there at that function's thresholds."""
+    (its ``prefix_matches``, ``copies`` and thresholds: the API's ``CellTables.copying_heads``); '' without
+    them or without heads."""
     heads = list(heads)
-    if measures is None or not measures.height or not heads:
+    if decided is None or not decided.height or not heads:
         return ""
-    table = measures if "prefix_matches" in measures.columns else decided.head_decisions(measures)
-    rows = {f"L{r['layer']}H{r['head']}": r for r in table.iter_rows(named=True)}
+    rows = {f"L{r['layer']}H{r['head']}": r for r in decided.iter_rows(named=True)}
     found = [rows[h] for h in heads if h in rows]
     if not found:
         return ""

@@ -39,9 +39,9 @@ import torch
 import transformers
 
 from headtrace.causal import ablation
-from headtrace.core import probe
 from headtrace.core.heads import as_heads
 from headtrace.models import families
+from headtrace.probe import synthetic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from naive_ablation import run_naive  # noqa: E402  (the test oracle)
@@ -151,8 +151,8 @@ def main() -> None:
         model = toy_model(args.family, args.vocab, layers, args.hidden, heads, args.seq_len, 0, args.intermediate,
                           args.experts, args.experts_per_tok).to(args.device, dtype)
     family = families.get(args.family)
-    batch = probe.make_batch(n_sequences=args.n, seq_len=args.seq_len, token_low=10, token_high=args.vocab,
-                             ab_low=20, ab_high=min(100, args.seq_len - 7))
+    batch = synthetic.make_batch(n_sequences=args.n, seq_len=args.seq_len, token_range=(10, args.vocab),
+                                 ab_range=(20, min(100, args.seq_len - 7)))
     screen = fake_screen(layers, heads, circuit, prev)
     conds = ablation.build_conditions(screen, heads, final_circuit=final, n_random=args.n_random)
     n_sets = len(ablation._distinct_sets(conds)[0])

@@ -37,8 +37,8 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from headtrace.cell import capture  # noqa: E402
-from headtrace.core import probe
 from headtrace.models import families
+from headtrace.probe import synthetic
 
 
 def build_model(n_layers: int, dtype: torch.dtype, device: str) -> torch.nn.Module:
@@ -106,7 +106,7 @@ def main() -> None:
     t0 = time.perf_counter()
     model = build_model(args.layers, dtype, args.device)
     family = families.get("gpt_neox")
-    batch = probe.make_batch(n_sequences=args.n, seq_len=args.seq_len)
+    batch = synthetic.make_batch(n_sequences=args.n, seq_len=args.seq_len)
     tokens = torch.from_numpy(batch.tokens)
     print(f"model: {args.layers} layers x 2048 x 8 heads, vocab 50304, {args.dtype} on {args.device} "
           f"(built in {time.perf_counter() - t0:.1f}s); probe n={args.n} T={args.seq_len} "
@@ -192,7 +192,7 @@ def per_family(args, dtype: torch.dtype) -> None:
     n = args.n or FAMILY_GEOMETRY["n"]
     bs = args.batch_size or FAMILY_GEOMETRY["batch_size"]
     names = list(families.FAMILIES) if args.families == "all" else args.families.split(",")
-    batch = probe.make_batch(n_sequences=n, seq_len=args.seq_len, token_low=3, token_high=VOCAB)
+    batch = synthetic.make_batch(n_sequences=n, seq_len=args.seq_len, token_range=(3, VOCAB))
     tokens = torch.from_numpy(batch.tokens)
     load0 = os.getloadavg()
     t_start = time.perf_counter()

@@ -30,8 +30,8 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from headtrace.cell import capture  # noqa: E402
-from headtrace.core import probe  # noqa: E402
 from headtrace.models import families, fingerprint, hub, provenance, weights  # noqa: E402
+from headtrace.probe import synthetic
 
 
 def build(folder: Path, n_layers: int, dtype: torch.dtype) -> None:
@@ -71,7 +71,7 @@ def main() -> None:
         print(f"{n_params / 1e9:.3f} B parameters, {size / 1e9:.2f} GB in {len(files)} {fmt} file(s); "
               f"load {t_load:.1f}s; probe {args.n} x {args.seq_len}; torch threads {torch.get_num_threads()}",
               flush=True)
-        batch = probe.make_batch(n_sequences=args.n, seq_len=args.seq_len)
+        batch = synthetic.make_batch(n_sequences=args.n, seq_len=args.seq_len)
 
         def run_capture():
             capture.run(model, family, batch, batch_size=args.batch_size, device="cpu", progress=False)

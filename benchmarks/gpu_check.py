@@ -48,8 +48,8 @@ from tiny import CLASSES, FAMILY_NAMES, tiny_config, tiny_model  # noqa: E402
 from headtrace.causal import ablation  # noqa: E402
 from headtrace.causal.ablation import Condition  # noqa: E402
 from headtrace.cell import capture, measures, patterns  # noqa: E402
-from headtrace.core import probe  # noqa: E402
 from headtrace.models import families  # noqa: E402
+from headtrace.probe import repeated, synthetic
 
 FAILURES: list[str] = []
 
@@ -61,7 +61,7 @@ def report(label: str, diff: float, ok: bool) -> None:
 
 
 def check_capture(name: str, device: str) -> None:
-    batch = probe.make_batch(n_sequences=16, seq_len=64, token_low=2, token_high=128, ab_low=10, ab_high=32)
+    batch = synthetic.make_batch(n_sequences=16, seq_len=64, token_range=(2, 128), ab_range=(10, 32))
     model = _sharpen(tiny_model(name))
     family = families.get(name)
     ref = _eager_masses(model, family, batch)  # on the CPU, fp32 eager
@@ -102,7 +102,7 @@ def check_ablation(name: str, device: str) -> None:
 
 
 def check_measures(name: str, device: str) -> None:
-    tokens = probe.repeated_random(n_sequences=6, length=20, repeats=3, token_low=2, token_high=128, seed=3,
+    tokens = repeated.repeated_random(n_sequences=6, length=20, repeats=3, token_range=(2, 128), seed=3,
                                    prepend_bos=True, bos_token_id=0)
     model = _sharpen(tiny_model(name))
     family = families.get(name)
@@ -136,7 +136,7 @@ def check_precision(name: str, device: str, width: int) -> None:
     torch.manual_seed(0)
     model = _sharpen(CLASSES[name][1](cfg).eval(), factor=3.0).to(device)
     family = families.get(name)
-    batch = probe.make_batch(n_sequences=64, seq_len=256, token_low=3, token_high=1024)
+    batch = synthetic.make_batch(n_sequences=64, seq_len=256, token_range=(3, 1024))
     conds = [Condition("baseline"), Condition("L3", 0, ((3, 0), (3, 5))), Condition("L1", 0, ((1, 2),))]
     bs = 16 if device.startswith("cuda") else 8
     routes: dict[str, list[torch.Tensor]] = {}

@@ -28,8 +28,8 @@ import transformers
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 from headtrace.cell import capture, patterns  # noqa: E402
-from headtrace.core import probe, texts  # noqa: E402
 from headtrace.models import families, tokenize  # noqa: E402
+from headtrace.probe import repeated, synthetic, texts  # noqa: E402
 
 
 def main() -> None:
@@ -48,15 +48,14 @@ def main() -> None:
                                      max_position_embeddings=256, rotary_pct=0.25, bos_token_id=256, eos_token_id=257)
     model = transformers.GPTNeoXForCausalLM(cfg).eval()
     family = families.get("gpt_neox")
-    synthetic = probe.make_batch(n_sequences=256, seq_len=128, token_low=32, token_high=127, seed=42, ab_low=64,
-                                 ab_high=108)
-    repeated = probe.repeated_random(n_sequences=50, length=32, repeats=2, token_low=32, token_high=127)
+    induction = synthetic.make_batch(n_sequences=256, seq_len=128, token_range=(32, 127), seed=42, ab_range=(64, 108))
+    repeats = repeated.repeated_random(n_sequences=50, length=32, repeats=2, token_range=(32, 127))
     docs = texts.read_documents(str(ROOT / "resources" / "text-probe" / "prose.jsonl"))
     text = tokenize.text_sequences(docs, tokenize.ByteTokenizer(), 64, 100).tokens
     bs = args.batch_size
     runs = {
-        "baseline": lambda: capture.run(model, family, synthetic, batch_size=bs, progress=False),
-        "repeated": lambda: patterns.run(model, family, repeated, batch_size=bs, prefix=True),
+        "baseline": lambda: capture.run(model, family, induction, batch_size=bs, progress=False),
+        "repeated": lambda: patterns.run(model, family, repeats, batch_size=bs, prefix=True),
         "text": lambda: patterns.run(model, family, text, batch_size=bs),
         "copying": lambda: patterns.copying(model, family),
     }

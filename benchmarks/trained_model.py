@@ -29,8 +29,8 @@ import torch
 
 from headtrace.causal import ablation
 from headtrace.cell import capture, screen
-from headtrace.core import probe
 from headtrace.models import families, hub
+from headtrace.probe import synthetic
 
 
 def gguf_file() -> Path:
@@ -63,7 +63,7 @@ def main() -> None:
     print(f"load: first {t_cold:.1f} s (GGUF read, dequantized, copy written), from the copy {t_warm:.1f} s: "
           f"ratio {t_warm / t_cold:.3f}")
 
-    batch = probe.make_batch(n_sequences=128, seq_len=128, token_low=100, token_high=10000, ab_low=10, ab_high=64)
+    batch = synthetic.make_batch(n_sequences=128, seq_len=128, token_range=(100, 10000), ab_range=(10, 64))
     tokens = torch.as_tensor(batch.tokens)
 
     def plain(ids=tokens, bs=16):
@@ -77,8 +77,7 @@ def main() -> None:
 
     table = screen.screen(capture.attention_table(result, "smollm2", "instruct-q4_1", None), baseline="clean")
     circuit = screen.circuit_heads(table)
-    held = probe.make_batch(n_sequences=args.n_ablate, seq_len=128, token_low=100, token_high=10000, ab_low=10,
-                            ab_high=64, seed=43)
+    held = synthetic.make_batch(n_sequences=args.n_ablate, seq_len=128, token_range=(100, 10000), ab_range=(10, 64), seed=43)
     n_layers = families.dims(model)[0]
     t_one, _ = timed(lambda: plain(torch.as_tensor(held.tokens)))
     # as before issue 48: 20 sets (then from the heads the circuit leaves free; the cost is the number of sets)

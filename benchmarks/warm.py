@@ -27,15 +27,15 @@ from headtrace.runtime import warm
 warm.delegate()
 import sys, torch, transformers
 from headtrace.cell import capture
-from headtrace.core import probe
 from headtrace.models import families
+from headtrace.probe import synthetic
 torch.set_num_threads(1)
 torch.manual_seed(0)
 cfg = transformers.GPTNeoXConfig(vocab_size=258, hidden_size=192, num_hidden_layers=4, num_attention_heads=12,
                                  intermediate_size=384, max_position_embeddings=256, rotary_pct=1.0)
 model = transformers.GPTNeoXForCausalLM(cfg).eval()
-batch = probe.make_batch(n_sequences=int(sys.argv[1]), seq_len=128, token_low=32, token_high=127,
-                         ab_low=64, ab_high=108)
+batch = synthetic.make_batch(n_sequences=int(sys.argv[1]), seq_len=128, token_range=(32, 127),
+                         ab_range=(64, 108))
 capture.run(model, families.get("gpt_neox"), batch, batch_size=64, device="cpu", progress=False)
 """
 

@@ -11,10 +11,10 @@ from torch import nn
 
 from headtrace.causal.ablation import COPY_NULL, METRICS, _metrics
 from headtrace.causal.conditions import Condition
-from headtrace.core import probe
 from headtrace.core.heads import layers_of
 from headtrace.models import families
 from headtrace.models.families import Family
+from headtrace.probe import synthetic
 
 
 def head_means(model: nn.Module, family: Family, tokens: torch.Tensor, device="cpu") -> dict[int, torch.Tensor]:
@@ -31,7 +31,7 @@ def head_means(model: nn.Module, family: Family, tokens: torch.Tensor, device="c
     return {l: z.reshape(-1, z.shape[-1]).mean(dim=0) for l, z in seen.items()}
 
 
-def run_naive(model: nn.Module, family: Family, batch: probe.ProbeBatch, conditions: Sequence[Condition],
+def run_naive(model: nn.Module, family: Family, batch: synthetic.ProbeBatch, conditions: Sequence[Condition],
               *, batch_size: int, device="cpu", methods: Sequence[str] = ("zero",), copy_null: bool = True) -> list[dict]:
     """One dict per condition and method (``name, draw, heads, n_heads``, the metrics' means,
     ``n_sequences``, ``method``), a ``copy_null`` dict after each method's conditions."""
@@ -39,7 +39,7 @@ def run_naive(model: nn.Module, family: Family, batch: probe.ProbeBatch, conditi
     out_projs = family.out_projs(model)
     tokens = torch.as_tensor(batch.tokens, dtype=torch.long)
     target = torch.as_tensor(batch.target, dtype=torch.long)
-    control = torch.as_tensor(probe.control_targets(batch), dtype=torch.long)
+    control = torch.as_tensor(synthetic.control_targets(batch), dtype=torch.long)
     n = tokens.shape[0]
     means = head_means(model, family, tokens, device) if "mean" in methods else {}
 
@@ -75,6 +75,6 @@ def run_naive(model: nn.Module, family: Family, batch: probe.ProbeBatch, conditi
                         **evaluate(tokens, hooks), "n_sequences": n, "method": method})
         if copy_null:
             out.append({"name": COPY_NULL, "draw": 0, "heads": (), "n_heads": 0,
-                        **evaluate(torch.as_tensor(probe.copy_null_tokens(batch), dtype=torch.long), []),
+                        **evaluate(torch.as_tensor(synthetic.copy_null_tokens(batch), dtype=torch.long), []),
                         "n_sequences": n, "method": method})
     return out

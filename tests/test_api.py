@@ -18,10 +18,11 @@ import torch
 import yaml
 from polars.testing import assert_frame_equal
 
-import headtrace
 from headtrace import api
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.models import hub
+from headtrace.probe import synthetic
+import headtrace
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,8 +130,8 @@ def test_analyze_equals_the_workflow(panel, family):
     work, cfg = panel
     name = f"tiny-{family}"
     model, _ = hub.load_model("local", cfg["models"][name]["path"] + "/final", "final")
-    batch = probe.batch_from_table(tables.read(work / f"results/probes/{name}/induction_batch.parquet"))
-    assert_frame_equal(probe.batch_table(batch), probe.batch_table(api.probe_batch(PROBE)))
+    batch = synthetic.batch_from_table(tables.read(work / f"results/probes/{name}/induction_batch.parquet"))
+    assert_frame_equal(synthetic.batch_table(batch), synthetic.batch_table(api.probe_batch(PROBE)))
     # the probe's keys, not the batch: the held-out ablation (ablation.probe) is drawn from them
     cell = headtrace.analyze(model, probe=PROBE, n_random=N_RANDOM, batch_size=8, device="cpu", name=name,
                              revision="final", tokens=1000, progress=False)
@@ -173,10 +174,10 @@ def test_ablation_n_sequences_uses_the_first_sequences():
     assert set(full.ablation["n_sequences"].to_list()) == {12}
     assert_frame_equal(cell.screen, full.screen)
     held, _ = api.ablation_probe(api.probe_batch(settings), settings)
-    assert full.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(held.tokens)
-    assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(held.tokens[:5])
+    assert full.verdict["ablation_probe_sha256"][0] == synthetic.tokens_sha256(held.tokens)
+    assert cell.verdict["ablation_probe_sha256"][0] == synthetic.tokens_sha256(held.tokens[:5])
     same = headtrace.analyze(model, settings={"ablation": {"n_sequences": 5, "probe": "same"}}, **kw)
-    assert same.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(api.probe_batch(settings).tokens[:5])
+    assert same.verdict["ablation_probe_sha256"][0] == synthetic.tokens_sha256(api.probe_batch(settings).tokens[:5])
 
 
 # ---- ablation.probe: which sequences the ablation runs on (issue 33) ----
@@ -192,7 +193,7 @@ def test_ablation_probe_held_out_by_default_and_same_on_request():
     screen_batch = api.probe_batch(SMALL)
     held, rec = api.ablation_probe(screen_batch, SMALL)
     assert rec == {"ablation_probe": "held_out", "ablation_probe_seed": 6,
-                   "ablation_probe_sha256": probe.tokens_sha256(held.tokens), "ablation_probe_redrawn": 0}
+                   "ablation_probe_sha256": synthetic.tokens_sha256(held.tokens), "ablation_probe_redrawn": 0}
     assert held.tokens.shape == screen_batch.tokens.shape and not _rows(held.tokens) & _rows(screen_batch.tokens)
     assert np.array_equal(held.tokens, api.probe_batch({**SMALL, "seed": 6}).tokens)  # the same probe, seed + 1
     fixed, rec = api.ablation_probe(screen_batch, SMALL, {"probe_seed": 1000, "n_sequences": 4})
@@ -201,7 +202,7 @@ def test_ablation_probe_held_out_by_default_and_same_on_request():
     same, rec = api.ablation_probe(screen_batch, SMALL, {"probe": "same", "n_sequences": 4})
     assert np.array_equal(same.tokens, screen_batch.tokens[:4])
     assert rec == {"ablation_probe": "same", "ablation_probe_seed": 5,
-                   "ablation_probe_sha256": probe.tokens_sha256(screen_batch.tokens[:4]), "ablation_probe_redrawn": None}
+                   "ablation_probe_sha256": synthetic.tokens_sha256(screen_batch.tokens[:4]), "ablation_probe_redrawn": None}
     with pytest.raises(ValueError, match="ProbeBatch.*settings=\\{'ablation': \\{'probe': 'same'\\}\\}"):
         api.ablation_probe(screen_batch, None)
     with pytest.raises(ValueError, match="ablation.probe_seed 5 is probe.seed"):
@@ -220,7 +221,7 @@ def test_analyze_ablates_by_default_on_sequences_the_screen_did_not_read():
     for t in (cell.ablation, cell.verdict):
         assert t["ablation_probe"].unique().to_list() == ["held_out"]
         assert t["ablation_probe_seed"].unique().to_list() == [SMALL["seed"] + 1]
-        assert t["ablation_probe_sha256"].unique().to_list() == [probe.tokens_sha256(held.tokens)]
+        assert t["ablation_probe_sha256"].unique().to_list() == [synthetic.tokens_sha256(held.tokens)]
     with torch.no_grad():
         logits = model(torch.as_tensor(held.tokens)).logits[:, -1]
     top1 = (logits.argmax(-1).numpy() == held.target).mean()
@@ -254,7 +255,7 @@ def test_same_keeps_the_screens_batch_and_its_numbers():
     assert_frame_equal(cell.ablation.drop(record), table.drop(record))
     assert_frame_equal(cell.verdict.drop(record), verdict.drop(record))
     assert cell.verdict["ablation_probe"].unique().to_list() == ["same"]
-    assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(batch.tokens)
+    assert cell.verdict["ablation_probe_sha256"][0] == synthetic.tokens_sha256(batch.tokens)
     assert table["ablation_probe"].is_null().all()  # without a record (the published ablations): null
 
 
@@ -266,7 +267,7 @@ def test_analyze_with_a_probe_batch_needs_same_or_the_keys():
     cell = headtrace.analyze(model, probe=batch, n_random=2, batch_size=8, device="cpu", progress=False,
                              settings={"ablation": {"probe": "same"}})
     assert cell.verdict["ablation_probe_seed"].is_null().all()  # a bare batch: its seed is not known
-    assert cell.verdict["ablation_probe_sha256"][0] == probe.tokens_sha256(batch.tokens)
+    assert cell.verdict["ablation_probe_sha256"][0] == synthetic.tokens_sha256(batch.tokens)
 
 
 def test_the_public_names_are_exported_and_import_stays_light():

@@ -207,7 +207,7 @@ def test_statistics_page_ceiling_table_is_the_code_s():
     rows = row.findall(text)
     assert len(rows) >= 6, "docs/statistics.md: the ceiling table was not found"
     for t, lo, hi, q_ind, c_ind, q_dup, c_dup, need, uni in rows:
-        ind, dup = sampled_ceiling(int(t), int(lo), int(hi), 1), sampled_ceiling(int(t), int(lo), int(hi), 0)
+        ind, dup = sampled_ceiling(int(t), (int(lo), int(hi)), 1), sampled_ceiling(int(t), (int(lo), int(hi)), 0)
         got = (round(100 * ind["share"]), round(ind["ceiling"]), round(100 * dup["share"]), round(dup["ceiling"]),
                round(100 * 50 / ind["ceiling"]), int(ind["uniform_ceiling"]))
         assert got == tuple(int(x) for x in (q_ind, c_ind, q_dup, c_dup, need, uni)), f"T = {t}, ab in [{lo}, {hi}): {got}"

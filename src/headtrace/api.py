@@ -29,19 +29,18 @@ import torch
 
 from headtrace.causal.recipe import RECORD_COLUMNS, ablate_cell, ablation_probe  # noqa: F401 (the notebook API's names)
 from headtrace.cell import capture, patterns, positional, screen, spectral
-from headtrace.core import probe, schema, tables
-from headtrace.core import probe as probe_module  # analyze's ``probe`` argument shadows the module
+from headtrace.core import schema, tables
 from headtrace.core.heads import as_heads
-from headtrace.core.probe import ProbeBatch
 from headtrace.findings.measures import head_decisions
 from headtrace.models import context, families, hub, tokenize
 from headtrace.panel import keys
+from headtrace.probe import fit, repeated, synthetic
+from headtrace.probe import spec as probe_spec  # analyze's and probe_batch's ``spec`` arguments shadow the name
+from headtrace.probe.synthetic import ProbeBatch  # noqa: F401 (the notebook API's name)
 from headtrace.report import console
 
 # The workflow's defaults, read from config/schema.yaml (one source for the workflow and the API).
 DEFAULTS = {block: schema.defaults(block) for block in ("screen", "capture", "ablation", "measures", "repeated_probe")}
-TEXT_KEYS = tuple(schema.defaults("text_probe"))
-PROBE_KEYS = tuple(schema.defaults("$defs", "probe"))
 TABLES = ("attention", "pr", "screen", "positional", "ablation", "verdict", "measures")
 DERIVED = ("copying_heads",)  # CellTables' fields decided from the tables above, not written
 
@@ -107,35 +106,27 @@ def family_of(model: torch.nn.Module) -> families.Family:
     return families.from_model_type(cfg.model_type)
 
 
-def probe_batch(spec: Mapping | None = None, model: torch.nn.Module | None = None) -> probe.ProbeBatch:
+def probe_batch(spec: Mapping | None = None, model: torch.nn.Module | None = None) -> synthetic.ProbeBatch:
     """The synthetic induction batch of :func:`probe_settings` ``(spec, model)``."""
     try:
-        return probe.make_batch(**probe.batch_kwargs(probe_settings(spec, model)))
+        return probe_spec.batch(probe_settings(spec, model))
     except ValueError as err:
         raise ValueError(f"probe: {err}") from None
 
 
 def probe_settings(spec: Mapping | None = None, model: torch.nn.Module | None = None) -> dict:
-    """The resolved probe keys of the synthetic induction batch of the config's ``probe`` keys (``token_range``, ``ab_range``,
-    ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``, ``derive``), the
-    schema's defaults for those omitted. An unknown key is refused naming the keys there are. With
-    ``model`` (an HF model), every misfit of the probe against its config (context length,
-    vocabulary) and of the keys among themselves is refused in one message that ends with a probe
-    that fits (:func:`headtrace.models.context.misfit`), before the batch is built; ``derive: True``
+    """The resolved keys of the synthetic induction batch from the config's ``probe`` keys (``token_range``,
+    ``ab_range``, ``n_sequences``, ``seq_len``, ``seed``, ``prepend_bos``, ``bos_token_id``, ``derive``), the
+    schema's defaults for those omitted (:func:`headtrace.probe.spec.synthetic_settings`: an unknown key is
+    refused naming the keys there are). With ``model`` (an HF model), every misfit of the probe against its
+    config (context length, vocabulary) and of the keys among themselves is refused in one message that ends
+    with a probe that fits (:func:`headtrace.probe.fit.misfit`), before the batch is built; ``derive: True``
     takes ``seq_len``, ``ab_range`` and ``token_range`` not given from the model
-    (:func:`headtrace.models.context.derive`)."""
+    (:func:`headtrace.probe.fit.derive`)."""
     given = dict(spec or {})
-    unknown = sorted(set(given) - set(PROBE_KEYS))
-    if unknown:
-        raise ValueError(f"probe: unknown key(s) {unknown}; the probe keys are those of the config's probe block: "
-                         f"{', '.join(PROBE_KEYS)} (e.g. probe={{'token_range': [2, 250], 'ab_range': [20, 60]}})")
-    settings = {**schema.defaults("$defs", "probe"), **given}
-    for key in ("token_range", "ab_range"):
-        value = settings[key]
-        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, int) for v in value)):
-            raise ValueError(f"probe: {key} must be [low, high), two integers; got {value!r}")
+    settings = probe_spec.synthetic_settings(given)
     name = "probe"
-    limits = context.Limits()
+    limits = fit.Limits()
     if model is not None:
         name = getattr(model, "name_or_path", None) or type(model).__name__
         limits = context.limits_of([(model.config, "the model's config")])
@@ -143,26 +134,26 @@ def probe_settings(spec: Mapping | None = None, model: torch.nn.Module | None = 
         if model is None:
             raise ValueError("probe: derive needs the model (headtrace.analyze(model, probe={'derive': True}), "
                              "or probe_batch(spec, model))")
-        settings = context.derive(settings, given, limits)
-    msg = context.misfit(name, settings, limits, "api", given=given, derivable=model is not None)
+        settings = fit.derive(settings, given, limits)
+    msg = fit.misfit(name, settings, limits, "api", given=given, derivable=model is not None)
     if msg:
         raise ValueError(msg)
     return {**settings, "derive": False}  # resolved: what the tables record and a held-out draw repeats
 
 
-def _probe_batch(spec, model: torch.nn.Module) -> tuple[probe.ProbeBatch, dict | None]:
+def _probe_batch(spec, model: torch.nn.Module) -> tuple[synthetic.ProbeBatch, dict | None]:
     """``(batch, settings)`` of ``spec`` for ``model``: a mapping through :func:`probe_settings`
     (every misfit said before the batch is built) with its resolved keys, or a ready ``ProbeBatch``
     checked against the model as fed (its settings unknown: None)."""
-    if not isinstance(spec, probe.ProbeBatch):
+    if not isinstance(spec, synthetic.ProbeBatch):
         settings = probe_settings(spec, model)
         try:
-            return probe.make_batch(**probe.batch_kwargs(settings)), settings
+            return probe_spec.batch(settings), settings
         except ValueError as err:
             raise ValueError(f"probe: {err}") from None
     name = getattr(model, "name_or_path", None) or type(model).__name__
-    msg = context.misfit(name, {"seq_len": spec.seq_len, "token_range": spec.token_span},
-                         context.limits_of([(model.config, "the model's config")]), "api", derivable=False)
+    msg = fit.misfit(name, {"seq_len": spec.seq_len, "token_range": spec.token_span},
+                     context.limits_of([(model.config, "the model's config")]), "api", derivable=False)
     if msg:
         raise ValueError(msg)
     return spec, None
@@ -171,7 +162,7 @@ def _probe_batch(spec, model: torch.nn.Module) -> tuple[probe.ProbeBatch, dict |
 def analyze(
     model: torch.nn.Module,
     *,
-    probe: probe.ProbeBatch | Mapping | None = None,
+    probe: synthetic.ProbeBatch | Mapping | None = None,
     ablate: bool = True,
     n_random: int | None = None,
     batch_size: int | str = "auto",
@@ -225,7 +216,7 @@ def analyze(
     if opts["measures"]["enabled"]:
         cell.text_probe = text_table
         cell.measures = patterns.cell_measures(
-            model, family, repeated=probe_module.repeated_random(**repeated_kwargs(opts["repeated_probe"], batch,
+            model, family, repeated=repeated.repeated_random(**repeated_kwargs(opts["repeated_probe"], batch,
                                                                                    settings_of_probe, model)),
             text=None if text_table is None else tokenize.tokens_of(text_table), batch_size=bs, device=dev,
             name=name, revision=revision, tokens=tokens)
@@ -244,14 +235,14 @@ def analyze(
 
 # ---- the field's own measures: the repeated-random and the text probe (docs/measures.md) ----------
 
-def repeated_kwargs(block: Mapping, batch: probe.ProbeBatch, probe_settings: Mapping | None, model) -> dict:
-    """Arguments of ``probe.repeated_random`` from the ``repeated_probe`` keys; a null token range or BOS
+def repeated_kwargs(block: Mapping, batch: synthetic.ProbeBatch, probe_settings: Mapping | None, model) -> dict:
+    """Arguments of ``repeated.repeated_random`` from the ``repeated_probe`` keys; a null token range or BOS
     follows the synthetic probe (its settings, or a ready batch's token span and first token)."""
     if probe_settings is not None:
         span, bos, bos_id = probe_settings["token_range"], probe_settings["prepend_bos"], probe_settings["bos_token_id"]
     else:
         span, bos, bos_id = batch.token_span, False, None
-    args = probe.repeated_arguments(block, span, bos, bos_id)
+    args = probe_spec.repeated(block, span, bos, bos_id)
     if args["prepend_bos"] and args["bos_token_id"] is None:
         args["bos_token_id"] = getattr(getattr(model, "config", None), "bos_token_id", None)
     return args
@@ -260,12 +251,7 @@ def repeated_kwargs(block: Mapping, batch: probe.ProbeBatch, probe_settings: Map
 def text_probe_table(spec: Mapping, model, name: str = "model") -> pl.DataFrame:
     """The text probe of ``spec`` (the config's ``text_probe`` keys) for an in-memory model: tokenised with
     ``spec["tokenizer"]`` (a folder or ``bytes``), else the tokenizer in the model's ``name_or_path`` folder."""
-    unknown = sorted(set(spec) - set(TEXT_KEYS))
-    if unknown:
-        raise ValueError(f"text_probe: unknown key(s) {unknown}; the keys are {', '.join(TEXT_KEYS)}")
-    settings = {**schema.defaults("text_probe"), **dict(spec)}
-    if not settings["file"]:
-        raise ValueError("text_probe: give a file (a path or glob of .txt/.md, .jsonl or .parquet files)")
+    settings = probe_spec.text(spec)
     folder = getattr(model, "name_or_path", None) or None
     return tokenize.build(settings, settings["tokenizer"], folder, f"model '{name}'", name)
 

@@ -35,7 +35,7 @@ runs the per-cell recipe (:func:`headtrace.analyze`) on one checkpoint: a local 
 ``--offline``). Prints the induction circuit and verdict; ``--out DIR`` writes the tables. A probe
 that does not fit the checkpoint is refused from its ``config.json``, every misfit in one message
 with the flags of a probe that fits, before the weights are read; ``--probe auto`` derives the
-probe from the checkpoint (:func:`headtrace.core.probe.derived_settings`). The ablation runs on a
+probe from the checkpoint (:func:`headtrace.probe.fit.derived_settings`). The ablation runs on a
 held-out draw of the probe (``--ablation-probe same``: on the screen's batch).
 
     headtrace lock-check [DIR] [--before-unlock]
@@ -63,6 +63,7 @@ from headtrace.core.errors import ConfigError
 from headtrace.models import audit  # pure at import (polars); huggingface_hub only inside its network calls
 from headtrace.models import context, reach
 from headtrace.models.layout import REPO_PATTERN
+from headtrace.probe import fit
 from headtrace.report import compare, console
 from headtrace.runtime import locks, warm
 
@@ -224,7 +225,7 @@ def _local_revisions(args: argparse.Namespace) -> int:
         chosen = rv.choose_log_spaced(names, args.log_spaced, by="step") + stepless
     limits = context.limits_of((context.read_config(root / r / "config.json"), str(root / r / "config.json"))
                                for r in chosen)
-    small = not limits.known or context.misfit("m", schema.defaults("$defs", "probe"), limits) is not None
+    small = not limits.known or fit.misfit("m", schema.defaults("$defs", "probe"), limits) is not None
     if args.tokens_per_step is None and (proposal := local_panel.proposed_tokens_per_step(root, chosen)):
         print(f"headtrace: tokens_per_step {proposal[0]} is a proposal, commented out in the block: {proposal[1]}",
               file=sys.stderr)
@@ -335,8 +336,8 @@ def _cmd_cell(args: argparse.Namespace) -> int:
                                                                  offline=args.offline)
         where = gguf.locate(folder) or Path(folder) / "config.json"
         limits = context.limits_of([(context.read_config(where), str(where))])
-        settings = context.derive(settings, given, limits)
-        msg = context.misfit(f"{name} {args.revision}" if local and args.revision else name, settings, limits, "cli", given=given)
+        settings = fit.derive(settings, given, limits)
+        msg = fit.misfit(f"{name} {args.revision}" if local and args.revision else name, settings, limits, "cli", given=given)
         if msg:
             raise ConfigError(msg)
         model, _ = hub.load_model("local" if local else "hub", args.checkpoint, args.revision, dtype=args.dtype,
@@ -350,7 +351,7 @@ def _cmd_cell(args: argparse.Namespace) -> int:
     probe_kwargs = {**settings, "derive": False}  # resolved: the probe the tables record
     if args.probe == "auto":
         derived = {k: settings[k] for k in ("seq_len", "ab_range", "token_range")}
-        print(f"{name}: probe derived from the checkpoint's config.json: {context.setting(derived, 'cli')}")
+        print(f"{name}: probe derived from the checkpoint's config.json: {fit.setting(derived, 'cli')}")
     cell = api.analyze(model, probe=probe_kwargs, ablate=not args.no_ablate, n_random=args.n_random,
                        batch_size=args.batch_size, name=name, revision=args.revision or "", out=args.out,
                        settings={"ablation": ablation})

@@ -19,8 +19,9 @@ from tiny import FAMILY_NAMES, tiny_model
 from headtrace.causal import ablation, conditions
 from headtrace.causal import verdict as V
 from headtrace.causal.ablation import Condition
-from headtrace.core import metrics, probe, tables
+from headtrace.core import metrics, tables
 from headtrace.models import families
+from headtrace.probe import synthetic
 
 METRICS = ablation.METRICS
 
@@ -125,7 +126,7 @@ def copy_task_batch(n=24, seq_len=20, vocab=32, markers=16, seed=0):
     pos = rng.integers(0, seq_len - 1, size=n)
     target = rng.integers(markers, vocab, size=n)
     tokens[np.arange(n), pos] = target
-    return probe.ProbeBatch(tokens=tokens.astype(np.int64), ab=pos.astype(np.int64), target=target.astype(np.int64),
+    return synthetic.ProbeBatch(tokens=tokens.astype(np.int64), ab=pos.astype(np.int64), target=target.astype(np.int64),
                             valid=np.ones(n, bool))
 
 
@@ -168,13 +169,13 @@ def test_copier_scores_on_the_copy_metrics_not_on_b():
     fam, batch = families.get("gpt_neox"), copy_task_batch()
     b = np.array([int(t[p + 1]) if p + 1 < t.size - 1 else int(t[0]) for t, p in zip(batch.tokens, batch.ab)])
     marker = batch.target
-    batch = probe.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=b, valid=batch.valid)
+    batch = synthetic.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=b, valid=batch.valid)
     conds = [Condition("baseline"), Condition("carrier", 0, ((1, 1),))]
     res = ablation.run(model, fam, batch, conds, batch_size=8, progress=False)
     base = res[0]
     assert base["top1"] == 0.0 and base["top1_context"] == 1.0
     assert 0.0 < base["top1_control"] < 1.0  # the batch has sequences of both kinds
-    assert base["per_sequence"]["top1_control"].tolist() == (probe.control_targets(batch) == marker).astype(float).tolist()
+    assert base["per_sequence"]["top1_control"].tolist() == (synthetic.control_targets(batch) == marker).astype(float).tolist()
     assert res[1]["top1_context"] < 1.0  # without its carrier head the model stops copying
     assert_same(res, run_naive(model, fam, batch, conds, batch_size=8))
 

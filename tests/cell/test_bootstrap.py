@@ -7,13 +7,13 @@ import pytest
 
 from headtrace.cell import bootstrap as B
 from headtrace.cell import screen
-from headtrace.core import probe
+from headtrace.core.classes import CLASSES
 from headtrace.core.tables import CLASS_COLUMNS
 from headtrace.findings import onsets
 from headtrace.findings import trajectory as T
 
-IND, PREV, FIRST = (probe.CLASSES.index(c) for c in ("induction", "previous-token", "first-token"))
-BASE = len(probe.CLASSES)  # the sampled-baseline channel
+IND, PREV, FIRST = (CLASSES.index(c) for c in ("induction", "previous-token", "first-token"))
+BASE = len(CLASSES)  # the sampled-baseline channel
 
 
 def masses(n=2000, layers=1, heads=3, seed=0, valid=None):
@@ -112,7 +112,7 @@ def test_cell_tables_schema_and_counts():
     m[:, 1, 0, FIRST] = 0.5  # one first-token head (50x)
     m[:, 1, 1, IND] = symmetric(n, 0.5, 0.4, seed=3)  # an induction head on the threshold
     heads, per = B.cell_tables(m, v, 256, "toy", "step5", 5, n_resamples=400, seed=0)
-    assert heads.height == 2 * 2 * 6 and set(heads["class"]) == set(probe.CLASSES)
+    assert heads.height == 2 * 2 * 6 and set(heads["class"]) == set(CLASSES)
     assert per.height == 400 and (per["n_first_token"] == 1).all() and (per["n_heads"] == 4).all()
     assert 0.3 < per["n_induction_circuit"].mean() < 0.7
     r = heads.filter((pl.col("layer") == 1) & (pl.col("head") == 0) & (pl.col("class") == "first-token"))

@@ -12,13 +12,15 @@ from helpers.capture import sharpen as _sharpen
 from tiny import FAMILY_NAMES, tiny_model
 
 from headtrace.cell import capture
-from headtrace.core import probe, tables
+from headtrace.core import tables
+from headtrace.core.classes import CLASSES
 from headtrace.models import families
+from headtrace.probe import synthetic
 
 
 @pytest.fixture(scope="module")
-def batch() -> probe.ProbeBatch:
-    return probe.make_batch(n_sequences=16, seq_len=64, token_low=2, token_high=128, ab_low=10, ab_high=32)
+def batch() -> synthetic.ProbeBatch:
+    return synthetic.make_batch(n_sequences=16, seq_len=64, token_range=(2, 128), ab_range=(10, 32))
 
 
 @pytest.fixture(scope="module", params=FAMILY_NAMES)
@@ -59,7 +61,7 @@ def test_shapes_and_counts(case, batch):
         assert np.all(np.isfinite(arr)) and np.all(arr >= 0) and np.all(arr <= 1)
     np.testing.assert_allclose(result.baseline_uniform, 1 / batch.seq_len)
     assert result.n_sequences == 16 and result.n_valid == int(batch.valid.sum())
-    assert set(result.masses) == set(probe.CLASSES)
+    assert set(result.masses) == set(CLASSES)
 
 
 def test_head_outputs_reproject_to_attention_output(case):
@@ -121,7 +123,7 @@ def test_restores_implementation_and_logits(batch):
 def test_restores_implementation_on_error(batch):
     model = tiny_model("gpt_neox")
     family = families.get("gpt_neox")
-    bad = probe.ProbeBatch(tokens=batch.tokens + 10_000, ab=batch.ab, target=batch.target, valid=batch.valid)
+    bad = synthetic.ProbeBatch(tokens=batch.tokens + 10_000, ab=batch.ab, target=batch.target, valid=batch.valid)
     with pytest.raises(Exception):
         capture.run(model, family, bad, batch_size=4, progress=False)
     assert model.config._attn_implementation == "sdpa"
@@ -158,9 +160,9 @@ def test_induction_over_valid_only(batch):
     family = families.get("gpt_neox")
     valid = batch.valid.copy()
     valid[::2] = False
-    half = probe.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=batch.target, valid=valid)
+    half = synthetic.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=batch.target, valid=valid)
     full = capture.run(model, family, batch, batch_size=16, keep_head_outputs=False, progress=False)
-    sub = probe.ProbeBatch(tokens=batch.tokens[1::2], ab=batch.ab[1::2], target=batch.target[1::2],
+    sub = synthetic.ProbeBatch(tokens=batch.tokens[1::2], ab=batch.ab[1::2], target=batch.target[1::2],
                            valid=batch.valid[1::2])
     r_half = capture.run(model, family, half, batch_size=16, keep_head_outputs=False, progress=False)
     r_sub = capture.run(model, family, sub, batch_size=16, keep_head_outputs=False, progress=False)
@@ -250,7 +252,7 @@ def test_sequence_masses_average_to_the_point_estimates(case, batch):
         np.testing.assert_allclose(mean, result.mass(field), rtol=1e-5, atol=1e-7, err_msg=f"{name} {field}")
     assert (per[~v, ..., :2] == 0).all()  # induction/duplicate-token weighted by validity
     row0 = _eager_last_row(model, family, batch)[..., 0]  # (N, L, H)
-    np.testing.assert_allclose(per[..., probe.CLASSES.index("first-token")], row0, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(per[..., CLASSES.index("first-token")], row0, rtol=1e-4, atol=1e-6)
 
 
 def test_point_estimates_unchanged_by_keeping_sequence_masses(batch):
@@ -293,7 +295,7 @@ def test_sliding_window_layers_put_no_mass_outside_the_window(batch):
         outside = row[:, layer, :, : t - SLIDING_WINDOW]
         if kind == "sliding_attention":
             assert np.all(outside == 0) and np.all(result.first_token[layer] == 0)
-            assert np.all(result.sequence_masses[:, layer, :, probe.CLASSES.index("first-token")] == 0)
+            assert np.all(result.sequence_masses[:, layer, :, CLASSES.index("first-token")] == 0)
         else:
             assert outside.sum() > 0 and np.all(result.first_token[layer] > 0)
 
@@ -363,9 +365,9 @@ def test_screen_says_which_classes_a_windowed_layer_cannot_see():
     assert families.layer_windows(model.config) == [SLIDING_WINDOW, None]
     t = 64
     # ab in [10, 32): induction (ab+1) and duplicate (ab) keys are at least 31 from the query -> all out
-    far = probe.make_batch(n_sequences=16, seq_len=t, token_low=2, token_high=128, ab_low=10, ab_high=32)
+    far = synthetic.make_batch(n_sequences=16, seq_len=t, token_range=(2, 128), ab_range=(10, 32))
     # ab in [40, 57): some induction / duplicate keys within 16 of the query, some not -> partly out
-    near = probe.make_batch(n_sequences=16, seq_len=t, token_low=2, token_high=128, ab_low=40, ab_high=57)
+    near = synthetic.make_batch(n_sequences=16, seq_len=t, token_range=(2, 128), ab_range=(40, 57))
     d_ind = t - 1 - (near.ab[near.valid] + 1)
     assert (d_ind >= SLIDING_WINDOW).any() and (d_ind < SLIDING_WINDOW).any()
     for batch, wholly, partly in (

@@ -10,13 +10,14 @@ from helpers.capture import sharpen as _sharpen
 from tiny import FAMILY_NAMES, tiny_model
 
 from headtrace.cell import measures, patterns
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.models import families
+from headtrace.probe import repeated
 
 
 @pytest.fixture(scope="module")
 def tokens() -> np.ndarray:
-    return probe.repeated_random(n_sequences=6, length=20, repeats=3, token_low=2, token_high=128, seed=3,
+    return repeated.repeated_random(n_sequences=6, length=20, repeats=3, token_range=(2, 128), seed=3,
                                  prepend_bos=True, bos_token_id=0)
 
 
@@ -64,16 +65,16 @@ def test_measures_table_schema(tokens):
 
 
 def test_repeated_random_probe():
-    t = probe.repeated_random(n_sequences=3, length=5, repeats=3, token_low=10, token_high=20, seed=1)
+    t = repeated.repeated_random(n_sequences=3, length=5, repeats=3, token_range=(10, 20), seed=1)
     assert t.shape == (3, 15)
     for row in t:
         assert len(set(row[:5].tolist())) == 5 and (row[:5] == row[5:10]).all() and (row[:5] == row[10:]).all()
-    again = probe.repeated_random(n_sequences=2, length=5, repeats=3, token_low=10, token_high=20, seed=1)
+    again = repeated.repeated_random(n_sequences=2, length=5, repeats=3, token_range=(10, 20), seed=1)
     assert (again == t[:2]).all()  # a sequence keeps its tokens whatever the batch size
     with pytest.raises(ValueError, match="fewer than length"):
-        probe.repeated_random(length=20, token_low=0, token_high=10)
+        repeated.repeated_random(length=20, token_range=(0, 10))
     with pytest.raises(ValueError, match="bos_token_id"):
-        probe.repeated_random(prepend_bos=True)
+        repeated.repeated_random(prepend_bos=True)
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)

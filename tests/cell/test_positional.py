@@ -9,8 +9,9 @@ from tiny import tiny_model
 
 from headtrace.cell import capture
 from headtrace.cell import positional as P
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.models import families
+from headtrace.probe import synthetic
 from headtrace.report import positional as report_positional
 
 
@@ -68,16 +69,16 @@ def test_run_cell_reads_the_capture_files(tmp_path):
     """The workflow's path: a real capture pass's class-mass file + the probe table; a class-mass
     file from another probe is refused."""
     model = tiny_model("olmo", vocab_size=128, n_heads=4)
-    batch = probe.make_batch(24, 64, 10, 100, 1, 4, 20)
+    batch = synthetic.make_batch(24, 64, (10, 100), 1, (4, 20))
     res = capture.run(model, families.get("olmo"), batch, batch_size=8, device="cpu", keep_head_outputs=False,
                       progress=False)
     capture.save_class_masses(res, tmp_path / "m.safetensors")
-    tables.write(probe.batch_table(batch), tmp_path / "probe.parquet", schema="probe")
+    tables.write(synthetic.batch_table(batch), tmp_path / "probe.parquet", schema="probe")
     t = P.run_cell(tmp_path / "m.safetensors", tmp_path / "probe.parquet", "tiny", "r", None)
     direct = P.cell_table(res.sequence_masses, res.valid, batch.ab, "tiny", "r", None)
     assert t.equals(direct) and t.height == 2 * 4
-    other = probe.make_batch(24, 80, 10, 100, 1, 4, 20)
-    tables.write(probe.batch_table(other), tmp_path / "other.parquet", schema="probe")
+    other = synthetic.make_batch(24, 80, (10, 100), 1, (4, 20))
+    tables.write(synthetic.batch_table(other), tmp_path / "other.parquet", schema="probe")
     with pytest.raises(ValueError, match="was not captured on the probe"):
         P.run_cell(tmp_path / "m.safetensors", tmp_path / "other.parquet", "tiny", "r", None)
 

@@ -83,8 +83,8 @@ def test_sampled_baseline_ceilings():
     sequences, so a head with all its mass on B reads at most 50 / share: ~116x at T = 128 (the toy
     probe), ~235x at T = 256 (the paper's), ~59x at T = 64; the threshold 50x then means ~43% / ~21%
     of the mass on B. The uniform baseline's ceiling is T."""
-    toy, paper, short = (screen.sampled_ceiling(128, 64, 108), screen.sampled_ceiling(256, 20, 128),
-                         screen.sampled_ceiling(64, 20, 40))
+    toy, paper, short = (screen.sampled_ceiling(128, (64, 108)), screen.sampled_ceiling(256, (20, 128)),
+                         screen.sampled_ceiling(64, (20, 40)))
     assert toy["share"] == pytest.approx(0.43, abs=0.01) and toy["ceiling"] == pytest.approx(116, abs=1)
     assert paper["share"] == pytest.approx(0.21, abs=0.01) and paper["ceiling"] == pytest.approx(235, abs=1)
     assert short["ceiling"] == pytest.approx(58.8, abs=0.5) and short["uniform_ceiling"] == 64

@@ -8,8 +8,9 @@ import polars as pl
 import pytest
 
 from headtrace import experiments as E
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.core.tables import CLASS_COLUMNS
+from headtrace.probe import synthetic
 from headtrace.report import experiment_figures as EF
 from headtrace.report import experiment_summary as ES
 
@@ -345,7 +346,7 @@ def test_composition_against_the_measured_copying_null():
 
 
 def test_shuffle_batch_keeps_query_and_labels():
-    b = probe.make_batch(n_sequences=8, seq_len=64, token_low=2, token_high=50, ab_low=10, ab_high=40, seed=1)
+    b = synthetic.make_batch(n_sequences=8, seq_len=64, token_range=(2, 50), ab_range=(10, 40), seed=1)
     s = E.shuffle_batch(b, seed=0)
     assert (s.tokens[:, -1] == b.tokens[:, -1]).all()
     assert (np.sort(s.tokens, axis=1) == np.sort(b.tokens, axis=1)).all()

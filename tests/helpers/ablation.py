@@ -9,11 +9,12 @@ from tiny import tiny_model
 
 from headtrace.causal import ablation
 from headtrace.causal.ablation import Condition
-from headtrace.core import probe, tables
+from headtrace.core import tables
+from headtrace.probe import synthetic
 
 
 def small_batch(n=6, seq_len=40, vocab=128):
-    return probe.make_batch(n_sequences=n, seq_len=seq_len, token_low=2, token_high=vocab, ab_low=5, ab_high=30)
+    return synthetic.make_batch(n_sequences=n, seq_len=seq_len, token_range=(2, vocab), ab_range=(5, 30))
 
 
 def boosted(family, n_layers=3, seed=0):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from headtrace.core import probe
+from headtrace.core.classes import CLASSES
+from headtrace.probe import synthetic
 
-MASS_FIELDS = (*probe.CLASSES, "baseline_sampled", "baseline_clean")
+MASS_FIELDS = (*CLASSES, "baseline_sampled", "baseline_clean")
 
 
 def sharpen(model: torch.nn.Module, factor: float = 15.0, norm_factor: float = 2.0) -> torch.nn.Module:
@@ -50,7 +51,7 @@ def eager_masses(model, family, batch) -> dict[str, np.ndarray]:
         "first-token": row[:, :, :, 0].mean(0),
         "self": row[:, :, :, t - 1].mean(0),
         "local": row[:, :, :, t - 6:t - 2].mean((0, 3)),
-        "baseline_sampled": row[:, :, :, probe.baseline_positions(t)].mean((0, 3)),
+        "baseline_sampled": row[:, :, :, synthetic.baseline_positions(t)].mean((0, 3)),
         "_row_max": row.max(-1).mean(),
     }
     # clean baseline: per sequence, the mean over the keys of no class (not ab, ab+1, 0, T-6..T-1)

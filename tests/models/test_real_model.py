@@ -19,8 +19,8 @@ from tiny import SMOLLM2_GGUF
 
 from headtrace.causal import ablation
 from headtrace.cell import capture, screen
-from headtrace.core import probe
 from headtrace.models import families, gguf, hub
+from headtrace.probe import synthetic
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def real(tmp_path_factory):
 def screened(real):
     """The demo's probe for this model at 32 sequences: capture, then the screen (clean baseline)."""
     model, family = real
-    batch = probe.make_batch(n_sequences=32, seq_len=128, token_low=100, token_high=10000, ab_low=10, ab_high=64)
+    batch = synthetic.make_batch(n_sequences=32, seq_len=128, token_range=(100, 10000), ab_range=(10, 64))
     result = capture.run(model, family, batch, batch_size=16, progress=False)
     table = capture.attention_table(result, "smollm2", "instruct-q4_1", None)
     return batch, result, screen.screen(table, baseline="clean")
@@ -50,7 +50,7 @@ def screened(real):
 
 def test_masses_match_eager_attention(real):
     model, family = real
-    batch = probe.make_batch(n_sequences=4, seq_len=64, token_low=100, token_high=10000, ab_low=10, ab_high=32)
+    batch = synthetic.make_batch(n_sequences=4, seq_len=64, token_range=(100, 10000), ab_range=(10, 32))
     result = capture.run(model, family, batch, batch_size=4, progress=False)
     ref = _eager_masses(model, family, batch)
     for field in MASS_FIELDS:  # the family tolerance of tests/cell/test_capture.py
@@ -92,7 +92,7 @@ def test_circuit_agrees_with_an_eager_induction_score(real, screened):
 def test_ablation_engine_matches_zeroed_slices(real, screened):
     model, family = real
     batch, _, table = screened
-    small = probe.make_batch(n_sequences=4, seq_len=64, token_low=100, token_high=10000, ab_low=10, ab_high=32,
+    small = synthetic.make_batch(n_sequences=4, seq_len=64, token_range=(100, 10000), ab_range=(10, 32),
                              seed=3)
     circuit = tuple(table.filter(pl.col("in_induction_circuit")).select("layer", "head").rows())
     conds = [ablation.Condition("baseline", 0, ()), ablation.Condition("circuit", 0, circuit),

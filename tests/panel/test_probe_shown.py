@@ -1,5 +1,5 @@
 """The probe a run used is said when the DAG is built, in the probe job's log, on the first screen of
-summary.md / summary.html and by `headtrace summary` (headtrace.core.probe_text, panel.probe_shown)."""
+summary.md / summary.html and by `headtrace summary` (headtrace.probe.words, panel.probe_shown)."""
 from __future__ import annotations
 
 import subprocess
@@ -12,10 +12,10 @@ import torch
 import transformers
 import yaml
 from tiny import tiny_config
-
-from headtrace.core import probe as probe_core
-from headtrace.core import probe_text, tables
+from headtrace.core import tables
 from headtrace.panel import probe_shown
+from headtrace.probe import synthetic
+from headtrace.probe import words as probe_words
 from headtrace.report import console
 
 
@@ -43,7 +43,7 @@ def _cfg(root, **probe):
 
 
 def test_describe_writes_half_open_ranges_as_the_values_they_take():
-    text = probe_text.describe({"n_sequences": 2000, "seq_len": 160, "ab_range": [12, 80], "token_range": [2, 256],
+    text = probe_words.describe({"n_sequences": 2000, "seq_len": 160, "ab_range": [12, 80], "token_range": [2, 256],
                                 "seed": 42, "prepend_bos": False, "bos_token_id": None})
     assert text == "2000 sequences of 160 tokens, A first at positions 12–79, token ids 2–255, seed 42, no BOS"
 
@@ -56,16 +56,15 @@ def test_a_derived_probe_says_from_what(small_run):
 
 def test_models_that_differ_get_a_line_each_and_those_alike_share_one():
     shown = {"a": "p1", "b": "p2", "c": "p1"}
-    assert probe_text.lines(shown) == ["probe (a, c): p1", "probe (b): p2"]
-    md = probe_text.markdown(shown)
+    assert probe_words.lines(shown) == ["probe (a, c): p1", "probe (b): p2"]
+    md = probe_words.markdown(shown)
     assert "- a, c: p1" in md and "- b: p2" in md
-    assert "<li>a, c: p1</li>" in probe_text.html(shown)
+    assert "<li>a, c: p1</li>" in probe_words.html(shown)
 
 
 def test_headtrace_summary_states_the_probe_as_drawn(tmp_path):
-    batch = probe_core.make_batch(n_sequences=50, seq_len=96, token_low=2, token_high=256, seed=1, ab_low=10,
-                                  ab_high=40, prepend_bos=False, bos_token_id=None)
-    tables.write(probe_core.batch_table(batch), tmp_path / "probes" / "my-run" / "induction_batch.parquet",
+    batch = synthetic.make_batch(n_sequences=50, seq_len=96, token_range=(2, 256), seed=1, ab_range=(10, 40), prepend_bos=False, bos_token_id=None)
+    tables.write(synthetic.batch_table(batch), tmp_path / "probes" / "my-run" / "induction_batch.parquet",
                  schema="probe")
     traj = pl.DataFrame({"model": ["my-run"], "revision": ["step100"], "tokens": [1000], "layer": [0], "head": [0],
                          "in_induction_circuit": [False], "sel_first_token": [1.0]})

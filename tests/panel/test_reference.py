@@ -4,7 +4,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from headtrace.core.probe import CLASSES
+from headtrace.core.classes import CLASSES
 from headtrace.core.tables import SCHEMAS
 from headtrace.findings import spectral_lead as SL
 from headtrace.findings import trajectory as T

@@ -8,6 +8,7 @@ import re
 import pytest
 from helpers.headline_tables import findings, gaps, verdicts
 
+from headtrace.probe import synthetic
 from headtrace.report import console, html
 from headtrace.report import headline as HL
 
@@ -156,11 +157,10 @@ def test_ablation_progress_is_silent_when_asked(capfd):
     from tiny import tiny_model
 
     from headtrace.causal import ablation
-    from headtrace.core import probe
     from headtrace.models import families
 
     model = tiny_model("gpt_neox", n_layers=2)
-    batch = probe.make_batch(n_sequences=6, seq_len=40, token_low=2, token_high=128, ab_low=5, ab_high=30)
+    batch = synthetic.make_batch(n_sequences=6, seq_len=40, token_range=(2, 128), ab_range=(5, 30))
     conds = [ablation.Condition("circuit", 0, ((1, 0),))]
     ablation.run(model, families.get("gpt_neox"), batch, conds, batch_size=2, progress=False)
     err = capfd.readouterr().err

@@ -32,6 +32,7 @@ from headtrace.findings.compute import all_findings
 from headtrace.models import context, hub, provenance
 from headtrace.panel import config as panel
 from headtrace.panel import local_weights
+from headtrace.probe import fit, synthetic
 from headtrace.report import summary
 from headtrace.runtime import locks
 from helpers.trajectories import RENDER_SETTINGS
@@ -76,13 +77,12 @@ def test_probe_at_the_limit_passes_and_train_arch_override_counts():
 
 def test_bos_is_part_of_seq_len():
     """probe.seq_len is the fed length, BOS included: make_batch builds seq_len - 1 tokens + BOS."""
-    from headtrace.core import probe
 
-    b = probe.make_batch(n_sequences=2, seq_len=64, token_low=2, token_high=50, ab_low=20, ab_high=40,
+    b = synthetic.make_batch(n_sequences=2, seq_len=64, token_range=(2, 50), ab_range=(20, 40),
                          prepend_bos=True, bos_token_id=0)
     assert b.tokens.shape[1] == 64
-    assert context.too_long("m", 64, (64, "max_position_embeddings"), "x") is None
-    assert "probe.seq_len 65" in context.too_long("m", 65, (64, "max_position_embeddings"), "x")
+    assert fit.too_long("m", 64, (64, "max_position_embeddings"), "x") is None
+    assert "probe.seq_len 65" in fit.too_long("m", 65, (64, "max_position_embeddings"), "x")
 
 
 def test_data_shift_model_has_its_base_architecture():

@@ -29,10 +29,11 @@ import yaml
 from helpers.workflow import job_counts, snakemake
 
 from headtrace.cell import capture, screen
-from headtrace.core import probe, schema
+from headtrace.core import schema
 from headtrace.models import hub
 from headtrace.panel import config as panel
 from headtrace.panel import refine
+from headtrace.probe import synthetic
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +64,7 @@ def base_config(refine_dir: Path, live_dir: Path, threshold: float) -> dict:
 def max_induction(folder: Path, cfg: dict) -> float:
     """The largest induction selectivity of a checkpoint, computed as the workflow computes it."""
     spec = {"source": "local", "path": str(folder.parent), "family": "olmo"}
-    batch = probe.make_batch(**panel.probe_kwargs({**panel.PROBE_DEFAULTS, **PROBE}))
+    batch = synthetic.make_batch(**panel.probe_kwargs({**panel.PROBE_DEFAULTS, **PROBE}))
     model, family, device, bs = hub.load_for_cell(spec, "m", folder.name, "cpu", 8, seq_len=batch.seq_len)
     res = capture.run(model, family, batch, batch_size=bs, device=device)
     sc = screen.screen(capture.attention_table(res, "m", folder.name, 0), baseline=schema.defaults("screen")["baseline"])

@@ -18,6 +18,7 @@ import yaml
 from helpers.workflow import PROBE, ROOT, SNAKEMAKE, job_counts, snakemake
 
 from headtrace.core import tables
+from headtrace.probe import synthetic
 
 pytestmark = pytest.mark.slow
 
@@ -185,11 +186,10 @@ def test_verdicts_record_a_held_out_ablation(ran, workdir):
     import numpy as np
 
     from headtrace import api
-    from headtrace.core import probe
 
     res = workdir / "results"
     for model, revisions in (("tiny-olmo", ("rev-a", "rev-c")), ("tiny-toy", ("step0", "step4"))):
-        screen_batch = probe.batch_from_table(pl.read_parquet(res / "probes" / model / "induction_batch.parquet"))
+        screen_batch = synthetic.batch_from_table(pl.read_parquet(res / "probes" / model / "induction_batch.parquet"))
         held, _ = api.ablation_probe(screen_batch, PROBE)
         assert not {r.tobytes() for r in held.tokens} & {r.tobytes() for r in screen_batch.tokens}
         assert np.array_equal(held.tokens, api.probe_batch({**PROBE, "seed": PROBE["seed"] + 1}).tokens)
@@ -199,7 +199,7 @@ def test_verdicts_record_a_held_out_ablation(ran, workdir):
                 assert t.height or what == "verdict"  # the ablation table always has its baseline row
                 assert t.height == 0 or t.select("ablation_probe", "ablation_probe_seed", "ablation_probe_sha256", "n_sequences",
                                 "ablation_probe_redrawn").unique().rows() == [
-                    ("held_out", PROBE["seed"] + 1, probe.tokens_sha256(held.tokens), PROBE["n_sequences"], 0)], (model, rev, what)
+                    ("held_out", PROBE["seed"] + 1, synthetic.tokens_sha256(held.tokens), PROBE["n_sequences"], 0)], (model, rev, what)
 
 
 def test_second_dry_run_has_nothing_to_do(ran, workdir):

@@ -7,9 +7,10 @@ import torch
 
 from headtrace.causal import recipe
 from headtrace.cell import screen
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.models import hub
 from headtrace.panel import identity
+from headtrace.probe import synthetic
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -19,7 +20,7 @@ with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
     load = identity.located(snakemake.config, wc.model, wc.revision, p.load)  # the weights it was scheduled for
-    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    batch = synthetic.batch_from_table(tables.read(snakemake.input.probe))
     model, family, device, batch_size = hub.load_for_cell(load, wc.model, wc.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)

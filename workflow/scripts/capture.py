@@ -6,9 +6,10 @@ warm.delegate()  # under `headtrace warm` (make demo): this job runs in a fork w
 import torch
 
 from headtrace.cell import capture, patterns
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.models import fingerprint, hub, provenance, tokenize
 from headtrace.panel import identity
+from headtrace.probe import repeated, synthetic
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -18,7 +19,7 @@ with logs.to_file(snakemake.log[0]):
     torch.set_num_threads(snakemake.threads)  # the rule's threads, not every core per job
     p, wc = snakemake.params, snakemake.wildcards
     load = identity.located(snakemake.config, wc.model, wc.revision, p.load)  # the weights it was scheduled for
-    batch = probe.batch_from_table(tables.read(snakemake.input.probe))
+    batch = synthetic.batch_from_table(tables.read(snakemake.input.probe))
     model, family, device, batch_size = hub.load_for_cell(load, wc.model, wc.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)
@@ -34,7 +35,7 @@ with logs.to_file(snakemake.log[0]):
             tokenize.check_revision(probe_table, p.measures["tokenizer"], hub.cell_checkpoint(
                 load, wc.model, wc.revision)[1], f"model '{wc.model}' revision '{wc.revision}'")
             text = tokenize.tokens_of(probe_table)
-        tables.write(patterns.cell_measures(model, family, repeated=probe.repeated_random(**p.measures["repeated"]),
+        tables.write(patterns.cell_measures(model, family, repeated=repeated.repeated_random(**p.measures["repeated"]),
                                             text=text, batch_size=batch_size, device=device, name=wc.model,
                                             revision=wc.revision, tokens=p.tokens),
                      snakemake.output.measures, schema="measures")

@@ -7,9 +7,10 @@ import torch
 
 from headtrace import experiments
 from headtrace.causal import ablation, recipe
-from headtrace.core import probe, tables
+from headtrace.core import tables
 from headtrace.models import families, hub
 from headtrace.panel import identity
+from headtrace.probe import synthetic
 from headtrace.runtime import logs
 
 # Where and how large: read here, not as rule params, so moving from CPU to GPU reruns nothing.
@@ -20,7 +21,7 @@ with logs.to_file(snakemake.log[0]):
     p, wc = snakemake.params, snakemake.wildcards
     load = identity.located(snakemake.config, wc.model, p.revision, p.load)  # the weights it was scheduled for
     # the circuits were chosen on the probe batch: ablate where the ablate rule does (ablation.probe)
-    batch, _ = recipe.ablation_probe(probe.batch_from_table(tables.read(snakemake.input.probe)), p.probe, p.ablation)
+    batch, _ = recipe.ablation_probe(synthetic.batch_from_table(tables.read(snakemake.input.probe)), p.probe, p.ablation)
     model, family, device, batch_size = hub.load_for_cell(load, wc.model, p.revision, *RUN_ON,
                                                           seq_len=batch.seq_len,
                                                           token_range=batch.token_span)

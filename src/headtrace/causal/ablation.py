@@ -9,7 +9,7 @@ among the 5 largest logits), ``logit_b`` (logit of B) and ``ce`` (cross-entropy 
 in fp32; a condition's value is the mean over *all* sequences of the batch (valid or not), and the
 per-sequence values are kept (``per_sequence``) for the bootstrap intervals of ``headtrace.causal.intervals``.
 Two more say what the top-1 is when it is not B, for the copying null of the composition experiment:
-``top1_control`` (the top-1 is the sequence's shuffled-B control token, ``core.probe.control_targets``)
+``top1_control`` (the top-1 is the sequence's shuffled-B control token, ``core.synthetic.control_targets``)
 and ``top1_context`` (the top-1 is some token of the sequence other than B).
 
 The conditions (which heads, which controls) are ``headtrace.causal.conditions``; the verdict statistics
@@ -55,11 +55,12 @@ from tqdm.auto import tqdm
 from headtrace.causal.conditions import Condition, build_conditions  # noqa: F401 (re-exported: ablation.build_conditions)
 from headtrace.causal.intervals import bootstrap_intervals
 from headtrace.causal.verdict import COPY_NULL, METHODS, verdict  # noqa: F401 (verdict re-exported)
-from headtrace.core import metrics, probe, tables
+from headtrace.core import metrics, tables
 from headtrace.core.metrics import METRICS  # noqa: F401 (re-exported: the registry; iterating it gives the names)
 from headtrace.core.heads import Head
 from headtrace.models import families as _families
 from headtrace.models.families import Family
+from headtrace.probe import synthetic
 
 # which probe sequences ran (headtrace.causal.recipe.ablation_probe): the last columns of the ablation and verdict tables
 PROBE_RECORD = ("ablation_probe", "ablation_probe_seed", "ablation_probe_sha256", "ablation_probe_redrawn")
@@ -101,7 +102,7 @@ EXPECTED_LAYER_KWARGS = {
 def run(
     model: nn.Module,
     family: Family,
-    batch: probe.ProbeBatch,
+    batch: synthetic.ProbeBatch,
     conditions: Sequence[Condition],
     *,
     batch_size: int,
@@ -119,7 +120,7 @@ def run(
     its mean output over every position and sequence of the batch, one extra plain pass); the
     conditions are evaluated once per method, sharing each chunk's plain pass, and the dicts come
     method by method. ``copy_null``: also the unablated model on the copy-null batch
-    (:func:`headtrace.core.probe.copy_null_tokens`: the earlier B replaced by another token of the
+    (:func:`headtrace.probe.synthetic.copy_null_tokens`: the earlier B replaced by another token of the
     probe's range), one more plain pass per chunk, a ``copy_null`` dict after each method's
     conditions: the in-context boost is the baseline's metric against it.
 
@@ -145,8 +146,8 @@ def run(
     groups = _group_by_first_layer(sets)
     tokens = torch.as_tensor(batch.tokens, dtype=torch.long)
     target_all = torch.as_tensor(batch.target, dtype=torch.long)
-    control_all = torch.as_tensor(probe.control_targets(batch), dtype=torch.long)
-    null_all = torch.as_tensor(probe.copy_null_tokens(batch), dtype=torch.long) if copy_null else None
+    control_all = torch.as_tensor(synthetic.control_targets(batch), dtype=torch.long)
+    null_all = torch.as_tensor(synthetic.copy_null_tokens(batch), dtype=torch.long) if copy_null else None
     n = tokens.shape[0]
     base = {m: np.zeros(n) for m in METRICS}
     null = {m: np.zeros(n) for m in METRICS} if copy_null else None

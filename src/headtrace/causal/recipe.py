@@ -15,13 +15,15 @@ import polars as pl
 
 from headtrace.causal import ablation as engine
 from headtrace.causal import verdict as verdict_rules
-from headtrace.core import probe, schema, tables
+from headtrace.core import schema, tables
+from headtrace.probe import spec as probe_spec
+from headtrace.probe import synthetic
 
 DEFAULTS = {block: schema.defaults(block) for block in ("screen", "ablation")}
 RECORD_COLUMNS = engine.PROBE_RECORD  # ablation_probe, _seed, _sha256, _redrawn
 
 
-def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFrame, final_circuit, *, n_random: int,
+def ablate_cell(model, family, batch: synthetic.ProbeBatch, cell_screen: pl.DataFrame, final_circuit, *, n_random: int,
                 batch_size: int, device, name: str, revision: str, tokens: int | None,
                 ablation: Mapping | None = None, screen_opts: Mapping | None = None, progress: bool = True,
                 probe_settings: Mapping | None = None):
@@ -54,8 +56,8 @@ def ablate_cell(model, family, batch: probe.ProbeBatch, cell_screen: pl.DataFram
     return table, tables.conform(verdict.with_columns(_record_columns(record, verdict.height)), "verdict")
 
 
-def ablation_probe(screen_batch: probe.ProbeBatch, probe_settings: Mapping | None,
-                   ablation: Mapping | None = None) -> tuple[probe.ProbeBatch, dict]:
+def ablation_probe(screen_batch: synthetic.ProbeBatch, probe_settings: Mapping | None,
+                   ablation: Mapping | None = None) -> tuple[synthetic.ProbeBatch, dict]:
     """``(batch, record)``: the probe sequences the ablation runs on, and what the ablation and
     verdict tables record of them (``RECORD_COLUMNS``). The workflow's ``ablate`` and
     ``cross_seed_ablation`` jobs, :func:`analyze` and ``headtrace cell`` all choose them here.
@@ -63,11 +65,11 @@ def ablation_probe(screen_batch: probe.ProbeBatch, probe_settings: Mapping | Non
     ``ablation.probe: held_out`` (the default): ``ablation.n_sequences`` (null: ``probe.n_sequences``)
     sequences drawn with the probe's settings ``probe_settings`` (the config's probe keys, schema
     defaults for those omitted) and the seed ``ablation.probe_seed`` (null: ``probe.seed + 1``),
-    none of them a sequence of ``screen_batch`` (:func:`headtrace.core.probe.held_out_batch`).
+    none of them a sequence of ``screen_batch`` (:func:`headtrace.probe.synthetic.held_out_batch`).
     ``same``: the first ``ablation.n_sequences`` sequences of ``screen_batch``, the batch the screen
     chose the circuits on (the paper's protocol)."""
     a = {**DEFAULTS["ablation"], **dict(ablation or {})}
-    settings = None if probe_settings is None else {**schema.defaults("$defs", "probe"), **dict(probe_settings)}
+    settings = None if probe_settings is None else {**probe_spec.SYNTHETIC, **dict(probe_settings)}
     n = a["n_sequences"]
     if a["probe"] == "same":
         batch, seed, redrawn = screen_batch.head(n), None if settings is None else int(settings["seed"]), None
@@ -77,19 +79,19 @@ def ablation_probe(screen_batch: probe.ProbeBatch, probe_settings: Mapping | Non
                              "carry the settings to draw the held-out sequences from: pass the probe's keys "
                              "(probe={'n_sequences': ..., 'token_range': [...], ...}) or ablate on the screen's own "
                              "batch with settings={'ablation': {'probe': 'same'}}")
-        kwargs = probe.batch_kwargs(settings)
-        seed = probe.held_out_seed(kwargs["seed"], a["probe_seed"])
+        kwargs = probe_spec.batch_arguments(settings)
+        seed = synthetic.held_out_seed(kwargs["seed"], a["probe_seed"])
         if seed == kwargs["seed"]:
             raise ValueError(f"ablation.probe_seed {seed} is probe.seed: a held-out draw needs another seed "
                              "(null: probe.seed + 1), or set ablation.probe: same")
         size = n if n is not None else kwargs["n_sequences"]
         kwargs.pop("seed")
         kwargs.pop("n_sequences")
-        batch, redrawn = probe.held_out_batch(screen_batch, size, seed=seed, **kwargs)
+        batch, redrawn = synthetic.held_out_batch(screen_batch, size, seed=seed, **kwargs)
     else:
         raise ValueError(f"ablation.probe must be held_out or same, got {a['probe']!r}")
     return batch, {"ablation_probe": a["probe"], "ablation_probe_seed": seed,
-                   "ablation_probe_sha256": probe.tokens_sha256(batch.tokens), "ablation_probe_redrawn": redrawn}
+                   "ablation_probe_sha256": synthetic.tokens_sha256(batch.tokens), "ablation_probe_redrawn": redrawn}
 
 
 def _record_columns(record: Mapping, height: int) -> list[pl.Series]:

@@ -13,7 +13,7 @@ its floor (below).
 
 **The behaviour first** (``boost``): the unablated model on the probe against the same sequences with
 the earlier B replaced by another token of the probe's range (the ``copy_null`` condition,
-``headtrace.core.probe.copy_null_tokens``). ``boost = damage(metric, baseline, copy_null)`` is what the
+``headtrace.probe.synthetic.copy_null_tokens``). ``boost = damage(metric, baseline, copy_null)`` is what the
 earlier A -> B adds, with its paired bootstrap interval (``boost_lo``/``boost_hi``). A boost whose
 interval does not lie above 0 makes every circuit of the cell ``untested``: the model shows no
 induction on this probe, so an ablation could not tell removing it from any other damage.

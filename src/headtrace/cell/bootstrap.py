@@ -2,7 +2,7 @@
 
 Selectivities are ratios of means over the probe's N sequences, so a head near a threshold can flip
 with the batch. The capture pass keeps every sequence's class masses (``capture.save_class_masses``,
-``(N, layers, heads, 8)``: the six ``probe.CLASSES``, the sampled and the clean baseline; files of
+``(N, layers, heads, 8)``: the six ``CLASSES``, the sampled and the clean baseline; files of
 the previous version have 7 channels, no clean baseline), and this module
 resamples the sequences with replacement:
 
@@ -36,10 +36,10 @@ import polars as pl
 from safetensors import safe_open
 
 from headtrace.cell.screen import BASELINE_FLOOR, BASELINES
-from headtrace.core import probe
+from headtrace.core.classes import CLASSES
 from headtrace.core.tables import ARRAY_KEY, conform
 
-MASS_CHANNELS = (*probe.CLASSES, "baseline_sampled", "baseline_clean")
+MASS_CHANNELS = (*CLASSES, "baseline_sampled", "baseline_clean")
 LEGACY_CHANNELS = MASS_CHANNELS[:-1]  # class-mass files written before the clean baseline
 _VALID_ONLY = ("induction", "duplicate-token")
 CIRCUITS = {"induction": "induction", "previous-token": "previous_token"}  # class -> circuit threshold name
@@ -75,7 +75,7 @@ def selectivity_resamples(masses: np.ndarray, valid: np.ndarray, counts: np.ndar
     with np.errstate(invalid="ignore", divide="ignore"):
         den = np.stack([n_valid if c in _VALID_ONLY else n_all for c in channels], -1)  # (B, C)
         means = np.where(den[:, None, None, :] > 0, sums / den[:, None, None, :], np.nan)
-    n_cls = len(probe.CLASSES)
+    n_cls = len(CLASSES)
     if baseline in ("sampled", "clean"):
         base = np.maximum(means[..., channels.index(f"baseline_{baseline}")], BASELINE_FLOOR)
     else:
@@ -104,7 +104,7 @@ def head_intervals(sel: np.ndarray, *, class_threshold: float = 30.0, induction_
         "p_classified": (is_best & (best_val >= class_threshold)[..., None]).mean(0),
     }
     circ = np.full(sel.shape[1:], np.nan)
-    i_ind, i_prev = probe.CLASSES.index("induction"), probe.CLASSES.index("previous-token")
+    i_ind, i_prev = CLASSES.index("induction"), CLASSES.index("previous-token")
     circ[..., i_ind] = (s[..., i_ind] >= induction_threshold).mean(0)
     circ[..., i_prev] = ((best == i_prev) & (best_val >= previous_token_threshold)).mean(0)
     out["p_circuit"] = circ
@@ -115,7 +115,7 @@ def milestone_counts(sel: np.ndarray, *, class_threshold: float = 30.0,
                      induction_threshold: float = 50.0) -> dict[str, np.ndarray]:
     """Per resample: induction-circuit size and first-token head count (as ``trajectories``
     counts them: sel_induction >= induction threshold, sel_first_token >= class threshold)."""
-    i_ind, i_first = probe.CLASSES.index("induction"), probe.CLASSES.index("first-token")
+    i_ind, i_first = CLASSES.index("induction"), CLASSES.index("first-token")
     flat = sel.reshape(sel.shape[0], -1, sel.shape[-1])
     with np.errstate(invalid="ignore"):
         return {"n_induction_circuit": (flat[..., i_ind] >= induction_threshold).sum(1),
@@ -142,7 +142,7 @@ def cell_tables(masses: np.ndarray, valid: np.ndarray, seq_len: int, model: str,
         "model": [model] * n_rows, "revision": [revision] * n_rows,
         "tokens": pl.Series([tokens] * n_rows, dtype=pl.Int64),
         "layer": layer.ravel().astype(np.int32), "head": head.ravel().astype(np.int32),
-        "class": np.array(probe.CLASSES)[cls.ravel()],
+        "class": np.array(CLASSES)[cls.ravel()],
         **{k: v.ravel() for k, v in iv.items()},
         "n_resamples": np.full(n_rows, n_resamples, np.int32), "interval": np.full(n_rows, interval),
     }).with_columns(pl.col("sel_lo", "sel_hi", "p_circuit").fill_nan(None))

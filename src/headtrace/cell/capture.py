@@ -10,11 +10,11 @@ in one file.)
   it is mixed into the residual stream. Read by a forward pre-hook on the projection that keeps
   only the last position. Shape ``(n_sequences, n_layers, n_heads, d_head)``, float32.
 * **Attention masses** of the query's attention row, per (layer, head), for each class of
-  ``probe.CLASSES``: induction (key ``ab+1``) and duplicate-token (key ``ab``) averaged over the
+  ``CLASSES``: induction (key ``ab+1``) and duplicate-token (key ``ab``) averaged over the
   *valid* sequences only; previous-token (``T-2``), first-token (``0``), self (``T-1``) and local
   (mean over keys ``T-6..T-3``) averaged over all sequences. Two baselines:
   ``baseline_sampled`` (the author's code: mean attention to the 50 fixed positions of
-  ``probe.baseline_positions``, over all sequences), ``baseline_uniform`` (the paper: ``1/T``,
+  ``synthetic.baseline_positions``, over all sequences), ``baseline_uniform`` (the paper: ``1/T``,
   the query sees ``T`` keys) and ``baseline_clean`` (per sequence, the mean attention over the keys
   that are none of that sequence's class keys: ab, ab+1, 0, T-6..T-3, T-2, T-1; over all sequences;
   see ``headtrace.cell.screen``).
@@ -51,14 +51,16 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from headtrace.core import probe, tables
+from headtrace.core import tables
+from headtrace.core.classes import CLASSES
 from headtrace.models import families
+from headtrace.probe import synthetic
 
 ATTN_IMPLEMENTATION = "headtrace_capture"
 
 # Columns of the per-chunk weight matrix, in this order: the six classes, then the sampled and the
 # clean baseline.
-_MASS_NAMES = (*probe.CLASSES, "baseline_sampled", "baseline_clean")
+_MASS_NAMES = (*CLASSES, "baseline_sampled", "baseline_clean")
 
 
 @dataclass
@@ -70,7 +72,7 @@ class CaptureResult:
     first_token: np.ndarray
     self_: np.ndarray  # attention of the query to itself ("self" is a reserved word in methods)
     local: np.ndarray
-    baseline_sampled: np.ndarray  # author's code: mean over the 50 fixed probe.baseline_positions
+    baseline_sampled: np.ndarray  # author's code: mean over the 50 fixed synthetic.baseline_positions
     baseline_uniform: np.ndarray  # paper: 1 / T
     n_sequences: int
     n_valid: int
@@ -88,26 +90,26 @@ class CaptureResult:
     out_of_window: dict[str, np.ndarray] | None = None
 
     def mass(self, cls: str) -> np.ndarray:
-        """Attention mass of one class by its ``probe.CLASSES`` name (``"duplicate-token"``, ...),
+        """Attention mass of one class by its ``CLASSES`` name (``"duplicate-token"``, ...),
         or ``"baseline_sampled"`` / ``"baseline_uniform"``."""
         attr = {"self": "self_"}.get(cls, cls.replace("-", "_"))
         return getattr(self, attr)
 
     def classes_out_of_window(self, layer: int, *, partly: bool = False) -> list[str]:
-        """The classes (``probe.CLASSES`` order) whose keys ``layer``'s window cannot see in this
+        """The classes (``CLASSES`` order) whose keys ``layer``'s window cannot see in this
         probe: every key in every sequence the class averages over (its mass is 0 by construction),
         or with ``partly``, some but not all of them (its mass is lowered by construction)."""
         if self.out_of_window is None:
             return []
-        share = {c: float(self.out_of_window[c][layer]) for c in probe.CLASSES}
+        share = {c: float(self.out_of_window[c][layer]) for c in CLASSES}
         if partly:
-            return [c for c in probe.CLASSES if 0.0 < share[c] < 1.0]
-        return [c for c in probe.CLASSES if share[c] >= 1.0]
+            return [c for c in CLASSES if 0.0 < share[c] < 1.0]
+        return [c for c in CLASSES if share[c] >= 1.0]
 
     @property
     def masses(self) -> dict[str, np.ndarray]:
-        """``{class name: (n_layers, n_heads)}`` for every class of ``probe.CLASSES``."""
-        return {c: self.mass(c) for c in probe.CLASSES}
+        """``{class name: (n_layers, n_heads)}`` for every class of ``CLASSES``."""
+        return {c: self.mass(c) for c in CLASSES}
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,10 +207,10 @@ def _register() -> None:
 # The pass
 # --------------------------------------------------------------------------------------------
 
-def _chunk_weights(batch: probe.ProbeBatch, rows: slice, baseline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _chunk_weights(batch: synthetic.ProbeBatch, rows: slice, baseline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Key positions to gather (B, K) and their weights into the class sums (B, K, C)."""
     t = batch.seq_len
-    fixed = probe.fixed_positions(t)
+    fixed = synthetic.fixed_positions(t)
     ab = batch.ab[rows]
     valid = batch.valid[rows].astype(np.float64)
     b = ab.shape[0]
@@ -246,7 +248,7 @@ def _model_device(model: nn.Module) -> torch.device | None:
 def run(
     model: nn.Module,
     family: families.Family,
-    batch: probe.ProbeBatch,
+    batch: synthetic.ProbeBatch,
     *,
     batch_size: int,
     device: str | torch.device = "cpu",
@@ -258,7 +260,7 @@ def run(
     """Capture head outputs and attention masses of ``batch`` in one forward pass per chunk.
 
     ``model`` must already sit on ``device`` (any dtype; the softmax and the sums run in
-    fp32/fp64). ``baseline_positions`` defaults to ``probe.baseline_positions(T)``.
+    fp32/fp64). ``baseline_positions`` defaults to ``synthetic.baseline_positions(T)``.
     ``keep_sequence_masses`` also keeps every sequence's class masses (for the bootstrap; small:
     N x layers x heads x 7 float32). The model's attention implementation and train/eval mode are
     restored on return.
@@ -301,7 +303,7 @@ def _check_inputs(model, batch, batch_size, device, baseline_positions) -> tuple
     if model_device is not None and model_device.type != device.type:
         raise ValueError(f"model is on {model_device} but capture was asked to run on {device}; move it first")
     t = batch.tokens.shape[1]
-    baseline = probe.baseline_positions(t) if baseline_positions is None else np.asarray(baseline_positions, np.int64)
+    baseline = synthetic.baseline_positions(t) if baseline_positions is None else np.asarray(baseline_positions, np.int64)
     if baseline.ndim != 1 or baseline.size == 0 or baseline.min() < 0 or baseline.max() >= t:
         raise ValueError(f"baseline_positions must be a non-empty 1-D array of key positions in [0, {t})")
     return device, baseline
@@ -413,7 +415,7 @@ def _out_of_window(batch, baseline: np.ndarray, windows: list[int | None]) -> di
     distance = (t - 1) - index
     out: dict[str, np.ndarray] = {}
     for c, name in enumerate(_MASS_NAMES):
-        if name not in probe.CLASSES:
+        if name not in CLASSES:
             continue
         w = weight[:, :, c]
         total = w.sum()
@@ -463,7 +465,7 @@ def attention_table(result: CaptureResult, model_name: str, revision: str, token
     n_layers, n_heads = result.induction.shape
     n_rows = n_layers * n_heads
     data = tables.head_key_columns(model_name, revision, tokens, n_layers, n_heads)
-    for cls, col in zip(probe.CLASSES, tables.CLASS_COLUMNS):
+    for cls, col in zip(CLASSES, tables.CLASS_COLUMNS):
         data[f"attn_{col}"] = result.mass(cls).ravel().astype(np.float64)
     data["attn_baseline_sampled"] = result.baseline_sampled.ravel().astype(np.float64)
     data["attn_baseline_uniform"] = result.baseline_uniform.ravel().astype(np.float64)

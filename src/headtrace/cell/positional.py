@@ -5,7 +5,7 @@ the valid probe sequences, whose A-B pair sits at a different position ``ab`` in
 content-matching head attends to B wherever it is. A head fixed on one relative offset Δ attends to
 key ``T-1-Δ`` in every sequence, so it puts its mass on B only in the sequences whose ``ab+1`` happens
 to be ``T-1-Δ``: about one in ``n_ab`` (the number of A positions the probe uses). When ``T-1-Δ`` is
-not one of the sampled baseline's 50 fixed keys (``probe.baseline_positions``), such a head's
+not one of the sampled baseline's 50 fixed keys (``synthetic.baseline_positions``), such a head's
 baseline is near zero and a mean induction mass of ~1/n_ab reads as hundreds or thousands of ×: a
 positional head passes the screen as an induction head. (Measured: a 4-layer x 12-head OLMoE toy
 trained on periodic data, whose six layer-0 heads attend 86-100% to offset 30 or 31, screened
@@ -33,7 +33,8 @@ import numpy as np
 import polars as pl
 
 from headtrace.cell import bootstrap
-from headtrace.core import probe, tables
+from headtrace.core import tables
+from headtrace.probe import synthetic
 
 POSITIONAL_SHARE = 0.5  # > half of a head's induction mass from one A position
 _CHANNELS = {"induction": 0, "duplicate_token": 1}  # capture._MASS_NAMES order
@@ -99,7 +100,7 @@ def run_cell(masses_path: str | os.PathLike, probe_path: str | os.PathLike, mode
     positional job); the two must describe the same sequences."""
 
     masses, valid, seq_len = bootstrap.load_masses(masses_path)
-    batch = probe.batch_from_table(tables.read(probe_path))
+    batch = synthetic.batch_from_table(tables.read(probe_path))
     if batch.tokens.shape != (masses.shape[0], seq_len) or not np.array_equal(np.asarray(batch.valid, bool), valid):
         raise ValueError(f"{masses_path} was not captured on the probe {probe_path} "
                          f"({masses.shape[0]} x {seq_len} vs {batch.tokens.shape[0]} x {batch.tokens.shape[1]})")

@@ -35,10 +35,13 @@ lowered by construction). An attention table captured before these columns exist
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import polars as pl
 
-from headtrace.core.probe import CLASSES, UNCLASSIFIED, baseline_positions
+from headtrace.core.classes import CLASSES, UNCLASSIFIED
 from headtrace.core.tables import CLASS_COLUMNS
+from headtrace.probe.synthetic import baseline_positions
 
 BASELINES = ("sampled", "uniform", "clean")
 # Carried from the attention table to the screen (headtrace.cell.capture.attention_table); null when
@@ -81,15 +84,15 @@ def selectivity_table(attention: pl.DataFrame, *, baseline: str = "sampled") -> 
     )
 
 
-def sampled_ceiling(seq_len: int, ab_low: int, ab_high: int, key_offset: int = 1) -> dict[str, float]:
+def sampled_ceiling(seq_len: int, ab_range: Sequence[int], key_offset: int = 1) -> dict[str, float]:
     """How far the ``sampled`` baseline caps a head that puts all its mass on one sequence-dependent
     key (``key_offset`` 1: induction, ab+1; 0: duplicate-token, ab), for ab uniform over
-    ``[ab_low, ab_high)`` (the probe's ``ab_range``): ``share`` = fraction of the sequences whose key
+    the probe's ``ab_range`` ``[low, high)``: ``share`` = fraction of the sequences whose key
     is one of the 50 sampled positions, ``ceiling`` = the largest selectivity such a head can read
     (mass 1 over a mean baseline of share / 50; inf when share is 0). The uniform baseline's ceiling
     is T for every class; the clean baseline has none below 1 / BASELINE_FLOOR."""
     pos = baseline_positions(seq_len)
-    keys = [ab + key_offset for ab in range(ab_low, ab_high) if ab + 1 < seq_len]
+    keys = [ab + key_offset for ab in range(int(ab_range[0]), int(ab_range[1])) if ab + 1 < seq_len]
     sample = set(pos.tolist())
     share = sum(k in sample for k in keys) / len(keys)
     return {"share": share, "ceiling": (pos.size / share) if share else float("inf"), "uniform_ceiling": float(seq_len)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from headtrace.core import metrics
-from headtrace.core.probe import CLASSES
+from headtrace.core.classes import CLASSES
 
 CLASS_COLUMNS = [c.replace("-", "_") for c in CLASSES]  # induction, duplicate_token, ...
 

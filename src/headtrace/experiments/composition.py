@@ -13,7 +13,7 @@ previous-token circuit, against ``previous_token_matched_random``). Induction is
 about once per distinct context token (a uniform copier over the ~253 distinct tokens of a
 256-token paper sequence scores ~0.40%). So the null is measured on the model itself, at the same
 query of the same sequences: each sequence gets a *shuffled-B control* token
-(``core.probe.control_targets``: a token of its context within 16 positions of B, neither A nor
+(``probe.synthetic.control_targets``: a token of its context within 16 positions of B, neither A nor
 B, as frequent in the context as B), and the ablation engine records, for the unablated model,
 how often the top-1 is that control (``copy_null_top1``, with its 95% Wilson interval
 ``copy_null_lo`` / ``_hi``) and how often it is any context token other than B

@@ -25,16 +25,16 @@ import math
 import numpy as np
 import polars as pl
 
-from headtrace.core import probe as _probe
-from headtrace.core.probe import CLASSES
+from headtrace.core.classes import CLASSES, UNCLASSIFIED
 from headtrace.core.tables import CLASS_COLUMNS
+from headtrace.probe import synthetic
 
 SHUFFLE_CLASSES = ("induction", "duplicate_token")
 # an init null whose median floor lies below this selectivity (x) is narrow: near-uniform random-init heads
 NARROW_FLOOR = 2.0
 
 
-def shuffle_batch(batch: _probe.ProbeBatch, seed: int = 0, keep_first: bool = False) -> _probe.ProbeBatch:
+def shuffle_batch(batch: synthetic.ProbeBatch, seed: int = 0, keep_first: bool = False) -> synthetic.ProbeBatch:
     """Position-shuffled control: each sequence's tokens before the query permuted (fixed seed);
     the query token (A), ``ab``, target and validity flags are kept, so the screen reads the same
     key positions, whose content is now random. ``keep_first`` keeps position 0 (a prepended BOS)."""
@@ -44,7 +44,7 @@ def shuffle_batch(batch: _probe.ProbeBatch, seed: int = 0, keep_first: bool = Fa
     for i in range(tokens.shape[0]):
         body = tokens[i, start:-1]
         tokens[i, start:-1] = body[rng.permutation(body.size)]
-    return _probe.ProbeBatch(tokens=tokens, ab=batch.ab.copy(), target=batch.target.copy(), valid=batch.valid.copy())
+    return synthetic.ProbeBatch(tokens=tokens, ab=batch.ab.copy(), target=batch.target.copy(), valid=batch.valid.copy())
 
 
 def null_samples(init_screen: pl.DataFrame | None, shuffled_sel: pl.DataFrame | None) -> pl.DataFrame:
@@ -105,7 +105,7 @@ def noise_floor_table(traj: pl.DataFrame, floor_table: pl.DataFrame, class_thres
                          "n_above": int(above.sum()), "fraction_above": above.sum() / n if n else math.nan,
                          "n_heads": n, "n_classified": n_cls, "fraction_classified": n_cls / n if n else math.nan,
                          "null": src})
-        n_cls = sum(1 for x in classified if x is not None and x != _probe.UNCLASSIFIED)
+        n_cls = sum(1 for x in classified if x is not None and x != UNCLASSIFIED)
         rows.append({"model": m, "revision": rev, "tokens": tok, "class": "any", "floor": math.nan,
                      "n_above": int(above_any.sum()), "fraction_above": above_any.sum() / n if n else math.nan,
                      "n_heads": n, "n_classified": n_cls, "fraction_classified": n_cls / n if n else math.nan,

@@ -29,6 +29,7 @@ import transformers
 from headtrace.core.errors import ConfigError
 from headtrace.models import context, dequantize, families, gguf, weights
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path
+from headtrace.probe import fit
 
 __all__ = [
     "ALLOW_PATTERNS", "PICKLE_PATTERNS", "allow_patterns", "check_loading_info", "DTYPES", "CheckpointError", "fetch", "snapshot_path", "load_model",
@@ -250,7 +251,7 @@ def load_model(
     naming the model (``name``), ``probe.seq_len`` and the limit, before the weights are read; with
     ``token_range`` (the probe's token ids, [low, high), BOS included), ids outside the checkpoint's
     ``vocab_size`` raise it too, also before the weights are read; both in one message
-    (:func:`headtrace.models.context.misfit`) in ``words`` (``config``: the probe keys; ``cli``:
+    (:func:`headtrace.probe.fit.misfit`) in ``words`` (``config``: the probe keys; ``cli``:
     ``headtrace cell``'s flags).
     """
 
@@ -275,8 +276,8 @@ def load_model(
     except (OSError, ValueError) as e:
         raise CheckpointError(f"{what}: cannot read config.json: {e}") from e
     fed = {k: v for k, v in (("seq_len", seq_len), ("token_range", token_range)) if v is not None}
-    msg = context.misfit(name or path_or_id, fed, context.limits_of([(config, f"{Path(path) / 'config.json'}")]),
-                         words, derivable=False)
+    msg = fit.misfit(name or path_or_id, fed, context.limits_of([(config, f"{Path(path) / 'config.json'}")]),
+                     words, derivable=False)
     if msg:
         raise ConfigError(msg)
     fmt, files = _check_pickles(path, what)

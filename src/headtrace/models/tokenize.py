@@ -16,8 +16,9 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from headtrace.core import tables, texts
+from headtrace.core import tables
 from headtrace.models import gguf
+from headtrace.probe import texts
 
 BYTES = "bytes"
 WINDOWS = ("start", "consecutive")  # text_probe.windows: each document's first window, or every window

@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from headtrace.core import revisions as revs
-from headtrace.core import probe as probe_core
-from headtrace.core import schema, texts
+from headtrace.core import schema
 from headtrace.core.errors import ConfigError
 from headtrace.models import context, gguf, tokenize
-from headtrace.panel import local_gguf, toy_tokens
 from headtrace.models.layout import hub_checkpoint, local_checkpoint_path, parse_repo
+from headtrace.panel import local_gguf, toy_tokens
+from headtrace.probe import fit, texts
+from headtrace.probe import spec as probe_spec  # ``spec`` names a model's config block here
 
-PROBE_DEFAULTS = schema.defaults("$defs", "probe")  # config/schema.yaml: the one source
+PROBE_DEFAULTS = probe_spec.SYNTHETIC  # config/schema.yaml: the one source
 DERIVED = {"seq_len", "ab_range", "token_range"}  # the keys probe.derive fills in
 
 
@@ -149,7 +150,7 @@ def ablation_settings(config: dict, model: str) -> dict:
 def probe_settings(config: dict, model: str) -> dict:
     """The probe of one model: defaults < global ``probe`` < the model's own ``probe``; with
     ``derive: true``, ``seq_len``, ``ab_range`` and ``token_range`` that neither block sets are
-    derived from the model (:func:`headtrace.models.context.derive`, from :func:`probe_limits`), so
+    derived from the model (:func:`headtrace.probe.fit.derive`, from :func:`probe_limits`), so
     the probe job's params are the resolved numbers and the same before every run."""
     given = probe_given(config, model)
     merged = {**PROBE_DEFAULTS, **given}
@@ -169,12 +170,12 @@ def probe_settings(config: dict, model: str) -> dict:
                           f"vocabulary yet ({_config_jsons(config, model)}); set the probe keys in {where}.probe, "
                           "or add the checkpoints first")
     try:
-        return context.derive(merged, given, limits)
+        return fit.derive(merged, given, limits)
     except ValueError as err:
         raise ConfigError(f"{where}: probe.derive: {err}") from None
 
 
-def probe_limits(config: dict, model: str) -> context.Limits | None:
+def probe_limits(config: dict, model: str) -> fit.Limits | None:
     """The context length and vocabulary a model's probe must fit, known before any job: a toy's
     architecture, the smallest over a local model's revisions (each ``config.json`` there now);
     None for a hub model (its config.json comes with the fetch job) and a reference one."""
@@ -233,7 +234,7 @@ def _config_jsons(config: dict, model: str) -> str:
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-probe_kwargs = probe_core.batch_kwargs  # the config's probe keys -> make_batch's arguments (core.probe)
+probe_kwargs = probe_spec.batch_arguments  # the probe job's params: the config's probe keys that draw the batch
 
 
 def load_spec(config: dict, model: str, revision: str | None = None) -> dict:
@@ -376,15 +377,15 @@ def _check_local_layout(spec: dict, where: str) -> None:
 
 def _check_fit(config: dict, model: str) -> None:
     """The probe must fit the model, every misfit said at once with a probe that fits
-    (:func:`headtrace.models.context.misfit`): its own keys always (``ab_range`` clear of the query
+    (:func:`headtrace.probe.fit.misfit`): its own keys always (``ab_range`` clear of the query
     window, two tokens at least, a BOS when one is prepended); ``seq_len`` inside the context and
     ``token_range`` (and the BOS) inside the vocabulary where these are known before any job, for toy
     models (their architecture) and local ones (each revision's config.json). Hub models are checked
     at job start (``headtrace.models.hub``, before the weights are read)."""
     settings = probe_settings(config, model)
-    limits = probe_limits(config, model) or context.Limits()
-    msg = context.misfit(model, settings, limits, "config", given=probe_given(config, model),
-                         derivable=probe_limits(config, model) is not None)
+    limits = probe_limits(config, model) or fit.Limits()
+    msg = fit.misfit(model, settings, limits, "config", given=probe_given(config, model),
+                     derivable=probe_limits(config, model) is not None)
     if msg:
         raise ConfigError(msg)
 
@@ -534,10 +535,10 @@ def measures_settings(config: dict) -> dict:
 
 
 def repeated_kwargs(config: dict, model: str) -> dict:
-    """Keyword arguments of :func:`headtrace.core.probe.repeated_random` for one model: the
+    """Keyword arguments of :func:`headtrace.probe.repeated.repeated_random` for one model: the
     ``repeated_probe`` block, its token range and BOS those of the model's synthetic probe where null."""
     p = probe_settings(config, model)
-    return probe_core.repeated_arguments(config.get("repeated_probe"), p["token_range"], p["prepend_bos"], p["bos_token_id"])
+    return probe_spec.repeated(config.get("repeated_probe"), p["token_range"], p["prepend_bos"], p["bos_token_id"])
 
 
 def text_settings(config: dict) -> dict | None:

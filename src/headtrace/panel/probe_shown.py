@@ -2,9 +2,8 @@
 (:func:`headtrace.panel.config.probe_settings`), with where a derived probe came from: printed when
 the DAG is built and passed to the summary jobs, which state it on the first screen."""
 from __future__ import annotations
-
-from headtrace.core import probe_text
 from headtrace.panel import config as panel
+from headtrace.probe import words as probe_words
 
 
 def shown(config: dict) -> dict[str, str]:
@@ -14,7 +13,7 @@ def shown(config: dict) -> dict[str, str]:
         if panel.model_spec(config, model)["source"] == "reference":
             continue  # the published panel: the author's probe, imported, no probe job
         settings = panel.probe_settings(config, model)
-        text = probe_text.describe(settings)
+        text = probe_words.describe(settings)
         given = panel.probe_given(config, model)
         if settings.get("derive") and not panel.DERIVED <= set(given):
             limits = panel.probe_limits(config, model)
@@ -27,4 +26,4 @@ def shown(config: dict) -> dict[str, str]:
 
 def console_lines(config: dict) -> list[str]:
     """What the DAG build prints: ``headtrace: probe (my-run): …``, one line per distinct probe."""
-    return [f"headtrace: {line}" for line in probe_text.lines(shown(config))]
+    return [f"headtrace: {line}" for line in probe_words.lines(shown(config))]

@@ -39,8 +39,8 @@ from pathlib import Path
 import polars as pl
 
 from headtrace.cell.screen import classify_table
+from headtrace.core.classes import CLASSES
 from headtrace.core.heads import parse_head
-from headtrace.core.probe import CLASSES
 from headtrace.core.revisions import parse_step, parse_tokens
 from headtrace.core.tables import CLASS_COLUMNS, SCHEMAS, conform
 

@@ -9,8 +9,9 @@ import polars as pl
 
 from headtrace.causal import verdict as V
 from headtrace.cell import positional
-from headtrace.core import paths, probe_text
+from headtrace.core import paths
 from headtrace.core import results as R
+from headtrace.probe import words as probe_words
 from headtrace.report import answers as A
 from headtrace.report import copying
 from headtrace.report import first_screen as FS
@@ -154,8 +155,8 @@ def _positional_heads(flags: pl.DataFrame | None, model: str, revision: str) -> 
 def _probe_lines(probes: Mapping[str, pl.DataFrame]) -> list[str]:
     """The probe each model's screens read, from its probe table, models that share one on one line; a
     blank line after (none without probe tables: a reference-only run)."""
-    shown = {model: probe_text.from_table(table) for model, table in probes.items()}
-    return [textwrap.fill(line, 110, subsequent_indent="  ") for line in probe_text.lines(shown)] + [""] if shown else []
+    shown = {model: probe_words.from_table(table) for model, table in probes.items()}
+    return [textwrap.fill(line, 110, subsequent_indent="  ") for line in probe_words.lines(shown)] + [""] if shown else []
 
 
 fmt_metric = A.fmt_metric  # public: one formatter of a metric's value (top-1 as %, logit / CE to 2 decimals)

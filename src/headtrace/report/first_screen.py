@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 import polars as pl
-
-from headtrace.core import probe_text
 from headtrace.models import provenance
+from headtrace.probe import words as probe_words
 from headtrace.report import headline as HL
 from headtrace.report import lineage as RL
 
@@ -94,7 +93,7 @@ def build(rows: list[dict], sents: list[str] | None = None, *, traj: pl.DataFram
     return FirstScreen(
         intro=intro, baseline=baseline, warnings=warnings, banner=RL.banner_markdown(lineage, on_suspect),
         notes=tuple((m, t.strip()) for m, t in (notes or {}).items()),
-        probes=tuple((probe_text.names(ms), t) for ms, t in probe_text.grouped(probes or {})),
+        probes=tuple((probe_words.names(ms), t) for ms, t in probe_words.grouped(probes or {})),
         sentences=tuple(sents), rows=tuple(HL.table_row(r) for r in rows), flags=tuple(HL.flag_notes(rows)),
         legend=HL.legend(any(r.get("group") for r in rows)))
 

@@ -27,13 +27,13 @@ from snakemake.utils import validate
 from helpers.checkpoints import add_revision as _add_revision
 from tiny import tiny_config, tiny_model
 
-import headtrace
 from headtrace import api, cli, experiments
-from headtrace.core import probe as probe_mod
 from headtrace.core import tables
 from headtrace.core.errors import ConfigError
-from headtrace.models import context, hub
+from headtrace.models import hub
 from headtrace.panel import config as panel
+from headtrace.probe import fit, synthetic
+import headtrace
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,31 +110,31 @@ def test_the_fitting_probe_keeps_what_fits(newcomer):
 
 
 def test_misfits_against_hand_built_limits():
-    limits = context.Limits(160, "n_positions", "cfg", 256, "cfg")
+    limits = fit.Limits(160, "n_positions", "cfg", 256, "cfg")
     fits = {"n_sequences": 8, "seq_len": 160, "ab_range": [12, 80], "token_range": [2, 256],
             "prepend_bos": False, "bos_token_id": None}
-    assert context.misfits(fits, limits) == [] and context.misfit("m", fits, limits) is None
-    assert context.misfits({**fits, "ab_range": [12, 154]}, limits)[0][0] == "ab_range"  # 154 > 160 - 7
-    assert context.misfits({**fits, "ab_range": [12, 153]}, limits) == []
+    assert fit.misfits(fits, limits) == [] and fit.misfit("m", fits, limits) is None
+    assert fit.misfits({**fits, "ab_range": [12, 154]}, limits)[0][0] == "ab_range"  # 154 > 160 - 7
+    assert fit.misfits({**fits, "ab_range": [12, 153]}, limits) == []
     bos = {**fits, "ab_range": [12, 153], "prepend_bos": True, "bos_token_id": 256}
-    assert [k for k, _ in context.misfits(bos, limits)] == ["ab_range", "bos_token_id"]  # 153 > 160 - 8 too
-    assert context.fitting_probe({**bos, "ab_range": [12, 80]}, limits) == {"prepend_bos": False}
-    assert [k for k, _ in context.misfits({**fits, "prepend_bos": True}, limits)] == ["bos_token_id"]
+    assert [k for k, _ in fit.misfits(bos, limits)] == ["ab_range", "bos_token_id"]  # 153 > 160 - 8 too
+    assert fit.fitting_probe({**bos, "ab_range": [12, 80]}, limits) == {"prepend_bos": False}
+    assert [k for k, _ in fit.misfits({**fits, "prepend_bos": True}, limits)] == ["bos_token_id"]
     # unknown limits: only the probe's own keys are checked
-    assert context.misfits({**fits, "seq_len": 4096, "token_range": [2, 10 ** 6]}, context.Limits()) == []
+    assert fit.misfits({**fits, "seq_len": 4096, "token_range": [2, 10 ** 6]}, fit.Limits()) == []
     # a model too small for any probe says so instead of proposing one
-    assert "No probe fits this model" in context.misfit("m", fits, context.Limits(40, "n_positions", "cfg"))
+    assert "No probe fits this model" in fit.misfit("m", fits, fit.Limits(40, "n_positions", "cfg"))
 
 
 def test_the_words_of_whoever_typed_the_probe():
-    limits = context.Limits(CONTEXT, "max_position_embeddings", "cfg", VOCAB, "cfg")
+    limits = fit.Limits(CONTEXT, "max_position_embeddings", "cfg", VOCAB, "cfg")
     settings = {"seq_len": 256, "ab_range": [20, 128], "token_range": [100, 10000]}
-    cli_msg = context.misfit("ckpt", settings, limits, "cli", given={"seq_len"})
+    cli_msg = fit.misfit("ckpt", settings, limits, "cli", given={"seq_len"})
     assert cli_msg.startswith("ckpt: --seq-len 256 (tokens as fed")
     assert "--token-range 100 10000 (the default) reaches token id 9999" in cli_msg
     assert "A probe that fits: --seq-len 160 --token-range 2 256; or --probe auto" in cli_msg
     assert "probe." not in cli_msg and "models." not in cli_msg
-    api_msg = context.misfit("ckpt", settings, limits, "api")
+    api_msg = fit.misfit("ckpt", settings, limits, "api")
     assert "A probe that fits: probe={'seq_len': 160, 'token_range': [2, 256]}; or probe={'derive': True}" in api_msg
 
 
@@ -142,23 +142,21 @@ def test_the_words_of_whoever_typed_the_probe():
 
 
 def test_derived_probe_keeps_the_papers_proportions():
-    assert probe_mod.derived_settings(2048, 50304) == {"seq_len": 256, "ab_range": [20, 128],
+    assert fit.derived_settings(2048, 50304) == {"seq_len": 256, "ab_range": [20, 128],
                                                         "token_range": [100, 10000]}  # the paper's probe
-    assert probe_mod.derived_settings(None, None) == probe_mod.derived_settings(4096, 10000)
-    assert probe_mod.derived_settings(CONTEXT, VOCAB) == {"seq_len": 160, "ab_range": [12, 80],
+    assert fit.derived_settings(None, None) == fit.derived_settings(4096, 10000)
+    assert fit.derived_settings(CONTEXT, VOCAB) == {"seq_len": 160, "ab_range": [12, 80],
                                                           "token_range": [2, 256]}
-    assert probe_mod.derived_settings(64, 128) == {"seq_len": 64, "ab_range": [5, 32], "token_range": [1, 128]}
+    assert fit.derived_settings(64, 128) == {"seq_len": 64, "ab_range": [5, 32], "token_range": [1, 128]}
     for ctx in range(64, 300, 7):  # every derived probe builds, with or without a BOS
         for bos in (False, True):
-            d = probe_mod.derived_settings(ctx, 1000)
-            batch = probe_mod.make_batch(n_sequences=3, seq_len=d["seq_len"], token_low=d["token_range"][0],
-                                         token_high=d["token_range"][1], ab_low=d["ab_range"][0],
-                                         ab_high=d["ab_range"][1], prepend_bos=bos, bos_token_id=0)
+            d = fit.derived_settings(ctx, 1000)
+            batch = synthetic.make_batch(n_sequences=3, seq_len=d["seq_len"], token_range=(d["token_range"][0], d["token_range"][1]), ab_range=(d["ab_range"][0], d["ab_range"][1]), prepend_bos=bos, bos_token_id=0)
             assert batch.seq_len == min(ctx, 256)
     with pytest.raises(ValueError, match="shorter than the shortest probe"):
-        probe_mod.derived_settings(63, 1000)
+        fit.derived_settings(63, 1000)
     with pytest.raises(ValueError, match="too small"):
-        probe_mod.derived_settings(128, 1)
+        fit.derived_settings(128, 1)
 
 
 def test_config_derive_resolves_before_any_job(newcomer):
@@ -168,7 +166,7 @@ def test_config_derive_resolves_before_any_job(newcomer):
     assert (p["seq_len"], p["ab_range"], p["token_range"], p["n_sequences"]) == (160, [12, 80], [2, 256], 16)
     # keys the config sets win; ab_range follows the seq_len set
     cfg = _local_config(newcomer / "broken", {"derive": True}, model_probe={"seq_len": 128})
-    assert panel.probe_kwargs(panel.probe_settings(cfg, "mine"))["ab_high"] == 64
+    assert panel.probe_kwargs(panel.probe_settings(cfg, "mine"))["ab_range"][1] == 64
     # a hub model's config.json comes with its fetch job: refused, naming the keys to set instead
     hubcfg = _local_config(newcomer, {"derive": True})
     hubcfg["models"]["mine"] = {"source": "hub", "hf_id": "org/mine", "revisions": ["step1"], "tokens_per_step": 1}
@@ -258,7 +256,7 @@ def test_analyze_says_every_misfit_and_runs_the_derived_probe(newcomer):
     derived = api.probe_settings({"derive": True, "n_sequences": 12}, model)
     held = api.probe_batch({**derived, "seed": derived["seed"] + 1}, model)
     assert cell.verdict["ablation_probe"][0] == "held_out"
-    assert cell.verdict["ablation_probe_sha256"][0] == probe_mod.tokens_sha256(held.tokens)
+    assert cell.verdict["ablation_probe_sha256"][0] == synthetic.tokens_sha256(held.tokens)
 
 
 def test_headtrace_cell_probe_auto_runs_end_to_end(newcomer, tmp_path, capsys):
@@ -304,7 +302,7 @@ def test_workflow_runs_the_derived_probe_end_to_end(newcomer, tmp_path, warm_job
            str(work / "config.yaml"), "--cores", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=warm_jobs)
     assert proc.returncode == 0, proc.stderr[-6000:]
-    batch = probe_mod.batch_from_table(tables.read(work / "results" / "probes" / "mine" / "induction_batch.parquet"))
+    batch = synthetic.batch_from_table(tables.read(work / "results" / "probes" / "mine" / "induction_batch.parquet"))
     assert batch.seq_len == 160 and batch.token_span[0] >= 2 and batch.token_span[1] <= 256
     assert 12 <= batch.ab.min() and batch.ab.max() < 80 and len(batch.tokens) == 16
     traj = pl.read_parquet(work / "results" / "models" / "mine" / "trajectory.parquet")
@@ -312,5 +310,5 @@ def test_workflow_runs_the_derived_probe_end_to_end(newcomer, tmp_path, warm_job
     assert any((work / "results" / "figures").glob("*.png"))
     again = subprocess.run([*cmd, "-n"], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
-    assert np.array_equal(batch.tokens, probe_mod.batch_from_table(
+    assert np.array_equal(batch.tokens, synthetic.batch_from_table(
         tables.read(work / "results" / "probes" / "mine" / "induction_batch.parquet")).tokens)

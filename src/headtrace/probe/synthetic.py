@@ -1,8 +1,8 @@
-"""The synthetic induction batch and the positions the screen reads.
+"""The synthetic induction batch (the config's ``probe`` block) and the positions the screen reads.
 
 Protocol (paper A, Xu 2026, arXiv:2605.24059, and the author's ``build_induction_batch``): every sequence is uniform random
-tokens from ``[token_low, token_high)``; two distinct tokens A, B; ``ab`` drawn from
-``[ab_low, ab_high)``; ``seq[ab] = A``, ``seq[ab + 1] = B``; every other occurrence of A, then of B,
+tokens from ``token_range`` ``[low, high)``; two distinct tokens A, B; ``ab`` drawn from
+``ab_range``; ``seq[ab] = A``, ``seq[ab + 1] = B``; every other occurrence of A, then of B,
 is resampled; the last token is A. The query is the last position, the target is B.
 
 The random draws happen in exactly the author's order (numpy ``RandomState(seed)``), so with the
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import polars as pl
 
-from headtrace.core import schema
+from headtrace.core.classes import CLASSES
 
-CLASSES = ("induction", "duplicate-token", "previous-token", "first-token", "self", "local")
-UNCLASSIFIED = "unclassified"
 N_BASELINE_POSITIONS = 50
 BASELINE_SEED = 0
 CONTROL_SEED = 0
@@ -58,35 +57,20 @@ class ProbeBatch:
         return ProbeBatch(self.tokens[:n], self.ab[:n], self.target[:n], self.valid[:n])
 
 
-def batch_kwargs(settings: dict) -> dict:
-    """The config's probe keys (``token_range``, ``ab_range``, ...) -> keyword arguments of :func:`make_batch`
-    (``token_low``/``token_high``, ``ab_low``/``ab_high``, ...): the one place the two spellings meet."""
-    return {
-        "n_sequences": settings["n_sequences"],
-        "seq_len": settings["seq_len"],
-        "token_low": settings["token_range"][0],
-        "token_high": settings["token_range"][1],
-        "seed": settings["seed"],
-        "ab_low": settings["ab_range"][0],
-        "ab_high": settings["ab_range"][1],
-        "prepend_bos": settings["prepend_bos"],
-        "bos_token_id": settings["bos_token_id"],
-    }
-
-
 def make_batch(
     n_sequences: int = 2000,
     seq_len: int = 256,
-    token_low: int = 100,
-    token_high: int = 10000,
+    token_range: Sequence[int] = (100, 10000),
     seed: int = 42,
-    ab_low: int = 20,
-    ab_high: int = 128,
+    ab_range: Sequence[int] = (20, 128),
     prepend_bos: bool = False,
     bos_token_id: int | None = None,
 ) -> ProbeBatch:
-    """Build the synthetic induction batch (see the module docstring)."""
+    """Build the synthetic induction batch (see the module docstring), under the config's ``probe`` keys:
+    ``token_range`` and ``ab_range`` are half-open ``[low, high)``."""
     body_len = seq_len - 1 if prepend_bos else seq_len
+    token_low, token_high = (int(v) for v in token_range)
+    ab_low, ab_high = (int(v) for v in ab_range)
     _check_batch_args(n_sequences, body_len, token_low, token_high, ab_low, ab_high)
     if prepend_bos and bos_token_id is None:
         raise ValueError("probe.prepend_bos is true but the model has no bos_token_id")
@@ -130,35 +114,7 @@ def _check_batch_args(n, body_len, token_low, token_high, ab_low, ab_high) -> No
         )
 
 
-PAPER_SEQ_LEN, PAPER_AB_RANGE, PAPER_TOKEN_RANGE = 256, (20, 128), (100, 10000)
 MIN_SEQ_LEN = 64  # config/schema.yaml's minimum: 50 baseline positions + the query window, with room
-
-
-def derived_settings(context: int | None, vocab: int | None, *, seq_len: int | None = None) -> dict:
-    """The probe derived from a model: ``{"seq_len", "ab_range", "token_range"}`` inside its
-    ``context`` (positions) and ``vocab`` (tokens), in the paper's proportions (None: unknown, the
-    paper's value). A model that fits the paper's probe gets it unchanged.
-
-    * ``seq_len`` = min(256, context) (``seq_len`` given: that one, e.g. set by the config);
-    * ``ab_range`` = [floor(20 T / 256), floor(T / 2)): the paper's [20, 128) of T = 256, A's first
-      position in the first half, clear of the query window at every T >= 64 (BOS or not);
-    * ``token_range`` = [high // 100, high) with high = min(10000, vocab): the paper's [100, 10000)
-      cut to the vocabulary, keeping its 1:100 ratio (the lowest ids, often special or byte tokens,
-      stay out).
-
-    Raises ``ValueError`` when the model is too small for any probe (context < 64, vocabulary < 3).
-    """
-    if seq_len is None:
-        if context is not None and context < MIN_SEQ_LEN:
-            raise ValueError(f"a context of {context} positions is shorter than the shortest probe "
-                             f"({MIN_SEQ_LEN} tokens: {N_BASELINE_POSITIONS} baseline positions and the query window)")
-        seq_len = PAPER_SEQ_LEN if context is None else min(PAPER_SEQ_LEN, context)
-    high = PAPER_TOKEN_RANGE[1] if vocab is None else min(PAPER_TOKEN_RANGE[1], vocab)
-    low = high * PAPER_TOKEN_RANGE[0] // PAPER_TOKEN_RANGE[1]
-    if high - low < 2:
-        raise ValueError(f"a vocabulary of {vocab} tokens is too small for the probe's two tokens A and B and filler")
-    ab = (PAPER_AB_RANGE[0] * seq_len // PAPER_SEQ_LEN, PAPER_AB_RANGE[1] * seq_len // PAPER_SEQ_LEN)
-    return {"seq_len": int(seq_len), "ab_range": [int(ab[0]), int(ab[1])], "token_range": [int(low), int(high)]}
 
 
 def fixed_positions(seq_len: int) -> dict[str, np.ndarray]:
@@ -335,42 +291,3 @@ def tokens_sha256(tokens: np.ndarray) -> str:
     little-endian int64, row-major - ``hashlib.sha256(np.ascontiguousarray(tokens, '<i8').tobytes())``.
     Recorded with every ablation (``ablation_probe_sha256``) so a reader can check which sequences ran."""
     return hashlib.sha256(np.ascontiguousarray(tokens, dtype="<i8").tobytes()).hexdigest()
-
-
-# ---- the repeated-random probe (Olsson et al. 2022's prefix matching; headtrace.cell.patterns) ------
-
-def repeated_arguments(block: dict | None, token_range, prepend_bos: bool, bos_token_id: int | None) -> dict:
-    """Arguments of :func:`repeated_random` from the ``repeated_probe`` keys (schema defaults filled in);
-    a null ``token_range`` or ``prepend_bos`` follows the synthetic probe's (``token_range``, ``prepend_bos``)."""
-    r = {**schema.defaults("repeated_probe"), **dict(block or {})}
-    low, high = r["token_range"] or token_range
-    bos = prepend_bos if r["prepend_bos"] is None else r["prepend_bos"]
-    return {"n_sequences": r["n_sequences"], "length": r["length"], "repeats": r["repeats"], "token_low": int(low),
-            "token_high": int(high), "seed": r["seed"], "prepend_bos": bool(bos), "bos_token_id": bos_token_id}
-
-
-def repeated_random(n_sequences: int = 50, length: int = 32, repeats: int = 2, token_low: int = 100,
-                    token_high: int = 10000, seed: int = 0, prepend_bos: bool = False,
-                    bos_token_id: int | None = None) -> np.ndarray:
-    """``(n_sequences, repeats * length [+ 1])`` int64 token ids: per sequence ``length`` distinct tokens
-    drawn uniformly without replacement from ``[token_low, token_high)`` (``numpy.random.default_rng([seed,
-    i])`` for sequence i: a sequence keeps its tokens whatever the batch size), repeated ``repeats`` times,
-    with a BOS in front when ``prepend_bos``. Distinct tokens give every query of a later repeat exactly one
-    earlier occurrence per repeat before it, so the prefix-matching targets are unambiguous."""
-    if n_sequences < 1:
-        raise ValueError(f"repeated_probe.n_sequences must be >= 1, got {n_sequences}")
-    if length < 1 or repeats < 2:
-        raise ValueError(f"repeated_probe needs length >= 1 and repeats >= 2, got length {length}, repeats {repeats}")
-    if token_high - token_low < length:
-        raise ValueError(f"repeated_probe: [{token_low}, {token_high}) holds fewer than length = {length} distinct "
-                         "tokens")
-    if prepend_bos and bos_token_id is None:
-        raise ValueError("repeated_probe: prepend_bos is true but the model has no bos_token_id")
-    rows = []
-    for i in range(n_sequences):
-        seg = np.random.default_rng([seed, i]).choice(np.arange(token_low, token_high), size=length, replace=False)
-        rows.append(np.tile(seg.astype(np.int64), repeats))
-    tokens = np.stack(rows)
-    if prepend_bos:
-        tokens = np.concatenate([np.full((n_sequences, 1), bos_token_id, np.int64), tokens], axis=1)
-    return tokens

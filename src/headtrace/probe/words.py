@@ -20,12 +20,6 @@ def describe(settings: Mapping) -> str:
             f"{ab_lo}–{ab_hi - 1}, token ids {tok_lo}–{tok_hi - 1}, seed {settings.get('seed')}, {bos}")
 
 
-def describe_kwargs(kwargs: Mapping) -> str:
-    """:func:`describe` of ``probe.make_batch``'s keyword arguments (the probe job's params)."""
-    return describe({**kwargs, "ab_range": [kwargs["ab_low"], kwargs["ab_high"]],
-                     "token_range": [kwargs["token_low"], kwargs["token_high"]]})
-
-
 def grouped(shown: Mapping[str, str]) -> list[tuple[list[str], str]]:
     """``model -> description`` -> ``[(models, description)]``, models sharing a description together,
     in the order they first appear."""

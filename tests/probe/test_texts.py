@@ -15,14 +15,15 @@ import pytest
 import yaml
 from tiny import SMOLLM2_GGUF, tiny_model, tiny_tokenizer
 
-import headtrace
-from headtrace.core import tables, texts
+from headtrace.core import tables
 from headtrace.core.errors import ConfigError
 from headtrace.core.schema import defaults
 from headtrace.findings import measures
 from headtrace.models import tokenize
 from headtrace.panel import config as panel
+from headtrace.probe import texts
 from headtrace.report import answers, statements
+import headtrace
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = " ".join(["the first token of the text is a sink for every head of the model"] * 20)

@@ -20,8 +20,16 @@ than a tiny cell computes. The end-to-end tests' runs take ``warm_jobs``: the en
 server for the whole session (``headtrace.runtime.warm``, what ``make demo`` runs through
 ``headtrace warm``), so that their jobs run in forks of a process that imported them once. A job the
 server does not take (other thread settings) runs in its own process, as without it.
-``tests/workflow/test_workflow.py`` still runs ``headtrace warm`` itself (its log is checked) and reruns
-a cell in plain processes, as a cluster runs it.
+The session's tiny panel (``tiny_panel``) runs under ``headtrace warm`` itself (its log is checked in
+``tests/workflow/test_workflow.py``, which also reruns a cell of a copy in plain processes, as a cluster runs it).
+
+**The tiny panel.** ``tiny_panel`` is one finished run of the tiny two-revision panel (local tiny-olmo,
+a tiny GGUF llama, a toy gpt_neox: ``helpers/tiny_panel.py``) made once per ``make test``, not once per
+module: under ``pytest -n 2`` the first worker to ask builds it under the folder both workers share,
+holding a file lock, and the other waits and reads the same run; without xdist the session builds it
+in its own temporary folder. It is read-only: a test reads its folder and never writes into it; a test
+that changes the run (a rerun, another config, a deleted output) works on ``tiny_panel.copy(tmp_path /
+...)``, or keeps its own module run where its assertions need another config.
 """
 import os
 import sys
@@ -50,3 +58,16 @@ def warm_jobs():
     with tempfile.TemporaryDirectory(prefix="headtrace-test-warm-") as folder:
         with warm_server(Path(folder)) as env:
             yield env
+
+
+@pytest.fixture(scope="session")
+def tiny_panel(tmp_path_factory):
+    """The session's finished tiny-panel run (helpers.tiny_panel.TinyPanel: workdir, dry, out), shared by
+    the xdist workers; read-only (see above)."""
+    from helpers import tiny_panel
+
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's basetemp is a folder of the session's (pytest-N/popen-gwK): share that one;
+    # without xdist, the session's own basetemp (its parent holds other sessions' folders)
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return tiny_panel.shared(root)

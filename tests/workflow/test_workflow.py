@@ -1,7 +1,9 @@
 """End-to-end Snakemake runs on a two-revision mini config (local tiny checkpoints + a tiny toy).
 
-One module-scoped run is shared by the tests: dry run -> run -> nothing left to do -> adding a
-revision schedules only that cell -> a rerun of one cell is bit-identical.
+The session's tiny panel (the ``tiny_panel`` fixture, helpers/tiny_panel.py: one run for every module,
+both xdist workers) is read by the tests: dry run -> run -> nothing left to do; the tests that change
+the run do it on this module's copy of it: adding a revision schedules only that cell -> a rerun of one
+cell is bit-identical -> the lineage check's on_suspect.
 """
 from __future__ import annotations
 
@@ -9,11 +11,9 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import polars as pl
 import pytest
-import tiny
 import yaml
 from helpers.workflow import PROBE, ROOT, SNAKEMAKE, job_counts, snakemake
 
@@ -22,71 +22,23 @@ from headtrace.probe import synthetic
 
 pytestmark = pytest.mark.slow
 
-TOY_TRAIN = {
-    "arch": {"n_layers": 1, "d_model": 32, "n_heads": 2, "d_ff": 64, "vocab_size": 128, "max_position_embeddings": 128},
-    "optim": {"batch_size": 4, "seq_len": 64},
-    "data": {"repeat_min": 8, "repeat_max": 24, "token_low": 2, "token_high": 128},
-}
-
-
-def mini_config(local_dir: Path, revisions=("rev-a", "rev-c")) -> dict:
-    return {
-        "models": {
-            "tiny-olmo": {
-                "source": "local",
-                "path": str(local_dir),
-                "family": "auto",
-                "tokens": {"rev-a": 1000, "rev-b": 2000, "rev-c": 3000},
-                "revisions": list(revisions),
-            },
-            # a user's own GGUF checkpoints, one file per revision (tiny llamas, SmolLM2's first 1024 tokens)
-            "tiny-gguf": {
-                "source": "local",
-                "path": str(local_dir / "gguf" / "{revision}.gguf"),
-                "tokens": {"rev-a": 1000, "rev-c": 3000},
-                "revisions": ["rev-a", "rev-c"],
-            },
-            "tiny-toy": {
-                "source": "toy",
-                "family": "gpt_neox",
-                "tokens_per_step": 256,
-                "revisions": ["step0", "step4"],
-                "train": TOY_TRAIN,
-            },
-        },
-        "probe": PROBE,
-        "capture": {"device": "cpu", "batch_size": 8},
-        "ablation": {"n_random": 3, "batch_size": 8},
-        # the field's own measures (docs/measures.md): a text probe from a local file, tokenised with the
-        # local checkpoints' own (locally built) tokenizer, the toy's bytes
-        "repeated_probe": {"n_sequences": 6, "length": 16},
-        "text_probe": {"file": "text/*.txt", "split": "paragraph", "seq_len": 32, "n_sequences": 6},
-    }
+@pytest.fixture(scope="module")
+def workdir(tiny_panel):
+    """The session's tiny panel (helpers.tiny_panel): read-only, for the tests that only read the run."""
+    return tiny_panel.workdir
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    work = tmp_path_factory.mktemp("wf")
-    local = work / "local-ckpts"
-    for i, rev in enumerate(("rev-a", "rev-b", "rev-c")):
-        tiny.tiny_model("olmo", seed=i, vocab_size=128, n_heads=4).save_pretrained(local / rev)
-        tiny.tiny_tokenizer(local / rev)
-    (local / "gguf").mkdir()
-    for i, rev in enumerate(("rev-a", "rev-c")):
-        tiny.tiny_gguf(local / "gguf" / f"{rev}.gguf", tiny.tiny_model("llama", seed=10 + i, vocab_size=1024),
-                       quantize="Q8_0")
-    (work / "text").mkdir()
-    (work / "text" / "notes.txt").write_text("\n\n".join(" ".join(["the first token of the text is a sink for every head"]
-                                                                  * 4) for _ in range(8)))  # 8 paragraphs
-    (work / "config.yaml").write_text(yaml.safe_dump(mini_config(local)))
-    return work
+def ran(tiny_panel):
+    """(the dry run's output before the run, the run's output)."""
+    return tiny_panel.dry, tiny_panel.out
 
 
 @pytest.fixture(scope="module")
-def ran(workdir):
-    dry = snakemake(workdir, "-n")
-    out = snakemake(workdir, warm=True)
-    return dry, out
+def own(tiny_panel, tmp_path_factory):
+    """This module's copy of the run, for the tests that change it (a config, a rerun, a deleted cell):
+    shared by them in file order, as the module's own run was; each restores what the later ones read."""
+    return tiny_panel.copy(tmp_path_factory.mktemp("wf") / "run")
 
 
 def test_dry_run_lists_the_per_cell_jobs(ran):
@@ -206,7 +158,8 @@ def test_second_dry_run_has_nothing_to_do(ran, workdir):
     assert "Nothing to be done" in snakemake(workdir, "-n")
 
 
-def test_adding_a_revision_schedules_only_that_cell(ran, workdir):
+def test_adding_a_revision_schedules_only_that_cell(ran, own):
+    workdir = own  # a change of config: on this module's copy of the run
     cfg = yaml.safe_load((workdir / "config.yaml").read_text())
     cfg["models"]["tiny-olmo"]["revisions"] = ["rev-a", "rev-b", "rev-c"]
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -228,9 +181,10 @@ def test_jobs_ran_in_forks_of_the_warm_server(ran, workdir):
     assert len(exits) == len(forks) and set(exits) == {"0"}
 
 
-def test_rerun_is_identical(ran, workdir):
-    """The first run's jobs ran in forks of the warm server; this rerun of one cell runs each job in
-    its own process, as a cluster does: the tables are the same."""
+def test_rerun_is_identical(ran, own):
+    """The first run's jobs ran in forks of the warm server; this rerun of one cell (of this module's
+    copy of the run) runs each job in its own process, as a cluster does: the tables are the same."""
+    workdir = own
     cell = workdir / "results" / "cells" / "tiny-olmo" / "rev-c"
     before = {f: pl.read_parquet(cell / f) for f in ("screen.parquet", "pr.parquet", "ablation.parquet",
                                                       "attention.parquet", "measures.parquet", "verdict.parquet")}
@@ -283,11 +237,13 @@ def test_summary_page_shows_the_tables_answers(ran, workdir):
         assert final["verdict"][0] in text if final["n_heads"][0] else "no circuit" in text
 
 
-def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, workdir, warm_jobs):
+def test_lineage_table_flags_the_independent_local_revision_and_on_suspect(ran, own, warm_jobs):
     """results/models/{model}/lineage.parquet per run model: the toy run (step0 -> step4) raises no
     flag; the local tiny-olmo's rev-a and rev-c are inits of two seeds (tiny.tiny_model), so rev-c
     does not descend from rev-a. provenance.on_suspect: fail stops the lineage job naming it; drop
-    leaves it out of the trajectory. (Last in this module: it rewrites the trajectory.)"""
+    leaves it out of the trajectory. (Last in this module: it rewrites the trajectory of this module's
+    copy of the run.)"""
+    workdir = own
     res = workdir / "results" / "models"
     toy = tables.conform(pl.read_parquet(res / "tiny-toy" / "lineage.parquet"), "lineage")
     assert toy["revision"].to_list() == ["step0", "step4"] and toy["flags"].list.len().sum() == 0

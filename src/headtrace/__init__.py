@@ -11,7 +11,9 @@ an import-linter contract in pyproject.toml keeps it so):
 * ``causal`` (ablation conditions and controls, the batched ablation engine, verdicts);
 * ``cell`` (one model x revision: capture pass, participation ratio, screen, bootstrap);
 * ``models`` (family adapters, loading, the toy panel);
-* ``core`` (tables and schemas, atomic writes, heads, revision names, the probe) and ``runtime``.
+* ``probe`` (the synthetic, repeated-random and text probes under the config's names; a probe
+  against a model; a probe in words);
+* ``core`` (tables and schemas, atomic writes, heads, revision names, the screen's classes) and ``runtime``.
 
 The model is touched only by ``cell.capture`` and ``causal.ablation``, through the family adapters
 in ``models.families``.

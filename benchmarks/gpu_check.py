@@ -103,7 +103,7 @@ def check_ablation(name: str, device: str) -> None:
 
 def check_measures(name: str, device: str) -> None:
     tokens = repeated.repeated_random(n_sequences=6, length=20, repeats=3, token_range=(2, 128), seed=3,
-                                   prepend_bos=True, bos_token_id=0)
+                                      prepend_bos=True, bos_token_id=0)
     model = _sharpen(tiny_model(name))
     family = families.get(name)
     ref = _eager_patterns(model, family, tokens)  # on the CPU

@@ -35,7 +35,7 @@ cfg = transformers.GPTNeoXConfig(vocab_size=258, hidden_size=192, num_hidden_lay
                                  intermediate_size=384, max_position_embeddings=256, rotary_pct=1.0)
 model = transformers.GPTNeoXForCausalLM(cfg).eval()
 batch = synthetic.make_batch(n_sequences=int(sys.argv[1]), seq_len=128, token_range=(32, 127),
-                         ab_range=(64, 108))
+                             ab_range=(64, 108))
 capture.run(model, families.get("gpt_neox"), batch, batch_size=64, device="cpu", progress=False)
 """
 

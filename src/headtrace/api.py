@@ -36,7 +36,6 @@ from headtrace.models import context, families, hub, tokenize
 from headtrace.panel import keys
 from headtrace.probe import fit, repeated, synthetic
 from headtrace.probe import spec as probe_spec  # analyze's and probe_batch's ``spec`` arguments shadow the name
-from headtrace.probe.synthetic import ProbeBatch  # noqa: F401 (the notebook API's name)
 from headtrace.report import console
 
 # The workflow's defaults, read from config/schema.yaml (one source for the workflow and the API).
@@ -217,7 +216,7 @@ def analyze(
         cell.text_probe = text_table
         cell.measures = patterns.cell_measures(
             model, family, repeated=repeated.repeated_random(**repeated_kwargs(opts["repeated_probe"], batch,
-                                                                                   settings_of_probe, model)),
+                                                                               settings_of_probe, model)),
             text=None if text_table is None else tokenize.tokens_of(text_table), batch_size=bs, device=dev,
             name=name, revision=revision, tokens=tokens)
         cell.copying_heads = head_decisions(cell.measures, prefix_threshold=opts["measures"]["prefix_threshold"])

@@ -127,7 +127,7 @@ def copy_task_batch(n=24, seq_len=20, vocab=32, markers=16, seed=0):
     target = rng.integers(markers, vocab, size=n)
     tokens[np.arange(n), pos] = target
     return synthetic.ProbeBatch(tokens=tokens.astype(np.int64), ab=pos.astype(np.int64), target=target.astype(np.int64),
-                            valid=np.ones(n, bool))
+                                valid=np.ones(n, bool))
 
 
 def test_single_head_carrying_the_task_loses_it():

@@ -163,7 +163,7 @@ def test_induction_over_valid_only(batch):
     half = synthetic.ProbeBatch(tokens=batch.tokens, ab=batch.ab, target=batch.target, valid=valid)
     full = capture.run(model, family, batch, batch_size=16, keep_head_outputs=False, progress=False)
     sub = synthetic.ProbeBatch(tokens=batch.tokens[1::2], ab=batch.ab[1::2], target=batch.target[1::2],
-                           valid=batch.valid[1::2])
+                               valid=batch.valid[1::2])
     r_half = capture.run(model, family, half, batch_size=16, keep_head_outputs=False, progress=False)
     r_sub = capture.run(model, family, sub, batch_size=16, keep_head_outputs=False, progress=False)
     assert r_half.n_valid == 8 and r_half.n_sequences == 16

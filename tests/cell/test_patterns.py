@@ -18,7 +18,7 @@ from headtrace.probe import repeated
 @pytest.fixture(scope="module")
 def tokens() -> np.ndarray:
     return repeated.repeated_random(n_sequences=6, length=20, repeats=3, token_range=(2, 128), seed=3,
-                                 prepend_bos=True, bos_token_id=0)
+                                    prepend_bos=True, bos_token_id=0)
 
 
 @pytest.mark.parametrize("name", FAMILY_NAMES)

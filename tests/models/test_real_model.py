@@ -93,7 +93,7 @@ def test_ablation_engine_matches_zeroed_slices(real, screened):
     model, family = real
     batch, _, table = screened
     small = synthetic.make_batch(n_sequences=4, seq_len=64, token_range=(100, 10000), ab_range=(10, 32),
-                             seed=3)
+                                 seed=3)
     circuit = tuple(table.filter(pl.col("in_induction_circuit")).select("layer", "head").rows())
     conds = [ablation.Condition("baseline", 0, ()), ablation.Condition("circuit", 0, circuit),
              ablation.Condition("matched_random", 1, ((circuit[0][0], 0), (29, 8)))]

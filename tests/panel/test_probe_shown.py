@@ -44,7 +44,7 @@ def _cfg(root, **probe):
 
 def test_describe_writes_half_open_ranges_as_the_values_they_take():
     text = probe_words.describe({"n_sequences": 2000, "seq_len": 160, "ab_range": [12, 80], "token_range": [2, 256],
-                                "seed": 42, "prepend_bos": False, "bos_token_id": None})
+                                 "seed": 42, "prepend_bos": False, "bos_token_id": None})
     assert text == "2000 sequences of 160 tokens, A first at positions 12–79, token ids 2–255, seed 42, no BOS"
 
 

@@ -143,10 +143,10 @@ def test_the_words_of_whoever_typed_the_probe():
 
 def test_derived_probe_keeps_the_papers_proportions():
     assert fit.derived_settings(2048, 50304) == {"seq_len": 256, "ab_range": [20, 128],
-                                                        "token_range": [100, 10000]}  # the paper's probe
+                                                 "token_range": [100, 10000]}  # the paper's probe
     assert fit.derived_settings(None, None) == fit.derived_settings(4096, 10000)
     assert fit.derived_settings(CONTEXT, VOCAB) == {"seq_len": 160, "ab_range": [12, 80],
-                                                          "token_range": [2, 256]}
+                                                    "token_range": [2, 256]}
     assert fit.derived_settings(64, 128) == {"seq_len": 64, "ab_range": [5, 32], "token_range": [1, 128]}
     for ctx in range(64, 300, 7):  # every derived probe builds, with or without a BOS
         for bos in (False, True):

@@ -119,7 +119,7 @@ def test_control_targets_known_answers():
     assert synthetic.control_targets(two, window=2).tolist() == [9]
     # nothing but A and B: no control
     bare = synthetic.ProbeBatch(tokens=np.array([[5, 5, 6, 5]]), ab=np.array([1]), target=np.array([6]),
-                            valid=np.array([True]))
+                                valid=np.array([True]))
     assert synthetic.control_targets(bare).tolist() == [-1]
 
 
@@ -158,7 +158,7 @@ def test_held_out_batch_skips_the_screens_sequences():
     """A screen that holds the seed's first 3 draws (and one later one): those are skipped, the rest kept in order."""
     draws = synthetic.make_batch(n_sequences=12, seed=7, **HELD_KW)
     screen = synthetic.ProbeBatch(draws.tokens[[0, 1, 2, 5]], draws.ab[[0, 1, 2, 5]], draws.target[[0, 1, 2, 5]],
-                              draws.valid[[0, 1, 2, 5]])
+                                  draws.valid[[0, 1, 2, 5]])
     held, redrawn = synthetic.held_out_batch(screen, 6, seed=7, **HELD_KW)
     assert redrawn == 4
     assert np.array_equal(held.tokens, draws.tokens[[3, 4, 6, 7, 8, 9]])

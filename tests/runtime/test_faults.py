@@ -79,7 +79,7 @@ def test_bos_is_part_of_seq_len():
     """probe.seq_len is the fed length, BOS included: make_batch builds seq_len - 1 tokens + BOS."""
 
     b = synthetic.make_batch(n_sequences=2, seq_len=64, token_range=(2, 50), ab_range=(20, 40),
-                         prepend_bos=True, bos_token_id=0)
+                             prepend_bos=True, bos_token_id=0)
     assert b.tokens.shape[1] == 64
     assert fit.too_long("m", 64, (64, "max_position_embeddings"), "x") is None
     assert "probe.seq_len 65" in fit.too_long("m", 65, (64, "max_position_embeddings"), "x")

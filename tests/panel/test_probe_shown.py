@@ -57,9 +57,7 @@ def test_a_derived_probe_says_from_what(small_run):
 def test_models_that_differ_get_a_line_each_and_those_alike_share_one():
     shown = {"a": "p1", "b": "p2", "c": "p1"}
     assert probe_words.lines(shown) == ["probe (a, c): p1", "probe (b): p2"]
-    md = probe_words.markdown(shown)
-    assert "- a, c: p1" in md and "- b: p2" in md
-    assert "<li>a, c: p1</li>" in probe_words.html(shown)
+    assert probe_words.grouped(shown) == [(["a", "c"], "p1"), (["b"], "p2")]
 
 
 def test_headtrace_summary_states_the_probe_as_drawn(tmp_path):

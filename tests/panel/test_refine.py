@@ -13,6 +13,7 @@ from headtrace.core.tables import SCHEMAS
 from headtrace.models.layout import local_checkpoint_path
 from headtrace.panel import config as panel
 from headtrace.panel import refine
+from headtrace.report import refinement as report_refinement
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "pythia_branches.txt"
 PYTHIA_TPS = 2_097_152
@@ -132,7 +133,7 @@ def test_onsets_table_over_rounds():
     assert m["bracket_ratio"] == pytest.approx(5 / 3) and not m["target_met"] and m["stop"] == refine.MAX_ROUNDS
     assert m["onset_lo_revision"] is None and m["onset_hi_revision"] is None
     assert (m["unrefined_lo_revision"], m["unrefined_hi_revision"], m["unrefined_ratio"]) == ("m1", "m9", 9.0)
-    text = refine.summary_section(out)
+    text = report_refinement.summary_section(out)
     assert "m induction_3_heads: onset bracket (m1, m9] 9x from the configured revisions -> (m3, m5] 1.67x" in text
     assert "r induction_3_heads: " + refine.NO_POOL in text
     r = out.filter(pl.col("model") == "r").row(0, named=True)

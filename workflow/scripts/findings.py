@@ -10,10 +10,10 @@ from headtrace.core import tables
 from headtrace.findings import compute
 from headtrace.findings import groups as group_stats
 from headtrace.findings import lineage_panel
-from headtrace.panel import refine
 from headtrace.report import answers, first_screen, headline, summary
 from headtrace.report import lineage as report_lineage
 from headtrace.report import positional as report_positional
+from headtrace.report import refinement as report_refinement
 from headtrace.runtime import logs
 
 with logs.to_file(snakemake.log[0]):
@@ -58,7 +58,7 @@ with logs.to_file(snakemake.log[0]):
     screen = first_screen.build(rows, traj=traj, lineage=lineage, on_suspect=on_suspect, notes=notes, probes=probes)
     text = headline.insert(text, first_screen.markdown(screen))
     text += "\n" + report_lineage.section_markdown(lineage, [r["model"] for r in rows if not r.get("group")])
-    text += "\n" + refine.summary_section(findings["f3_onsets"])
+    text += "\n" + report_refinement.summary_section(findings["f3_onsets"])
     if snakemake.input.positional:
         text += "\n" + report_positional.summary_section(findings["circuit_positional"])
     if snakemake.input.experiments:

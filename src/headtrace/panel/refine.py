@@ -26,21 +26,13 @@ import polars as pl
 from headtrace.core import durable, milestones, schema
 from headtrace.core import revisions as revs
 from headtrace.core.errors import ConfigError
+from headtrace.core.refinement import ADDED, AT_FIRST, EXHAUSTED, MAX_ROUNDS, NEVER, NO_POOL, OFF, TARGET_MET
 from headtrace.core.tables import SCHEMAS, conform
 from headtrace.findings import trajectory as trajectories
 from headtrace.findings.onsets import with_onset_columns
 
 DEFAULTS = schema.defaults("refine")  # config/schema.yaml: the one source
 
-# Actions of one round per milestone, and the reasons f3_onsets gives for where a bracket stopped.
-ADDED = "added"
-TARGET_MET = "target met"
-EXHAUSTED = "no candidate revisions left in the bracket"
-NEVER = "never reached"
-AT_FIRST = "reached at the first revision"
-MAX_ROUNDS = "max_rounds reached"
-OFF = "refinement off"
-NO_POOL = "reference panel: published revisions only, no candidate pool"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,34 +290,8 @@ def onsets(traj: pl.DataFrame, info: dict[str, dict], records: dict[str, list[di
     return conform(with_onset_columns(pl.concat(frames), intervals), "f3_onsets")
 
 
-def _fmt_ratio(r) -> str:
-    return "n/a" if r is None else f"{r:.3g}x"
-
-
-def summary_section(onsets_df: pl.DataFrame) -> str:
-    """The summary.md section on adaptive refinement: per refined model x milestone, the bracket
-    from the configured revisions and after refinement, and why refinement stopped."""
-    lines = ["## Adaptive refinement of the F3 onsets", ""]
-    if not onsets_df.height:
-        return "\n".join(lines + ["No models.", ""])
-    for row in onsets_df.sort("model", "milestone").iter_rows(named=True):
-        name = f"{row['model']} {row['milestone']}"
-        if row["stop"] in (OFF, NO_POOL):
-            lines.append(f"- {name}: {row['stop']}.")
-            continue
-        if row["hi_revision"] is None or row["lo_revision"] is None:
-            lines.append(f"- {name}: {row['stop']}; nothing to refine.")
-            continue
-        before = (f"({row['unrefined_lo_revision']}, {row['unrefined_hi_revision']}] "
-                  f"{_fmt_ratio(row['unrefined_ratio'])}")
-        after = f"({row['lo_revision']}, {row['hi_revision']}] {_fmt_ratio(row['bracket_ratio'])}"
-        lines.append(f"- {name}: onset bracket {before} from the configured revisions -> {after} after "
-                     f"{row['rounds']} round(s), {row['n_added']} revision(s) added; {row['stop']}.")
-    return "\n".join(lines + [""])
-
-
 __all__ = [
     "DEFAULTS", "parse_milestone", "settings", "enabled", "check", "brackets", "pick_between", "plan_round",
     "round_record", "run_round", "write_record", "read_record", "read_added", "pool_pairs", "read_branch_list",
-    "write_branch_list", "onsets", "summary_section",
+    "write_branch_list", "onsets",
 ]

@@ -1,9 +1,8 @@
-"""The probe a run used, in words: for the console when the DAG is built, and for the first screen
-of ``summary.md``, ``summary.html`` and ``headtrace summary`` (models that share a probe share one
-line). Pure: settings in, text out."""
+"""The probe a run used, in words: for the console when the DAG is built, the probe job's log, the first
+screen of ``summary.md`` and ``summary.html`` (``headtrace.report.first_screen`` lays the lines out) and
+``headtrace summary`` (models that share a probe share one line). Pure: settings in, text out."""
 from __future__ import annotations
 
-from html import escape
 from typing import Mapping
 
 import polars as pl
@@ -37,22 +36,6 @@ def names(models: list[str], shown: int = 6) -> str:
 def lines(shown: Mapping[str, str], prefix: str = "probe") -> list[str]:
     """One line per distinct probe, naming the models that read it: ``probe (my-run): …``."""
     return [f"{prefix} ({names(models)}): {text}" for models, text in grouped(shown)]
-
-
-def markdown(shown: Mapping[str, str]) -> str:
-    """The probe on the first screen of ``summary.md``: one bullet per distinct probe."""
-    if not shown:
-        return ""
-    return "**Probe** (the synthetic induction batch every screen read):\n\n" + "".join(
-        f"- {names(models)}: {text}\n" for models, text in grouped(shown)) + "\n"
-
-
-def html(shown: Mapping[str, str]) -> str:
-    """The same on the first screen of ``summary.html``."""
-    if not shown:
-        return ""
-    items = "".join(f"<li>{escape(names(models))}: {escape(text)}</li>" for models, text in grouped(shown))
-    return f'<p class="note"><b>Probe</b> (the synthetic induction batch every screen read):</p><ul class="note">{items}</ul>'
 
 
 def from_table(batch: pl.DataFrame) -> str:

@@ -8,6 +8,7 @@ import math
 
 import polars as pl
 import pytest
+from helpers import cross_seed
 
 from headtrace import experiments as E
 from headtrace.core import tables
@@ -48,13 +49,8 @@ def test_seed_specificity_known_answers():
 
 
 def test_cross_seed_table_with_its_call_conforms():
-    circuits = {"a": [(1, 0)], "b": [(1, 1)]}
     frames = []
-    for m in ("a", "b"):
-        conds = E.cross_seed_conditions(circuits, 2, 2, 0)
-        res = [{"name": c.name, "top1": 0.5 if c.name == "baseline" else (0.1 if c.name == f"circuit:{m}" else 0.45)}
-               for c in conds]
-        part = E.cross_seed_table(res, circuits, m, {"a": 0, "b": 1})
+    for part in cross_seed.per_model().values():
         tables.conform(part, "cross_seed_model")
         with pytest.raises(ValueError, match="seed_specificity"):  # one model's rows carry no call
             tables.conform(part, "cross_seed_ablation")

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import polars as pl
 import pytest
+from helpers import cross_seed
 
 from headtrace import experiments as E
 from headtrace.core import tables
@@ -396,14 +397,7 @@ def test_resolve_revisions():
 
 
 def test_figures_and_summary(tmp_path):
-    circuits = {"a": [(1, 0)], "b": [(1, 1)]}
-    frames = []
-    for m in ("a", "b"):
-        conds = E.cross_seed_conditions(circuits, 2, 2, 0)
-        res = [{"name": c.name, "top1": 0.5 if c.name == "baseline" else (0.1 if c.name == f"circuit:{m}" else 0.45)}
-               for c in conds]
-        frames.append(E.cross_seed_table(res, circuits, m, {"a": 0, "b": 1}))
-    cs = E.seed_specificity(pl.concat(frames))  # as the cross_seed_table job writes it
+    cs = E.seed_specificity(pl.concat(cross_seed.per_model().values()))  # as the cross_seed_table job writes it
     EF.plot_cross_seed(cs, tmp_path / "cs.png")
     base = _traj("b", [("step0", 0), ("step100", 1000)], [set(), {(1, 0)}])
     shifted = _traj("b-shift", [("step0", 0), ("step10", 100)], [{(1, 0)}, {(1, 0)}])

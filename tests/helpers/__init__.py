@@ -9,4 +9,5 @@ imports another (CONTRIBUTING.md, Tests). conftest.py puts tests/ on sys.path, s
     ablation        the engine's test setting: boosted tiny models, a small batch, the head sets
     trajectories    hand-built trajectories: one layer with known brackets, three toy seeds of a group
     headline_tables hand-built findings and verdict tables with known headline answers
+    cross_seed      two seeds' cross-seed ablation tables, one per model, with known excesses
 """

@@ -18,7 +18,7 @@ import polars as pl
 
 from headtrace.core import manifest, paths, tables
 
-__all__ = ["Results", "read", "panel_models", "trajectory_paths", "HEADLINE_FINDINGS"]
+__all__ = ["Results", "read", "HEADLINE_FINDINGS"]
 
 # the findings tables the headline reads (results/findings/), and the text sink rate's (findings/measures/)
 HEADLINE_FINDINGS = ("circuit_size", "f3_milestones", "f3_onsets", "f3_gaps", "f2_layer_spread", "f2_bos_fraction",
@@ -57,30 +57,13 @@ class Results:
         return Path(paths.at(self.folder, name, **keys))
 
 
-def panel_models(results: str | Path) -> list[str] | None:
-    """The models of the panel a results folder holds (its ``panel.json``); None for a folder written
-    before the manifest existed (every model found there is read)."""
-    record = manifest.read(results)
-    return record.names if record is not None else None
-
-
-def trajectory_paths(results: str | Path) -> list[Path]:
-    """The trajectory tables of the panel's models (every one found, without a manifest), in name order:
-    never a model of another panel left in the same folder."""
-    results = Path(results)
-    models = panel_models(results)
-    if models is None:
-        return sorted(results.glob(paths.RELATIVE["trajectory"].format(model="*")))
-    return sorted(p for m in models if (p := Path(paths.at(results, "trajectory", model=m))).is_file())
-
-
 def read(results: str | Path = paths.DEFAULT) -> Results:
     """The tables of the panel in folder ``results`` (see the module's docstring)."""
     results = Path(results)
     record = manifest.read(results)
     models = record.names if record is not None else None
     trajectories = {}
-    for p in trajectory_paths(results):
+    for p in _trajectory_paths(results, models):
         t = tables.read(p)
         if t.height:
             trajectories[str(t["model"][0])] = t
@@ -90,6 +73,14 @@ def read(results: str | Path = paths.DEFAULT) -> Results:
         findings={name: tables.only_models(df, models) for name, df in _findings(results).items()},
         trajectories=trajectories, verdicts=_verdicts(results, record, trajectories), groups=groups,
         cross_seed=cross, probes=_probes(results, models), lineage=tables.only_models(_lineage(results), models))
+
+
+def _trajectory_paths(results: Path, models: list[str] | None) -> list[Path]:
+    """The trajectory tables of the panel's ``models`` (every one found, without a manifest: None), in name
+    order: never a model of another panel left in the same folder."""
+    if models is None:
+        return sorted(results.glob(paths.RELATIVE["trajectory"].format(model="*")))
+    return sorted(p for m in models if (p := Path(paths.at(results, "trajectory", model=m))).is_file())
 
 
 def _findings(results: Path) -> dict[str, pl.DataFrame]:
